@@ -1,0 +1,450 @@
+//! [`ScalableBloomFilter`]: a chain of standard filters that grows with its content, with
+//! the semantics of RedisBloom's and TairBloom's `BF.*` filters.
+
+use crate::error::{Error, Result};
+use crate::filter::{BloomFilter, alloc_words};
+use crate::format::{self, LayerParts, MAX_LAYERS, ScalableBloomFilterRef, ScalableParams};
+use crate::hash::Seed;
+use crate::words::Words;
+
+/// Default growth factor: each new layer holds twice the previous one's capacity.
+pub const DEFAULT_EXPANSION: u32 = 2;
+
+/// Each layer's error rate is the previous one's times this; the first layer of a
+/// scaling filter gets `error_rate × TIGHTENING_RATIO`, so the rates sum to at most the
+/// requested one however far the filter grows.
+pub const TIGHTENING_RATIO: f64 = 0.5;
+
+/// Each layer's bit array is sized for this fraction of its error budget. The rate of a
+/// small layer varies with the luck of its fill (a 100-item layer by ±20%); sizing with
+/// a 10% margin keeps the measured overall rate under the requested one for every seed
+/// tried (see `tests/rates.rs`), for +0.22 bits per item.
+pub const LAYER_SIZING_FACTOR: f64 = 0.9;
+
+/// One layer of a scalable filter, as `BF.INFO`/`BF.DEBUG` report it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LayerInfo {
+    /// Items the layer was sized for.
+    pub capacity: u64,
+    /// The layer's own error rate (the ratio `BF.DEBUG` prints).
+    pub error_rate: f64,
+    /// Items inserted into this layer.
+    pub items: u64,
+    /// Bits of the layer's array.
+    pub num_bits: u64,
+    /// Probes per item.
+    pub num_hashes: u32,
+    /// Bytes of the layer's array.
+    pub size_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Layer {
+    filter: BloomFilter,
+    capacity: u64,
+    error: f64,
+}
+
+impl Layer {
+    fn info(&self) -> LayerInfo {
+        LayerInfo {
+            capacity: self.capacity,
+            error_rate: self.error,
+            items: self.filter.len(),
+            num_bits: self.filter.num_bits(),
+            num_hashes: self.filter.num_hashes(),
+            size_bytes: self.filter.size_bytes(),
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.filter.len() >= self.capacity
+    }
+}
+
+/// A bloom filter that adds layers as it fills, keeping its overall false-positive rate at
+/// or under the requested one (RedisBloom/TairBloom semantics).
+///
+/// * Layer 1 holds `capacity` items at `error_rate / 2` (`error_rate` when non-scaling);
+///   layer `i+1` holds `expansion ×` layer `i`'s capacity at half its error rate.
+/// * [`add`](Self::add) checks every layer, newest first, and inserts into the newest
+///   only when the item is absent everywhere, growing first if that layer is full.
+/// * A non-scaling filter refuses new items once full with [`Error::Full`].
+///
+/// ```
+/// # fn main() -> Result<(), tidemark_bloom::Error> {
+/// use tidemark_bloom::ScalableBloomFilter;
+/// let mut filter = ScalableBloomFilter::new(100, 0.01)?;
+/// for i in 0..1_000u32 {
+///     filter.add(&i.to_le_bytes())?;
+/// }
+/// assert!(filter.num_layers() > 1);
+/// assert!(filter.contains(&7u32.to_le_bytes()));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalableBloomFilter {
+    capacity: u64,
+    error_rate: f64,
+    expansion: u32,
+    nonscaling: bool,
+    seed: Seed,
+    layers: Vec<Layer>,
+}
+
+/// Options of a [`ScalableBloomFilter`]; from [`ScalableBloomFilter::builder`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScalableBuilder {
+    capacity: u64,
+    error_rate: f64,
+    expansion: u32,
+    nonscaling: bool,
+    seed: Seed,
+}
+
+impl ScalableBuilder {
+    /// Capacity factor between consecutive layers (default [`DEFAULT_EXPANSION`]).
+    #[must_use]
+    pub fn expansion(mut self, expansion: u32) -> Self {
+        self.expansion = expansion;
+        self
+    }
+
+    /// A non-scaling filter keeps one layer at the full error rate and refuses new items
+    /// once it holds `capacity` of them.
+    #[must_use]
+    pub fn nonscaling(mut self, nonscaling: bool) -> Self {
+        self.nonscaling = nonscaling;
+        self
+    }
+
+    /// The hash seed (default [`Seed::DEFAULT`]).
+    #[must_use]
+    pub fn seed(mut self, seed: Seed) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Builds the filter and its first layer.
+    ///
+    /// # Errors
+    /// [`Error::ZeroCapacity`], [`Error::InvalidFalsePositiveRate`],
+    /// [`Error::InvalidExpansion`] (0 without non-scaling), [`Error::TooLarge`],
+    /// [`Error::Allocation`].
+    pub fn build(self) -> Result<ScalableBloomFilter> {
+        crate::math::check_capacity_and_rate(self.capacity, self.error_rate)?;
+        if self.expansion == 0 && !self.nonscaling {
+            return Err(Error::InvalidExpansion(0));
+        }
+        let first_error = if self.nonscaling {
+            self.error_rate
+        } else {
+            self.error_rate * TIGHTENING_RATIO
+        };
+        let mut filter = ScalableBloomFilter {
+            capacity: self.capacity,
+            error_rate: self.error_rate,
+            expansion: self.expansion,
+            nonscaling: self.nonscaling,
+            seed: self.seed,
+            layers: Vec::new(),
+        };
+        filter.push_layer(self.capacity, first_error)?;
+        Ok(filter)
+    }
+}
+
+impl ScalableBloomFilter {
+    /// A scaling filter with expansion 2 and the default seed.
+    ///
+    /// # Errors
+    /// As [`ScalableBuilder::build`].
+    pub fn new(capacity: u64, error_rate: f64) -> Result<Self> {
+        Self::builder(capacity, error_rate).build()
+    }
+
+    /// Options for a filter whose first layer holds `capacity` items and whose overall
+    /// rate stays at or under `error_rate`.
+    pub fn builder(capacity: u64, error_rate: f64) -> ScalableBuilder {
+        ScalableBuilder {
+            capacity,
+            error_rate,
+            expansion: DEFAULT_EXPANSION,
+            nonscaling: false,
+            seed: Seed::DEFAULT,
+        }
+    }
+
+    fn push_layer(&mut self, capacity: u64, error: f64) -> Result<()> {
+        if self.layers.len() >= MAX_LAYERS {
+            return Err(Error::CannotGrow {
+                layers: self.layers.len(),
+            });
+        }
+        let filter =
+            BloomFilter::with_capacity(capacity, error * LAYER_SIZING_FACTOR)?.with_seed(self.seed);
+        self.layers.push(Layer {
+            filter,
+            capacity,
+            error,
+        });
+        Ok(())
+    }
+
+    fn grow(&mut self) -> Result<()> {
+        let layers = self.layers.len();
+        let Some(last) = self.layers.last() else {
+            return Err(Error::CannotGrow { layers });
+        };
+        let capacity = last
+            .capacity
+            .checked_mul(u64::from(self.expansion))
+            .ok_or(Error::CannotGrow { layers })?;
+        let error = last.error * TIGHTENING_RATIO;
+        self.push_layer(capacity, error)
+    }
+
+    /// Adds `item`; `Ok(true)` when it was new (the `BF.ADD` reply), `Ok(false)` when some
+    /// layer already (possibly) holds it.
+    ///
+    /// # Errors
+    /// [`Error::Full`] for a new item in a full non-scaling filter; [`Error::CannotGrow`],
+    /// [`Error::TooLarge`] or [`Error::Allocation`] when a new layer cannot be made.
+    pub fn add(&mut self, item: &[u8]) -> Result<bool> {
+        self.add_hash(self.seed.hash(item))
+    }
+
+    /// Adds by a precomputed 128-bit hash (see [`crate::Seed::hash`]).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn add_hash(&mut self, hash: u128) -> Result<bool> {
+        if self.contains_hash(hash) {
+            return Ok(false);
+        }
+        if self.layers.last().is_none_or(Layer::is_full) {
+            if self.nonscaling {
+                return Err(Error::Full {
+                    capacity: self.capacity,
+                });
+            }
+            self.grow()?;
+        }
+        let layers = self.layers.len();
+        let newest = self.layers.last_mut().ok_or(Error::CannotGrow { layers })?;
+        newest.filter.insert_hash(hash);
+        Ok(true)
+    }
+
+    /// Whether `item` is possibly present in some layer.
+    #[inline]
+    pub fn contains(&self, item: &[u8]) -> bool {
+        self.contains_hash(self.seed.hash(item))
+    }
+
+    /// Whether the item with this hash is possibly present in some layer (newest first).
+    #[inline]
+    pub fn contains_hash(&self, hash: u128) -> bool {
+        self.layers
+            .iter()
+            .rev()
+            .any(|layer| layer.filter.contains_hash(hash))
+    }
+
+    /// Items added (adds that answered true; `BF.CARD`).
+    pub fn len(&self) -> u64 {
+        self.layers.iter().map(|l| l.filter.len()).sum()
+    }
+
+    /// True when nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sum of the layers' capacities (`BF.INFO CAPACITY`).
+    pub fn capacity(&self) -> u64 {
+        self.layers.iter().map(|l| l.capacity).sum()
+    }
+
+    /// The first layer's capacity, as requested.
+    pub fn initial_capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// The requested overall error rate.
+    pub fn error_rate(&self) -> f64 {
+        self.error_rate
+    }
+
+    /// Capacity factor between layers.
+    pub fn expansion(&self) -> u32 {
+        self.expansion
+    }
+
+    /// True for a non-scaling filter.
+    pub fn is_nonscaling(&self) -> bool {
+        self.nonscaling
+    }
+
+    /// True when a non-scaling filter can take no new item.
+    pub fn is_full(&self) -> bool {
+        self.nonscaling && self.layers.last().is_none_or(Layer::is_full)
+    }
+
+    /// The hash seed.
+    pub fn seed(&self) -> Seed {
+        self.seed
+    }
+
+    /// Number of layers (`BF.INFO FILTERS`).
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Each layer's figures, oldest first.
+    pub fn layers(&self) -> Vec<LayerInfo> {
+        self.layers.iter().map(Layer::info).collect()
+    }
+
+    /// The bit array of layer `index` (oldest is 0).
+    pub fn layer_words(&self, index: usize) -> Option<&[u64]> {
+        self.layers.get(index).map(|l| l.filter.as_words())
+    }
+
+    /// Bytes of all bit arrays.
+    pub fn size_bytes(&self) -> u64 {
+        self.layers.iter().map(|l| l.filter.size_bytes()).sum()
+    }
+
+    /// The overall rate estimated from the bits: `1 - Π(1 - rate of layer i)`.
+    pub fn estimated_fpr(&self) -> f64 {
+        1.0 - self
+            .layers
+            .iter()
+            .map(|l| 1.0 - l.filter.estimated_fpr())
+            .product::<f64>()
+    }
+
+    /// Adds every item of `other`, a filter built with the same capacity, error rate,
+    /// expansion, scaling mode and seed: layer `i` of both is OR-ed, and layers only
+    /// `other` has are copied. Afterwards each layer's item count is the estimate from its
+    /// combined bits, so a layer pushed past its capacity makes the next new item open a
+    /// new layer; no item of either filter is ever lost. The rate stays at the target as
+    /// long as the union of each pair of layers holds no more than their capacity.
+    ///
+    /// # Errors
+    /// [`Error::IncompatibleFilters`] when a parameter differs.
+    pub fn union(&mut self, other: &Self) -> Result<()> {
+        let mismatch = if self.capacity != other.capacity {
+            Some(format!("capacity {} vs {}", self.capacity, other.capacity))
+        } else if self.error_rate.to_bits() != other.error_rate.to_bits() {
+            Some(format!(
+                "error rate {} vs {}",
+                self.error_rate, other.error_rate
+            ))
+        } else if self.expansion != other.expansion {
+            Some(format!(
+                "expansion {} vs {}",
+                self.expansion, other.expansion
+            ))
+        } else if self.nonscaling != other.nonscaling {
+            Some("scaling vs non-scaling".to_string())
+        } else if self.seed != other.seed {
+            Some(format!("seed {:?} vs {:?}", self.seed, other.seed))
+        } else {
+            None
+        };
+        if let Some(reason) = mismatch {
+            return Err(Error::IncompatibleFilters { reason });
+        }
+        // Check every shared layer before changing anything.
+        for (a, b) in self.layers.iter().zip(&other.layers) {
+            if a.filter.num_bits() != b.filter.num_bits()
+                || a.filter.num_hashes() != b.filter.num_hashes()
+            {
+                return Err(Error::IncompatibleFilters {
+                    reason: format!(
+                        "layer shapes ({} bits, {} hashes) vs ({} bits, {} hashes)",
+                        a.filter.num_bits(),
+                        a.filter.num_hashes(),
+                        b.filter.num_bits(),
+                        b.filter.num_hashes()
+                    ),
+                });
+            }
+        }
+        if self.layers.len() < other.layers.len() && other.layers.len() > MAX_LAYERS {
+            return Err(Error::CannotGrow {
+                layers: other.layers.len(),
+            });
+        }
+        for (a, b) in self.layers.iter_mut().zip(&other.layers) {
+            a.filter.union(&b.filter)?;
+        }
+        let have = self.layers.len();
+        self.layers.extend(other.layers.iter().skip(have).cloned());
+        Ok(())
+    }
+
+    /// The filter in the stable byte format (`docs/bloom-format.md`).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let layers: Vec<LayerParts<'_>> = self
+            .layers
+            .iter()
+            .map(|l| LayerParts {
+                capacity: l.capacity,
+                error: l.error,
+                len: l.filter.len(),
+                num_bits: l.filter.num_bits(),
+                num_hashes: l.filter.num_hashes(),
+                words: l.filter.as_words(),
+            })
+            .collect();
+        format::encode_scalable(&self.params(), &layers)
+    }
+
+    fn params(&self) -> ScalableParams {
+        ScalableParams {
+            capacity: self.capacity,
+            error: self.error_rate,
+            expansion: self.expansion,
+            nonscaling: self.nonscaling,
+            seed: self.seed,
+        }
+    }
+
+    /// Decodes a filter written by [`to_bytes`](Self::to_bytes), checksum included.
+    ///
+    /// # Errors
+    /// Any decoding error of [`Error`]; never a panic, whatever the bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let view = ScalableBloomFilterRef::new(bytes)?;
+        let params = view.params();
+        let mut layers = Vec::with_capacity(view.layer_refs().len());
+        for l in view.layer_refs() {
+            let mut words = alloc_words(l.num_bits / 64)?;
+            for (i, w) in words.iter_mut().enumerate() {
+                *w = l.words.word(i);
+            }
+            layers.push(Layer {
+                filter: BloomFilter::from_parts(
+                    words,
+                    l.num_bits,
+                    l.num_hashes,
+                    params.seed,
+                    l.len,
+                ),
+                capacity: l.capacity,
+                error: l.error,
+            });
+        }
+        Ok(ScalableBloomFilter {
+            capacity: params.capacity,
+            error_rate: params.error,
+            expansion: params.expansion,
+            nonscaling: params.nonscaling,
+            seed: params.seed,
+            layers,
+        })
+    }
+}

@@ -1,0 +1,36 @@
+//! `cargo xtask`: the workspace's development tasks (see `cargo xtask help`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod bloom_demo;
+
+use std::process::ExitCode;
+
+const HELP: &str = "\
+cargo xtask <task> [options]
+
+tasks:
+  bloom-demo [--items N] [--fpr P] [--absent N]
+      build each bloom filter type from N time-series keys, then print its size,
+      bits per item and the false-positive rate measured over absent keys
+  help
+      this text
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("bloom-demo") => bloom_demo::run(&args[1..]),
+        Some("help" | "--help" | "-h") | None => {
+            print!("{HELP}");
+            Ok(())
+        }
+        Some(other) => Err(anyhow::anyhow!("unknown task {other:?}\n\n{HELP}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
