@@ -282,6 +282,25 @@ impl<L: Layout> Filter<L> {
         Ok(())
     }
 
+    /// Number of distinct items the union with `other` would hold, estimated from the OR
+    /// of the two bit arrays without building it.
+    ///
+    /// # Errors
+    /// [`Error::IncompatibleFilters`] when the bit counts, hash counts or seeds differ.
+    pub fn union_estimated_len(&self, other: &Self) -> Result<u64> {
+        check_compatible(
+            (self.num_bits, self.num_hashes, self.seed),
+            (other.num_bits, other.num_hashes, other.seed),
+        )?;
+        let ones: u64 = self
+            .words
+            .iter()
+            .zip(&other.words)
+            .map(|(a, b)| u64::from((a | b).count_ones()))
+            .sum();
+        Ok(L::estimated_len(self.num_bits, self.num_hashes, ones))
+    }
+
     /// Removes every item, keeping the shape and seed.
     pub fn clear(&mut self) {
         self.words.fill(0);

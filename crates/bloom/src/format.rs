@@ -46,7 +46,7 @@ pub const KIND_SCALABLE: u8 = 3;
 pub const FLAG_NONSCALING: u16 = 1;
 
 /// The most layers a scalable filter holds.
-pub const MAX_LAYERS: usize = 64;
+pub const MAX_LAYERS: usize = 1024;
 
 pub(crate) const HEADER_LEN: usize = 32;
 pub(crate) const FILTER_BODY_LEN: usize = 24;

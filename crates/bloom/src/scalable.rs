@@ -326,14 +326,21 @@ impl ScalableBloomFilter {
     }
 
     /// Adds every item of `other`, a filter built with the same capacity, error rate,
-    /// expansion, scaling mode and seed: layer `i` of both is OR-ed, and layers only
-    /// `other` has are copied. Afterwards each layer's item count is the estimate from its
-    /// combined bits, so a layer pushed past its capacity makes the next new item open a
-    /// new layer; no item of either filter is ever lost. The rate stays at the target as
-    /// long as the union of each pair of layers holds no more than their capacity.
+    /// expansion, scaling mode and seed (`BF.MERGE`).
+    ///
+    /// Layer `i` of both filters is OR-ed when the combined bits hold no more than the
+    /// layer's capacity (estimated from the OR's fill), which costs no rate. Otherwise —
+    /// two full layers of different items — both are kept side by side, since OR-ing
+    /// them would put twice the capacity in one bit array and multiply its rate. No item
+    /// of either filter is ever lost, and the union's rate is at most the sum of the two
+    /// filters' rates (so under 2× the target even for two full, disjoint filters).
+    /// Non-scaling filters keep their single layer: it is always OR-ed, and a union past
+    /// the capacity leaves the filter full.
     ///
     /// # Errors
-    /// [`Error::IncompatibleFilters`] when a parameter differs.
+    /// [`Error::IncompatibleFilters`] when a parameter differs, [`Error::CannotGrow`]
+    /// when the union would hold more than [`MAX_LAYERS`] layers; `self` is unchanged
+    /// on error.
     pub fn union(&mut self, other: &Self) -> Result<()> {
         let mismatch = if self.capacity != other.capacity {
             Some(format!("capacity {} vs {}", self.capacity, other.capacity))
@@ -357,32 +364,32 @@ impl ScalableBloomFilter {
         if let Some(reason) = mismatch {
             return Err(Error::IncompatibleFilters { reason });
         }
-        // Check every shared layer before changing anything.
-        for (a, b) in self.layers.iter().zip(&other.layers) {
-            if a.filter.num_bits() != b.filter.num_bits()
-                || a.filter.num_hashes() != b.filter.num_hashes()
-            {
-                return Err(Error::IncompatibleFilters {
-                    reason: format!(
-                        "layer shapes ({} bits, {} hashes) vs ({} bits, {} hashes)",
-                        a.filter.num_bits(),
-                        a.filter.num_hashes(),
-                        b.filter.num_bits(),
-                        b.filter.num_hashes()
-                    ),
-                });
+        let depth = self.layers.len().max(other.layers.len());
+        let mut merged: Vec<Layer> = Vec::with_capacity(depth);
+        for i in 0..depth {
+            match (self.layers.get(i), other.layers.get(i)) {
+                (Some(a), Some(b)) => {
+                    // A non-scaling filter has exactly one layer: always OR, and let
+                    // the combined count make it full.
+                    if self.nonscaling || a.filter.union_estimated_len(&b.filter)? <= a.capacity {
+                        let mut layer = a.clone();
+                        layer.filter.union(&b.filter)?;
+                        merged.push(layer);
+                    } else {
+                        merged.push(a.clone());
+                        merged.push(b.clone());
+                    }
+                }
+                (Some(only), None) | (None, Some(only)) => merged.push(only.clone()),
+                (None, None) => {}
             }
         }
-        if self.layers.len() < other.layers.len() && other.layers.len() > MAX_LAYERS {
+        if merged.len() > MAX_LAYERS {
             return Err(Error::CannotGrow {
-                layers: other.layers.len(),
+                layers: merged.len(),
             });
         }
-        for (a, b) in self.layers.iter_mut().zip(&other.layers) {
-            a.filter.union(&b.filter)?;
-        }
-        let have = self.layers.len();
-        self.layers.extend(other.layers.iter().skip(have).cloned());
+        self.layers = merged;
         Ok(())
     }
 
