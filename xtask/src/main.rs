@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod bloom_demo;
+mod bloom_report;
 
 use std::process::ExitCode;
 
@@ -12,6 +13,9 @@ tasks:
   bloom-demo [--items N] [--fpr P] [--absent N]
       build each bloom filter type from N time-series keys, then print its size,
       bits per item and the false-positive rate measured over absent keys
+  bloom-report [--write]
+      summarize `cargo bench -p tidemark-benches --bench bloom` (criterion medians and
+      the size/rate table) as Markdown; --write puts it in docs/results/bloom.md
   help
       this text
 ";
@@ -20,6 +24,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("bloom-demo") => bloom_demo::run(&args[1..]),
+        Some("bloom-report") => bloom_report::run(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{HELP}");
             Ok(())

@@ -4,8 +4,7 @@
 //! must be found again by every later version on every platform. The keys are therefore
 //! constants of the format (see `docs/bloom-format.md`), never `RandomState`.
 
-use siphasher::sip128::{Hasher128, SipHasher13};
-use std::hash::Hasher;
+use siphasher::sip128::SipHasher13;
 
 /// The two 64-bit SipHash keys a filter hashes its items with.
 ///
@@ -39,9 +38,11 @@ impl Seed {
     /// to hash once and probe several filters.
     #[inline]
     pub fn hash(&self, item: &[u8]) -> u128 {
-        let mut hasher = SipHasher13::new_with_keys(self.k0, self.k1);
-        hasher.write(item);
-        hasher.finish128().as_u128()
+        // The one-shot form skips the streaming buffer; same output as write + finish128
+        // (pinned by `hash_is_pinned` and `one_shot_equals_streaming`).
+        SipHasher13::new_with_keys(self.k0, self.k1)
+            .hash(item)
+            .as_u128()
     }
 }
 
@@ -81,6 +82,18 @@ mod tests {
             hash128(b"tidemark"),
             0x2bc2_7729_ae95_324b_47d4_bbb0_5263_1a40
         );
+    }
+
+    #[test]
+    fn one_shot_equals_streaming() {
+        use siphasher::sip128::Hasher128;
+        use std::hash::Hasher;
+        for len in 0..40usize {
+            let item: Vec<u8> = (0..len as u8).collect();
+            let mut h = SipHasher13::new_with_keys(Seed::DEFAULT.k0, Seed::DEFAULT.k1);
+            h.write(&item);
+            assert_eq!(hash128(&item), h.finish128().as_u128());
+        }
     }
 
     #[test]

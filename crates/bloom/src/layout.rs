@@ -7,9 +7,9 @@
 //!   (Kirsch–Mitzenmacher double hashing, wrapping 64-bit arithmetic, then Lemire's
 //!   multiply-shift range reduction, so any `num_bits` up to 2^40 works, not only powers
 //!   of two).
-//! * [`Blocked`]: the block is `fast_range(hi, num_blocks)`; probe `i` is bit
-//!   `(lo · SALT[i]) >> 55` of that block, where `SALT` are the odd 64-bit constants of
-//!   [`BLOCK_SALTS`]. The block choice uses only `hi` and the in-block bits only `lo`, so
+//! * [`Blocked`]: the block is `fast_range(lo, num_blocks)`; probe `i` is bit
+//!   `(hi · SALT[i]) >> 55` of that block, where `SALT` are the odd 64-bit constants of
+//!   [`BLOCK_SALTS`]. The block choice uses only `lo` and the in-block bits only `hi`, so
 //!   items sharing a block do not share probe patterns.
 //!
 //! Bit `b` of the array is bit `b % 64` of word `b / 64`.
@@ -110,6 +110,8 @@ impl sealed::Sealed for Standard {
 
     #[inline]
     fn contains<W: Words + ?Sized>(words: &W, num_bits: u64, k: u32, hash: u128) -> bool {
+        // Stops at the first clear bit: each probe is its own cache line, so for absent
+        // items the early exit saves memory traffic.
         (0..u64::from(k)).all(|i| {
             let (w, mask) = standard_probe(hash, num_bits, i);
             words.word(w) & mask != 0
@@ -157,18 +159,32 @@ impl sealed::Sealed for Standard {
     }
 }
 
-/// The block index and the eight per-word masks of an item in a blocked filter.
+/// The first word of an item's block, and the 64 bits its in-block positions come from.
 #[inline(always)]
-fn block_masks(hash: u128, num_bits: u64, k: u32) -> (usize, [u64; 8]) {
+fn block_base(hash: u128, num_bits: u64) -> (usize, u64) {
     let lo = hash as u64;
     let hi = (hash >> 64) as u64;
-    let block = fast_range(hi, num_bits / BLOCK_BITS) as usize;
+    // The block comes from the half SipHash finishes first, so the load can start while
+    // the other half is still being computed.
+    let block = fast_range(lo, num_bits / BLOCK_BITS) as usize;
+    (block * 8, hi)
+}
+
+/// Bit `0..512` of probe `salt` within the block.
+#[inline(always)]
+fn block_bit(hi: u64, salt: u64) -> u64 {
+    hi.wrapping_mul(salt) >> 55
+}
+
+/// The eight per-word masks of an item's probes (for the read-modify-write paths).
+#[inline(always)]
+fn block_masks(hi: u64, k: u32) -> [u64; 8] {
     let mut masks = [0u64; 8];
     for salt in BLOCK_SALTS.iter().take(k as usize) {
-        let bit = lo.wrapping_mul(*salt) >> 55;
+        let bit = block_bit(hi, *salt);
         masks[(bit >> 6) as usize & 7] |= 1u64 << (bit & 63);
     }
-    (block, masks)
+    masks
 }
 
 impl sealed::Sealed for Blocked {
@@ -183,19 +199,21 @@ impl sealed::Sealed for Blocked {
 
     #[inline]
     fn contains<W: Words + ?Sized>(words: &W, num_bits: u64, k: u32, hash: u128) -> bool {
-        let (block, masks) = block_masks(hash, num_bits, k);
-        let base = block * 8;
-        let mut missing = 0u64;
-        for (j, mask) in masks.iter().enumerate() {
-            missing |= !words.word(base + j) & mask;
+        let (base, hi) = block_base(hash, num_bits);
+        // Independent single-bit tests: no read-modify-write chain through a mask array,
+        // so the k loads (one cache line) issue in parallel.
+        let mut all = 1u64;
+        for salt in BLOCK_SALTS.iter().take(k as usize) {
+            let bit = block_bit(hi, *salt);
+            all &= words.word(base + (bit >> 6) as usize) >> (bit & 63);
         }
-        missing == 0
+        all & 1 == 1
     }
 
     #[inline]
     fn insert(words: &mut [u64], num_bits: u64, k: u32, hash: u128) -> bool {
-        let (block, masks) = block_masks(hash, num_bits, k);
-        let base = block * 8;
+        let (base, hi) = block_base(hash, num_bits);
+        let masks = block_masks(hi, k);
         let mut missing = 0u64;
         if let Some(block) = words.get_mut(base..base + 8) {
             for (word, mask) in block.iter_mut().zip(masks) {
@@ -208,8 +226,8 @@ impl sealed::Sealed for Blocked {
 
     #[inline]
     fn insert_atomic(words: &[AtomicU64], num_bits: u64, k: u32, hash: u128) -> bool {
-        let (block, masks) = block_masks(hash, num_bits, k);
-        let base = block * 8;
+        let (base, hi) = block_base(hash, num_bits);
+        let masks = block_masks(hi, k);
         let mut missing = 0u64;
         if let Some(block) = words.get(base..base + 8) {
             for (word, mask) in block.iter().zip(masks) {

@@ -131,9 +131,9 @@ proptest! {
         for x in &a {
             let h = hash128(x);
             let (lo, hi) = (h as u64, (h >> 64) as u64);
-            let block = ((u128::from(hi) * u128::from(blocks)) >> 64) as u64;
+            let block = ((u128::from(lo) * u128::from(blocks)) >> 64) as u64;
             for salt in &BLOCK_SALTS[..fast.num_hashes() as usize] {
-                let bit = block * 512 + (lo.wrapping_mul(*salt) >> 55);
+                let bit = block * 512 + (hi.wrapping_mul(*salt) >> 55);
                 model[(bit / 64) as usize] |= 1 << (bit % 64);
             }
         }

@@ -1,0 +1,379 @@
+//! Bloom filters with 16-byte time-series keys (8-byte series hash + 8-byte big-endian
+//! timestamp): insert, lookup of present keys, lookup of absent keys, at 1M and 10M items
+//! and rates 1% and 0.1%, for tidemark-bloom beside fastbloom, bloomfilter and
+//! growable-bloom-filter.
+//!
+//! Before the timings, a size-and-rate table (bits per item, measured false-positive
+//! rate over 1M absent keys, scalable memory) is printed and written to
+//! `target/criterion/bloom-sizes.md`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use growable_bloom_filter::GrowableBloomBuilder;
+use tidemark_bloom::{BlockedBloomFilter, BloomFilter, ScalableBloomFilter};
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn keys(seed: u64, n: usize) -> Vec<[u8; 16]> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            let mut k = [0u8; 16];
+            k[..8].copy_from_slice(&splitmix(&mut state).to_le_bytes());
+            let ts = 1_700_000_000_000i64 + (splitmix(&mut state) % 86_400_000) as i64;
+            k[8..].copy_from_slice(&ts.to_be_bytes());
+            k
+        })
+        .collect()
+}
+
+/// A filter under test, behind one interface.
+trait Subject {
+    fn insert(&mut self, key: &[u8; 16]);
+    fn contains(&self, key: &[u8; 16]) -> bool;
+    /// Bits of the filter's arrays, when the crate reports them.
+    fn bits(&self) -> Option<u64>;
+}
+
+struct Tidemark(BloomFilter);
+struct TidemarkBlocked(BlockedBloomFilter);
+struct TidemarkScalable(ScalableBloomFilter);
+struct FastBloom(fastbloom::BloomFilter);
+struct BloomfilterCrate(bloomfilter::Bloom<[u8; 16]>);
+struct Growable(growable_bloom_filter::GrowableBloom);
+
+impl Subject for Tidemark {
+    fn insert(&mut self, key: &[u8; 16]) {
+        self.0.insert(key);
+    }
+    fn contains(&self, key: &[u8; 16]) -> bool {
+        self.0.contains(key)
+    }
+    fn bits(&self) -> Option<u64> {
+        Some(self.0.num_bits())
+    }
+}
+impl Subject for TidemarkBlocked {
+    fn insert(&mut self, key: &[u8; 16]) {
+        self.0.insert(key);
+    }
+    fn contains(&self, key: &[u8; 16]) -> bool {
+        self.0.contains(key)
+    }
+    fn bits(&self) -> Option<u64> {
+        Some(self.0.num_bits())
+    }
+}
+impl Subject for TidemarkScalable {
+    fn insert(&mut self, key: &[u8; 16]) {
+        // A reserved filter never needs to grow within its capacity; past it (the insert
+        // bench cycles) a non-scaling filter says Full, which is ignored here.
+        let _ = self.0.add(key);
+    }
+    fn contains(&self, key: &[u8; 16]) -> bool {
+        self.0.contains(key)
+    }
+    fn bits(&self) -> Option<u64> {
+        Some(self.0.size_bytes() * 8)
+    }
+}
+impl Subject for FastBloom {
+    fn insert(&mut self, key: &[u8; 16]) {
+        self.0.insert(key);
+    }
+    fn contains(&self, key: &[u8; 16]) -> bool {
+        self.0.contains(key)
+    }
+    fn bits(&self) -> Option<u64> {
+        Some(self.0.num_bits() as u64)
+    }
+}
+impl Subject for BloomfilterCrate {
+    fn insert(&mut self, key: &[u8; 16]) {
+        self.0.set(key);
+    }
+    fn contains(&self, key: &[u8; 16]) -> bool {
+        self.0.check(key)
+    }
+    fn bits(&self) -> Option<u64> {
+        Some(self.0.len())
+    }
+}
+impl Subject for Growable {
+    fn insert(&mut self, key: &[u8; 16]) {
+        self.0.insert(key);
+    }
+    fn contains(&self, key: &[u8; 16]) -> bool {
+        self.0.contains(key)
+    }
+    fn bits(&self) -> Option<u64> {
+        None
+    }
+}
+
+type Make = Box<dyn Fn() -> Box<dyn Subject>>;
+
+/// The subjects for `n` items at rate `p`. fastbloom gets exactly the bits of our
+/// blocked filter, so that the lookup comparison is at equal bits per item.
+fn subjects(n: usize, p: f64) -> Vec<(&'static str, Make)> {
+    let n64 = n as u64;
+    let blocked_bits = BlockedBloomFilter::with_capacity(n64, p)
+        .unwrap()
+        .num_bits() as usize;
+    vec![
+        (
+            "tidemark-standard",
+            Box::new(move || {
+                Box::new(Tidemark(BloomFilter::with_capacity(n64, p).unwrap())) as Box<dyn Subject>
+            }) as Make,
+        ),
+        (
+            "tidemark-blocked",
+            Box::new(move || {
+                Box::new(TidemarkBlocked(
+                    BlockedBloomFilter::with_capacity(n64, p).unwrap(),
+                )) as Box<dyn Subject>
+            }),
+        ),
+        (
+            "tidemark-scalable-reserved",
+            Box::new(move || {
+                Box::new(TidemarkScalable(
+                    ScalableBloomFilter::builder(n64, p)
+                        .nonscaling(true)
+                        .build()
+                        .unwrap(),
+                )) as Box<dyn Subject>
+            }),
+        ),
+        (
+            "fastbloom-equal-bits",
+            Box::new(move || {
+                Box::new(FastBloom(
+                    fastbloom::BloomFilter::with_num_bits(blocked_bits).expected_items(n),
+                )) as Box<dyn Subject>
+            }),
+        ),
+        (
+            "bloomfilter",
+            Box::new(move || {
+                Box::new(BloomfilterCrate(
+                    bloomfilter::Bloom::new_for_fp_rate(n, p).unwrap(),
+                )) as Box<dyn Subject>
+            }),
+        ),
+        (
+            "growable-reserved",
+            Box::new(move || {
+                Box::new(Growable(
+                    GrowableBloomBuilder::new()
+                        .estimated_insertions(n)
+                        .desired_error_ratio(p)
+                        .build(),
+                )) as Box<dyn Subject>
+            }),
+        ),
+    ]
+}
+
+fn label(n: usize) -> String {
+    if n >= 1_000_000 {
+        format!("{}M", n / 1_000_000)
+    } else {
+        format!("{}k", n / 1_000)
+    }
+}
+
+struct Measured {
+    config: String,
+    name: &'static str,
+    bits_per_item: Option<f64>,
+    rate: f64,
+}
+
+fn bench_config(
+    c: &mut Criterion,
+    n: usize,
+    p: f64,
+    present: &[[u8; 16]],
+    absent: &[[u8; 16]],
+    out: &mut Vec<Measured>,
+) {
+    let config = format!("{}/{}", label(n), p);
+    for (name, make) in subjects(n, p) {
+        let mut group = c.benchmark_group(format!("insert/{config}"));
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                let mut done = 0u64;
+                while done < iters {
+                    let mut s = make();
+                    let chunk = (iters - done).min(n as u64) as usize;
+                    let start = Instant::now();
+                    for k in &present[..chunk] {
+                        s.insert(black_box(k));
+                    }
+                    total += start.elapsed();
+                    done += chunk as u64;
+                }
+                total
+            });
+        });
+        group.finish();
+
+        let mut s = make();
+        for k in present {
+            s.insert(k);
+        }
+        let hits = absent.iter().filter(|k| s.contains(k)).count();
+        out.push(Measured {
+            config: config.clone(),
+            name,
+            bits_per_item: s.bits().map(|b| b as f64 / n as f64),
+            rate: hits as f64 / absent.len() as f64,
+        });
+        for (what, keys) in [("lookup-present", present), ("lookup-absent", absent)] {
+            let mut group = c.benchmark_group(format!("{what}/{config}"));
+            let mut cursor = 0usize;
+            group.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        black_box(s.contains(black_box(&keys[cursor])));
+                        cursor += 1;
+                        if cursor == keys.len() {
+                            cursor = 0;
+                        }
+                    }
+                    start.elapsed()
+                });
+            });
+            group.finish();
+        }
+    }
+}
+
+/// Memory and measured rate of scalable filters grown from 100 items, and reserved up
+/// front, at 1%.
+fn scalable_report(n: usize, absent: &[[u8; 16]], present: &[[u8; 16]], md: &mut String) {
+    let rate = |contains: &dyn Fn(&[u8; 16]) -> bool| {
+        absent.iter().filter(|k| contains(k)).count() as f64 / absent.len() as f64
+    };
+    let _ = writeln!(
+        md,
+        "\n| scalable filter, {} items at 1% | bytes | layers | measured rate |",
+        label(n)
+    );
+    let _ = writeln!(md, "|---|---|---|---|");
+    let mut grown = ScalableBloomFilter::new(100, 0.01).unwrap();
+    for k in present {
+        grown.add(k).unwrap();
+    }
+    let _ = writeln!(
+        md,
+        "| tidemark, grown from 100 (expansion 2) | {} | {} | {:.4}% |",
+        grown.size_bytes(),
+        grown.num_layers(),
+        100.0 * rate(&|k| grown.contains(k))
+    );
+    drop(grown);
+    let mut reserved = ScalableBloomFilter::builder(n as u64, 0.01)
+        .nonscaling(true)
+        .build()
+        .unwrap();
+    for k in present {
+        reserved.add(k).unwrap();
+    }
+    let _ = writeln!(
+        md,
+        "| tidemark, reserved up front (NONSCALING) | {} | 1 | {:.4}% |",
+        reserved.size_bytes(),
+        100.0 * rate(&|k| reserved.contains(k))
+    );
+    drop(reserved);
+    let mut scaling = ScalableBloomFilter::new(n as u64, 0.01).unwrap();
+    for k in present {
+        scaling.add(k).unwrap();
+    }
+    let _ = writeln!(
+        md,
+        "| tidemark, reserved up front, scaling (first layer at 0.5%) | {} | {} | {:.4}% |",
+        scaling.size_bytes(),
+        scaling.num_layers(),
+        100.0 * rate(&|k| scaling.contains(k))
+    );
+    drop(scaling);
+    let mut growable = GrowableBloomBuilder::new()
+        .estimated_insertions(100)
+        .desired_error_ratio(0.01)
+        .build();
+    for k in present {
+        growable.insert(k);
+    }
+    let _ = writeln!(
+        md,
+        "| growable-bloom-filter, grown from 100 | (not reported) | — | {:.4}% |",
+        100.0 * rate(&|k| growable.contains(k))
+    );
+}
+
+fn main() {
+    let test_mode = std::env::args().any(|a| a == "--test");
+    // `BLOOM_BENCH_ITEMS=1000000` limits the run to one size.
+    let sizes: Vec<usize> = match std::env::var("BLOOM_BENCH_ITEMS") {
+        Ok(v) => vec![v.parse().expect("BLOOM_BENCH_ITEMS is a number")],
+        Err(_) if test_mode => vec![10_000],
+        Err(_) => vec![1_000_000, 10_000_000],
+    };
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(15)
+        .configure_from_args();
+    let absent = keys(2, if test_mode { 10_000 } else { 1_000_000 });
+    let mut measured = Vec::new();
+    let mut md = String::new();
+    for &n in &sizes {
+        let present = keys(1, n);
+        for p in [0.01, 0.001] {
+            bench_config(&mut c, n, p, &present, &absent, &mut measured);
+        }
+        if n == *sizes.last().unwrap_or(&n) {
+            let _ = writeln!(
+                md,
+                "| config | filter | bits/item | measured rate | vs target |"
+            );
+            let _ = writeln!(md, "|---|---|---|---|---|");
+            for m in &measured {
+                let target: f64 = m.config.rsplit('/').next().unwrap().parse().unwrap();
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {:.4}% | {:.2}× |",
+                    m.config,
+                    m.name,
+                    m.bits_per_item
+                        .map_or("—".to_string(), |b| format!("{b:.2}")),
+                    100.0 * m.rate,
+                    m.rate / target
+                );
+            }
+            scalable_report(n, &absent, &present, &mut md);
+        }
+    }
+    println!("\n{md}");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/criterion");
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let _ = std::fs::write(dir.join("bloom-sizes.md"), &md);
+    }
+    c.final_summary();
+}
