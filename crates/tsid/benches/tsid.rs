@@ -101,6 +101,59 @@ fn bench_tsid(c: &mut Criterion) {
     }
     g.finish();
 
+    // The hot path for callers that decode into a fixed schema: values in
+    // declaration order, names encoded once at build time.
+    let mut g = c.benchmark_group("tsid_values");
+    for n in DIMS {
+        let (mut comp, _) = setup(n);
+        let keywords: Vec<String> = (0..n)
+            .map(|i| format!("value-{i}-eu-west-1a-prod"))
+            .collect();
+        let ip: IpAddr = "10.1.2.3".parse().unwrap();
+        let values: Vec<Option<DimValue<'_>>> = (0..n)
+            .map(|i| {
+                Some(match i % 5 {
+                    0 | 2 => DimValue::Keyword(&keywords[i]),
+                    1 => DimValue::I64(4711 + i as i64),
+                    3 => DimValue::Ip(ip),
+                    _ => DimValue::Bool(i % 2 == 0),
+                })
+            })
+            .collect();
+        let metrics = ["metrics.cpu.usage", "metrics.mem.used"];
+        g.bench_with_input(BenchmarkId::from_parameter(n), &values, |b, values| {
+            b.iter(|| comp.tsid_from_values(black_box(values), &metrics).unwrap())
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("synthetic_id_values");
+    for n in DIMS {
+        let (mut comp, _) = setup(n);
+        let keywords: Vec<String> = (0..n)
+            .map(|i| format!("value-{i}-eu-west-1a-prod"))
+            .collect();
+        let ip: IpAddr = "10.1.2.3".parse().unwrap();
+        let values: Vec<Option<DimValue<'_>>> = (0..n)
+            .map(|i| {
+                Some(match i % 5 {
+                    0 | 2 => DimValue::Keyword(&keywords[i]),
+                    1 => DimValue::I64(4711 + i as i64),
+                    3 => DimValue::Ip(ip),
+                    _ => DimValue::Bool(i % 2 == 0),
+                })
+            })
+            .collect();
+        let metrics = ["metrics.cpu.usage", "metrics.mem.used"];
+        g.bench_with_input(BenchmarkId::from_parameter(n), &values, |b, values| {
+            b.iter(|| {
+                let t = comp.tsid_from_values(black_box(values), &metrics).unwrap();
+                SyntheticId::new(t, 1_700_000_000_000).to_bytes()
+            })
+        });
+    }
+    g.finish();
+
     let mut g = c.benchmark_group("batch_synthetic_id_json");
     let (mut comp, doc) = setup(6);
     let docs: Vec<Value> = (0..1000)

@@ -2,12 +2,12 @@
 
 use std::net::IpAddr;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use siphasher::sip::SipHasher13;
 use siphasher::sip128::SipHasher13 as SipHasher13x128;
 
 use crate::error::{Error, Result};
-use crate::path::{check_path, for_each_leaf, lookup};
+use crate::path::{check_path, lookup};
 use crate::synthetic::SyntheticId;
 use crate::tsid::{
     NAMES_KEY, TSID_KEY, TSID_LEN, TSID_PREFIX_LEN, TSID_PREFIX_VALUES, Tsid, VALUES_KEY,
@@ -132,23 +132,41 @@ impl TsidBuilder {
     /// twice (as a dimension or a listed metric, or as both), and
     /// [`Error::TooMany`] past [`MAX_DIMENSIONS`].
     pub fn build(self) -> Result<TsidComputer> {
-        let mut dims = self.dims;
-        for (path, _) in &dims {
+        for (path, _) in &self.dims {
             check_path(path)?;
         }
-        check_count("dimensions", dims.len())?;
-        dims.sort_by(|a, b| a.0.cmp(&b.0));
-        if let Some(w) = dims.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Err(Error::DuplicatePath {
-                path: w[0].0.clone(),
+        check_count("dimensions", self.dims.len())?;
+        let mut dims = Vec::with_capacity(self.dims.len());
+        for (declared, (path, kind)) in self.dims.into_iter().enumerate() {
+            let mut name_enc = Vec::with_capacity(path.len() + 2);
+            encode_name(&path, &mut name_enc)?;
+            dims.push(Dim {
+                path,
+                kind,
+                name_enc,
+                declared,
             });
         }
+        dims.sort_by(|a, b| a.path.cmp(&b.path));
+        if let Some(w) = dims.windows(2).find(|w| w[0].path == w[1].path) {
+            return Err(Error::DuplicatePath {
+                path: w[0].path.clone(),
+            });
+        }
+        let mut sorted_of_declared = vec![0; dims.len()];
+        for (sorted, d) in dims.iter().enumerate() {
+            if let Some(slot) = sorted_of_declared.get_mut(d.declared) {
+                *slot = sorted;
+            }
+        }
+        let is_dim = |name: &str| dims.binary_search_by(|d| d.path.as_str().cmp(name)).is_ok();
+        let mut skip = Vec::new();
         let metrics = match self.metrics {
             MetricNames::Off => MetricMode::Off,
             MetricNames::Listed(mut names) => {
                 for name in &names {
                     check_path(name)?;
-                    if dims.binary_search_by(|d| d.0.as_str().cmp(name)).is_ok() {
+                    if is_dim(name) {
                         return Err(Error::DuplicatePath { path: name.clone() });
                     }
                 }
@@ -159,15 +177,30 @@ impl TsidBuilder {
                 }
                 MetricMode::Listed(names)
             }
-            MetricNames::AllOtherFields { mut exclude } => {
-                exclude.sort();
-                exclude.dedup();
-                MetricMode::AllOther { exclude }
+            MetricNames::AllOtherFields { exclude } => {
+                // One sorted list of the leaves that are not metrics, so a
+                // leaf costs one binary search.
+                skip.extend(
+                    dims.iter()
+                        .enumerate()
+                        .map(|(i, d)| (d.path.clone(), Skip::Dim(i))),
+                );
+                for e in exclude {
+                    if !is_dim(&e) {
+                        skip.push((e, Skip::Excluded));
+                    }
+                }
+                skip.sort_by(|a, b| a.0.cmp(&b.0));
+                skip.dedup_by(|a, b| a.0 == b.0);
+                MetricMode::AllOther
             }
         };
         Ok(TsidComputer {
             dims,
+            sorted_of_declared,
             metrics,
+            skip: PathTable::new(skip),
+            names_memo: Vec::new(),
             scratch: Scratch::default(),
         })
     }
@@ -184,11 +217,31 @@ fn check_count(what: &'static str, count: usize) -> Result<()> {
     Ok(())
 }
 
+/// What a field of the `skip` table is.
+#[derive(Debug, Clone, Copy)]
+enum Skip {
+    /// The configured dimension at this sorted index.
+    Dim(usize),
+    /// Neither a dimension nor a metric.
+    Excluded,
+}
+
 #[derive(Debug, Clone)]
 enum MetricMode {
     Off,
     Listed(Vec<String>),
-    AllOther { exclude: Vec<String> },
+    AllOther,
+}
+
+/// A configured dimension.
+#[derive(Debug, Clone)]
+struct Dim {
+    path: String,
+    kind: DimKind,
+    /// The name as the canonical form writes it: `u16` length, then bytes.
+    name_enc: Vec<u8>,
+    /// Its position in the builder's declaration order.
+    declared: usize,
 }
 
 /// Reusable buffers: after the first few calls, computing a tsid allocates
@@ -197,10 +250,12 @@ enum MetricMode {
 struct Scratch {
     /// The canonical form being hashed.
     canon: Vec<u8>,
-    /// The sorted dimension names, length-prefixed, for the names byte.
+    /// The sorted dimension names, length-prefixed, for the names digest.
     names: Vec<u8>,
     /// Spans of the leading values in `canon`.
     leading: [(usize, usize); TSID_PREFIX_VALUES],
+    /// Sorted indices of the configured dimensions present.
+    present: Vec<usize>,
     /// Metric names found, back to back, and their spans.
     metric_buf: Vec<u8>,
     metric_spans: Vec<(usize, usize)>,
@@ -208,7 +263,22 @@ struct Scratch {
     path: String,
     /// Sort order of typed pairs.
     order: Vec<usize>,
+    /// Value encodings found by the one-pass walk, and each configured
+    /// dimension's span in it (`NO_SPAN` when absent).
+    vals: Vec<u8>,
+    slots: Vec<(usize, usize)>,
 }
+
+const NO_SPAN: (usize, usize) = (usize::MAX, 0);
+
+/// Start of the canonical form: room for the 16-byte names digest, then the
+/// `u16` dimension count.
+const CANON_HEADER: [u8; 18] = [0; 18];
+/// Offset of the dimension count in the canonical form.
+const COUNT_AT: usize = 16;
+
+/// Most distinct sets of present dimensions whose names digest is memoised.
+const NAMES_MEMO_CAP: usize = 256;
 
 /// Computes tsids and synthetic ids, reusing its buffers between calls.
 ///
@@ -218,12 +288,28 @@ struct Scratch {
 pub struct TsidComputer {
     /// Dimensions sorted by path, so documents are read in canonical order
     /// and need no sort per call.
-    dims: Vec<(String, DimKind)>,
+    dims: Vec<Dim>,
+    /// Declaration index → index in `dims`.
+    sorted_of_declared: Vec<usize>,
     metrics: MetricMode,
+    /// Dimension paths and excluded fields (`AllOther` mode).
+    skip: PathTable,
+    /// Names digest of each set of present dimensions seen (as a bit mask of
+    /// sorted indices, for configurations of at most 64 dimensions): the
+    /// set is usually the same from one document to the next.
+    names_memo: Vec<(u64, [u8; 16])>,
     scratch: Scratch,
 }
 
 impl TsidComputer {
+    /// The configured dimension paths, in the order they were declared
+    /// (the order [`tsid_from_values`](Self::tsid_from_values) reads).
+    pub fn dimension_paths(&self) -> impl Iterator<Item = &str> {
+        self.sorted_of_declared
+            .iter()
+            .filter_map(|&i| self.dims.get(i).map(|d| d.path.as_str()))
+    }
+
     /// The tsid of a JSON document.
     ///
     /// Absent and `null` dimensions are skipped; at least one must be
@@ -242,30 +328,31 @@ impl TsidComputer {
                 found: json_type(doc),
             });
         };
+        if matches!(self.metrics, MetricMode::AllOther) {
+            return self.tsid_one_pass(obj);
+        }
         let s = &mut self.scratch;
         s.canon.clear();
-        s.names.clear();
-        s.canon.extend_from_slice(&[0, 0]);
-        let mut count: usize = 0;
-        for (path, kind) in &self.dims {
-            let Some(v) = lookup(obj, path)? else {
+        s.present.clear();
+        s.canon.extend_from_slice(&CANON_HEADER);
+        for (i, dim) in self.dims.iter().enumerate() {
+            let Some(v) = lookup(obj, &dim.path)? else {
                 continue;
             };
-            encode_name(path, &mut s.canon)?;
-            encode_name(path, &mut s.names)?;
             let start = s.canon.len();
-            encode_json(path, *kind, v, &mut s.canon)?;
-            if let Some(span) = s.leading.get_mut(count) {
+            encode_json(&dim.path, dim.kind, v, &mut s.canon)?;
+            if let Some(span) = s.leading.get_mut(s.present.len()) {
                 *span = (start, s.canon.len());
             }
-            count += 1;
+            s.present.push(i);
         }
+        let count = s.present.len();
         if count == 0 {
             return Err(Error::NoDimensions {
                 expected: self.dims.len(),
             });
         }
-        write_count(&mut s.canon, 0, count)?;
+        write_count(&mut s.canon, COUNT_AT, count)?;
 
         let metrics_at = s.canon.len();
         s.canon.extend_from_slice(&[0, 0]);
@@ -281,34 +368,119 @@ impl TsidComputer {
                 }
                 write_count(&mut s.canon, metrics_at, n)?;
             }
-            MetricMode::AllOther { exclude } => {
-                s.metric_buf.clear();
-                s.metric_spans.clear();
-                let dims = &self.dims;
-                let (buf, spans) = (&mut s.metric_buf, &mut s.metric_spans);
-                s.path.clear();
-                for_each_leaf(obj, &mut s.path, &mut |name, _| {
-                    let is_dim = dims.binary_search_by(|d| d.0.as_str().cmp(name)).is_ok();
-                    let excluded = exclude.binary_search_by(|e| e.as_str().cmp(name)).is_ok();
-                    if !is_dim && !excluded {
-                        check_name(name)?;
-                        let start = buf.len();
-                        buf.extend_from_slice(name.as_bytes());
-                        spans.push((start, buf.len()));
-                    }
-                    Ok(())
-                })?;
-                encode_metric_names(s, metrics_at)?;
-            }
+            // Handled by `tsid_one_pass`.
+            MetricMode::AllOther => {}
         }
-        Ok(finish(s, count))
+        let names = memo_names_digest(&self.dims, &mut self.names_memo, &mut self.scratch);
+        Ok(finish(&mut self.scratch, count, names))
+    }
+
+    /// [`tsid`](Self::tsid) when every other field is a metric: one walk
+    /// over the document finds the dimensions and the metric names, instead
+    /// of a lookup per dimension and then a walk.
+    fn tsid_one_pass(&mut self, obj: &Map<String, Value>) -> Result<Tsid> {
+        let s = &mut self.scratch;
+        s.vals.clear();
+        s.slots.clear();
+        s.slots.resize(self.dims.len(), NO_SPAN);
+        s.metric_buf.clear();
+        s.metric_spans.clear();
+        s.path.clear();
+        let mut walk = Walk {
+            dims: &self.dims,
+            skip: &self.skip,
+            vals: &mut s.vals,
+            slots: &mut s.slots,
+            metric_buf: &mut s.metric_buf,
+            metric_spans: &mut s.metric_spans,
+        };
+        walk.object(obj, &mut s.path)?;
+
+        s.canon.clear();
+        s.present.clear();
+        s.canon.extend_from_slice(&CANON_HEADER);
+        for (i, &(start, end)) in s.slots.iter().enumerate() {
+            let Some(v) = s.vals.get(start..end) else {
+                continue;
+            };
+            let at = s.canon.len();
+            s.canon.extend_from_slice(v);
+            if let Some(span) = s.leading.get_mut(s.present.len()) {
+                *span = (at, s.canon.len());
+            }
+            s.present.push(i);
+        }
+        let count = s.present.len();
+        if count == 0 {
+            return Err(Error::NoDimensions {
+                expected: self.dims.len(),
+            });
+        }
+        write_count(&mut s.canon, COUNT_AT, count)?;
+        let metrics_at = s.canon.len();
+        s.canon.extend_from_slice(&[0, 0]);
+        encode_metric_names(s, metrics_at)?;
+        let names = memo_names_digest(&self.dims, &mut self.names_memo, &mut self.scratch);
+        Ok(finish(&mut self.scratch, count, names))
+    }
+
+    /// The tsid of values for the configured dimensions, given in
+    /// declaration order ([`dimension_paths`](Self::dimension_paths)), `None`
+    /// for an absent one, and of the given metric names (unless metric names
+    /// are [`MetricNames::Off`]). The fastest path: names are encoded once
+    /// at build time and nothing is sorted. Equal to [`tsid`](Self::tsid) of
+    /// a document holding the same values, and to
+    /// [`tsid_from_pairs`](Self::tsid_from_pairs). A [`DimKind::Ip`]
+    /// dimension takes a [`DimValue::Ip`] here: values are already typed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongValueCount`] unless there is one value per configured
+    /// dimension; [`Error::NoDimensions`] when all are `None`; the value
+    /// errors of [`tsid_from_pairs`](Self::tsid_from_pairs).
+    pub fn tsid_from_values(
+        &mut self,
+        values: &[Option<DimValue<'_>>],
+        metric_names: &[&str],
+    ) -> Result<Tsid> {
+        if values.len() != self.dims.len() {
+            return Err(Error::WrongValueCount {
+                expected: self.dims.len(),
+                found: values.len(),
+            });
+        }
+        let s = &mut self.scratch;
+        s.canon.clear();
+        s.present.clear();
+        s.canon.extend_from_slice(&CANON_HEADER);
+        for (i, dim) in self.dims.iter().enumerate() {
+            let Some(Some(v)) = values.get(dim.declared) else {
+                continue;
+            };
+            let start = s.canon.len();
+            encode_value(&dim.path, *v, &mut s.canon)?;
+            if let Some(span) = s.leading.get_mut(s.present.len()) {
+                *span = (start, s.canon.len());
+            }
+            s.present.push(i);
+        }
+        let count = s.present.len();
+        if count == 0 {
+            return Err(Error::NoDimensions {
+                expected: self.dims.len(),
+            });
+        }
+        write_count(&mut s.canon, COUNT_AT, count)?;
+        self.push_metric_names(metric_names)?;
+        let names = memo_names_digest(&self.dims, &mut self.names_memo, &mut self.scratch);
+        Ok(finish(&mut self.scratch, count, names))
     }
 
     /// The tsid of typed `(name, value)` dimension pairs and, unless metric
     /// names are [`MetricNames::Off`], the given metric names. Pairs and
     /// names may come in any order; dotted names match the dotted paths of
     /// JSON documents, so `[("host.name", "a".into())]` gives the same tsid
-    /// as `{"host":{"name":"a"}}`.
+    /// as `{"host":{"name":"a"}}`. Needs no configured dimension.
     ///
     /// # Errors
     ///
@@ -333,7 +505,7 @@ impl TsidComputer {
             .sort_unstable_by_key(|&i| dims.get(i).map(|(name, _)| *name));
         s.canon.clear();
         s.names.clear();
-        s.canon.extend_from_slice(&[0, 0]);
+        s.canon.extend_from_slice(&CANON_HEADER);
         let mut previous: Option<&str> = None;
         for (count, &i) in s.order.iter().enumerate() {
             let Some(&(name, value)) = dims.get(i) else {
@@ -346,7 +518,6 @@ impl TsidComputer {
             }
             previous = Some(name);
             check_path(name)?;
-            encode_name(name, &mut s.canon)?;
             encode_name(name, &mut s.names)?;
             let start = s.canon.len();
             encode_value(name, value, &mut s.canon)?;
@@ -354,22 +525,29 @@ impl TsidComputer {
                 *span = (start, s.canon.len());
             }
         }
-        write_count(&mut s.canon, 0, dims.len())?;
+        write_count(&mut s.canon, COUNT_AT, dims.len())?;
+        self.push_metric_names(metric_names)?;
+        let names = names_digest(&self.scratch.names);
+        Ok(finish(&mut self.scratch, dims.len(), names))
+    }
 
+    /// Appends the metric section for explicitly given metric names.
+    fn push_metric_names(&mut self, metric_names: &[&str]) -> Result<()> {
+        let s = &mut self.scratch;
         let metrics_at = s.canon.len();
         s.canon.extend_from_slice(&[0, 0]);
-        if !matches!(self.metrics, MetricMode::Off) {
-            s.metric_buf.clear();
-            s.metric_spans.clear();
-            for name in metric_names {
-                check_path(name)?;
-                let start = s.metric_buf.len();
-                s.metric_buf.extend_from_slice(name.as_bytes());
-                s.metric_spans.push((start, s.metric_buf.len()));
-            }
-            encode_metric_names(s, metrics_at)?;
+        if matches!(self.metrics, MetricMode::Off) {
+            return Ok(());
         }
-        Ok(finish(s, dims.len()))
+        s.metric_buf.clear();
+        s.metric_spans.clear();
+        for name in metric_names {
+            check_name(name)?;
+            let start = s.metric_buf.len();
+            s.metric_buf.extend_from_slice(name.as_bytes());
+            s.metric_spans.push((start, s.metric_buf.len()));
+        }
+        encode_metric_names(s, metrics_at)
     }
 
     /// The synthetic `_id` of a document: its tsid and `ts_millis`.
@@ -416,6 +594,177 @@ impl TsidComputer {
             match self.synthetic_id(doc, ts_millis) {
                 Ok(id) => out.push(id),
                 Err(e) => return Err(in_batch(index, e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The names digest of the configured dimensions in `s.present`,
+/// memoised by presence mask when the configuration has at most 64
+/// dimensions.
+fn memo_names_digest(dims: &[Dim], memo: &mut Vec<(u64, [u8; 16])>, s: &mut Scratch) -> [u8; 16] {
+    let mask = if dims.len() <= 64 {
+        Some(
+            s.present
+                .iter()
+                .fold(0u64, |m, &i| m | 1u64.checked_shl(i as u32).unwrap_or(0)),
+        )
+    } else {
+        None
+    };
+    if let Some(mask) = mask
+        && let Some(&(_, d)) = memo.iter().find(|(m, _)| *m == mask)
+    {
+        return d;
+    }
+    s.names.clear();
+    for &i in &s.present {
+        if let Some(d) = dims.get(i) {
+            s.names.extend_from_slice(&d.name_enc);
+        }
+    }
+    let d = names_digest(&s.names);
+    if let Some(mask) = mask
+        && memo.len() < NAMES_MEMO_CAP
+    {
+        memo.push((mask, d));
+    }
+    d
+}
+
+/// SipHash-1-3-128 of the sorted, length-prefixed dimension names.
+fn names_digest(names: &[u8]) -> [u8; 16] {
+    SipHasher13x128::new_with_key(&NAMES_KEY)
+        .hash(names)
+        .as_bytes()
+}
+
+/// An exact-match table of paths: open addressing on an inline hash, so a
+/// field that is not in it (most of them: the metrics) costs a hash of its
+/// path and no string comparison. The hash is in memory only, not format.
+#[derive(Debug, Clone, Default)]
+struct PathTable {
+    entries: Vec<(String, Skip)>,
+    /// `(hash, index into entries)`; `EMPTY` marks a free slot. The length
+    /// is a power of two at least twice the number of entries.
+    slots: Vec<(u64, usize)>,
+}
+
+const EMPTY: usize = usize::MAX;
+
+impl PathTable {
+    fn new(entries: Vec<(String, Skip)>) -> PathTable {
+        let len = (entries.len() * 2).max(8).next_power_of_two();
+        let mut slots = vec![(0, EMPTY); len];
+        let mask = len - 1;
+        for (i, (path, _)) in entries.iter().enumerate() {
+            let h = path_hash(path.as_bytes());
+            let mut at = (h as usize) & mask;
+            while slots.get(at).is_some_and(|s| s.1 != EMPTY) {
+                at = (at + 1) & mask;
+            }
+            if let Some(slot) = slots.get_mut(at) {
+                *slot = (h, i);
+            }
+        }
+        PathTable { entries, slots }
+    }
+
+    fn get(&self, path: &str) -> Option<Skip> {
+        let mask = self.slots.len().checked_sub(1)?;
+        let h = path_hash(path.as_bytes());
+        let mut at = (h as usize) & mask;
+        // At least half the slots are empty, so the probe ends.
+        loop {
+            let &(slot_hash, i) = self.slots.get(at)?;
+            if i == EMPTY {
+                return None;
+            }
+            if slot_hash == h {
+                let (p, kind) = self.entries.get(i)?;
+                if p == path {
+                    return Some(*kind);
+                }
+            }
+            at = (at + 1) & mask;
+        }
+    }
+}
+
+/// A fast multiply-rotate hash over 8-byte words (the shape of rustc's
+/// FxHash), finished by a multiply-xorshift so the low bits mix.
+fn path_hash(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        if let Some(dst) = w.get_mut(..rest.len()) {
+            dst.copy_from_slice(rest);
+        }
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    }
+    h ^ (h >> 29)
+}
+
+/// State of the one-pass walk over a document.
+struct Walk<'a> {
+    dims: &'a [Dim],
+    skip: &'a PathTable,
+    vals: &'a mut Vec<u8>,
+    slots: &'a mut [(usize, usize)],
+    metric_buf: &'a mut Vec<u8>,
+    metric_spans: &'a mut Vec<(usize, usize)>,
+}
+
+impl Walk<'_> {
+    /// Visits the fields of `obj`; `path` holds the dotted path of `obj`.
+    fn object(&mut self, obj: &Map<String, Value>, path: &mut String) -> Result<()> {
+        for (key, v) in obj {
+            let len = path.len();
+            if len > 0 {
+                path.push('.');
+            }
+            path.push_str(key);
+            if !v.is_null() {
+                self.field(v, path)?;
+            }
+            path.truncate(len);
+        }
+        Ok(())
+    }
+
+    fn field(&mut self, v: &Value, path: &mut String) -> Result<()> {
+        let hit = self.skip.get(path);
+        match (hit, v) {
+            (Some(Skip::Dim(i)), _) => {
+                let (Some(dim), Some(slot)) = (self.dims.get(i), self.slots.get_mut(i)) else {
+                    return Ok(());
+                };
+                if *slot != NO_SPAN {
+                    // Reached before under another nesting style.
+                    return Err(Error::DuplicatePath {
+                        path: dim.path.clone(),
+                    });
+                }
+                let start = self.vals.len();
+                encode_json(&dim.path, dim.kind, v, self.vals)?;
+                *slot = (start, self.vals.len());
+            }
+            (Some(Skip::Excluded), _) => {}
+            (None, Value::Object(inner)) => self.object(inner, path)?,
+            (None, _) => {
+                check_name(path)?;
+                let start = self.metric_buf.len();
+                self.metric_buf.extend_from_slice(path.as_bytes());
+                self.metric_spans.push((start, self.metric_buf.len()));
             }
         }
         Ok(())
@@ -476,11 +825,14 @@ fn encode_metric_names(s: &mut Scratch, at: usize) -> Result<()> {
     Ok(())
 }
 
-/// Hashes the canonical form into a tsid.
-fn finish(s: &Scratch, count: usize) -> Tsid {
+/// Writes the names digest into the canonical form and hashes it into a
+/// tsid.
+fn finish(s: &mut Scratch, count: usize, names: [u8; 16]) -> Tsid {
+    if let Some(head) = s.canon.get_mut(..16) {
+        head.copy_from_slice(&names);
+    }
     let mut out = [0u8; TSID_LEN];
-    let names = SipHasher13::new_with_key(&NAMES_KEY).hash(&s.names);
-    out[0] = names.to_be_bytes()[0];
+    out[0] = names[0];
     let values = SipHasher13::new_with_key(&VALUES_KEY);
     for (i, span) in s.leading.iter().enumerate().take(count) {
         let v = s.canon.get(span.0..span.1).unwrap_or_default();

@@ -119,6 +119,16 @@ pub enum Error {
         max: usize,
     },
 
+    /// [`TsidComputer::tsid_from_values`](crate::TsidComputer::tsid_from_values)
+    /// got a different number of values than there are configured dimensions.
+    #[error("{found} dimension values given: expected {expected}, one per configured dimension")]
+    WrongValueCount {
+        /// The number of configured dimensions.
+        expected: usize,
+        /// The number of values given.
+        found: usize,
+    },
+
     /// A synthetic id's text form has the wrong length.
     #[error("synthetic id text is {found} characters long: expected {expected}")]
     InvalidIdLength {

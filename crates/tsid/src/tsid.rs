@@ -1,11 +1,15 @@
 //! The `_tsid` value and its byte layout.
 //!
 //! ```text
-//! byte  0      names byte: top byte of SipHash-1-3-64(NAMES_KEY, sorted names)
+//! byte  0      names byte: byte 0 of the names digest,
+//!              SipHash-1-3-128(NAMES_KEY, sorted length-prefixed names)
 //! bytes 1..4   value bytes: top byte of SipHash-1-3-64(VALUES_KEY, value i)
 //!              for the first 3 dimensions in name order, 0x00 when absent
 //! bytes 4..20  SipHash-1-3-128(TSID_KEY, canonical form), h1 LE then h2 LE
 //! ```
+//!
+//! The canonical form starts with the names digest, then the tagged values
+//! (see `docs/tsid.md`).
 
 use std::fmt;
 use std::num::NonZeroU32;
@@ -30,7 +34,7 @@ pub const TSID_HASH_LEN: usize = 16;
 /// SipHash key of the 128-bit hash over the canonical form. Changing it
 /// changes every tsid: it is part of the format.
 pub(crate) const TSID_KEY: [u8; 16] = *b"tidemark:tsid:v1";
-/// SipHash key of the names byte.
+/// SipHash key of the names digest.
 pub(crate) const NAMES_KEY: [u8; 16] = *b"tidemark:name:v1";
 /// SipHash key of the value bytes.
 pub(crate) const VALUES_KEY: [u8; 16] = *b"tidemark:valu:v1";

@@ -241,3 +241,77 @@ fn routing_hash_and_shard_follow_the_series() {
         "{counts:?}"
     );
 }
+
+#[test]
+fn values_in_declaration_order_match_documents_and_pairs() {
+    let mut c = TsidBuilder::new()
+        .dimension("zone")
+        .ip_dimension("host.ip")
+        .dimension("host.name")
+        .build()
+        .unwrap();
+    assert_eq!(
+        c.dimension_paths().collect::<Vec<_>>(),
+        ["zone", "host.ip", "host.name"]
+    );
+    let ip: IpAddr = "10.0.0.1".parse().unwrap();
+    let from_values = c
+        .tsid_from_values(
+            &[
+                Some(DimValue::I64(3)),
+                Some(DimValue::Ip(ip)),
+                Some("a".into()),
+            ],
+            &["cpu"],
+        )
+        .unwrap();
+    let from_doc = c
+        .tsid(&json!({"host": {"name": "a", "ip": "10.0.0.1"}, "zone": 3, "cpu": 0.5}))
+        .unwrap();
+    let from_pairs = c
+        .tsid_from_pairs(
+            &[
+                ("host.name", "a".into()),
+                ("zone", DimValue::U64(3)),
+                ("host.ip", DimValue::Ip(ip)),
+            ],
+            &["cpu"],
+        )
+        .unwrap();
+    assert_eq!(from_values, from_doc);
+    assert_eq!(from_values, from_pairs);
+    // None is absent.
+    let partial = c
+        .tsid_from_values(&[None, None, Some("a".into())], &[])
+        .unwrap();
+    assert_eq!(partial, c.tsid(&json!({"host": {"name": "a"}})).unwrap());
+    assert_eq!(
+        c.tsid_from_values(&[None, None, None], &[]),
+        Err(tidemark_tsid::Error::NoDimensions { expected: 3 })
+    );
+    assert_eq!(
+        c.tsid_from_values(&[None], &[]),
+        Err(tidemark_tsid::Error::WrongValueCount {
+            expected: 3,
+            found: 1
+        })
+    );
+}
+
+#[test]
+fn excluding_an_object_excludes_its_fields() {
+    let mut c = TsidBuilder::new()
+        .dimension("host")
+        .metric_names(MetricNames::AllOtherFields {
+            exclude: vec!["@timestamp".into(), "labels".into()],
+        })
+        .build()
+        .unwrap();
+    let a = c
+        .tsid(&json!({"host": "a", "cpu": 1, "labels": {"team": "x"}}))
+        .unwrap();
+    let b = c
+        .tsid(&json!({"host": "a", "cpu": 2, "labels": {"owner": "y"}}))
+        .unwrap();
+    assert_eq!(a, b);
+}

@@ -235,3 +235,47 @@ fn no_collision_over_a_large_sample() {
     assert_eq!(hashes.len(), n);
     assert_eq!(TSID_LEN, 20);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The one-pass walk (metric names discovered) equals the lookup path
+    /// (metric names listed) and typed pairs: fast path against models.
+    #[test]
+    fn one_pass_walk_equals_lookups_and_pairs(
+        dims in dimension_set(),
+        metrics in prop::collection::btree_set("m[a-c]{1,2}(\\.[x-z])?", 0..4),
+        nest in any::<bool>(),
+    ) {
+        let mut doc = serde_json::Map::new();
+        for (k, v) in &dims {
+            let value: serde_json::Value = serde_json::from_str(&v.json()).unwrap();
+            match k.split_once('.') {
+                Some((head, tail)) if nest => {
+                    let inner = doc.entry(head.to_owned()).or_insert_with(|| serde_json::json!({}));
+                    inner[tail] = value;
+                }
+                _ => { doc.insert(k.clone(), value); }
+            }
+        }
+        let metrics: Vec<&String> = metrics.iter().filter(|m| !metrics.iter().any(|o| o.starts_with(&format!("{m}.")))).collect();
+        for m in &metrics {
+            doc.insert((*m).clone(), serde_json::json!(1.5));
+        }
+        let doc = serde_json::Value::Object(doc);
+        let names: Vec<&str> = dims.keys().map(String::as_str).collect();
+        let mut walk = TsidBuilder::new().dimensions(names.iter().copied()).build().unwrap();
+        let mut listed = TsidBuilder::new()
+            .dimensions(names.iter().copied())
+            .metric_names(MetricNames::Listed(metrics.iter().map(|m| (*m).clone()).collect()))
+            .build()
+            .unwrap();
+        let metric_refs: Vec<&str> = metrics.iter().map(|m| m.as_str()).collect();
+        let pairs: Vec<(&str, DimValue<'_>)> = dims.iter().map(|(k, v)| (k.as_str(), v.typed())).collect();
+        let t = walk.tsid(&doc).unwrap();
+        prop_assert_eq!(t, listed.tsid(&doc).unwrap());
+        prop_assert_eq!(t, walk.tsid_from_pairs(&pairs, &metric_refs).unwrap());
+        let values: Vec<Option<DimValue<'_>>> = dims.values().map(|v| Some(v.typed())).collect();
+        prop_assert_eq!(t, walk.tsid_from_values(&values, &metric_refs).unwrap());
+    }
+}
