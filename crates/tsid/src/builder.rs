@@ -649,6 +649,9 @@ struct PathTable {
     /// `(hash, index into entries)`; `EMPTY` marks a free slot. The length
     /// is a power of two at least twice the number of entries.
     slots: Vec<(u64, usize)>,
+    /// `64 - log2(slots.len())`: slots are chosen by the hash's high bits,
+    /// the well-mixed ones of a multiplicative hash.
+    shift: u32,
 }
 
 const EMPTY: usize = usize::MAX;
@@ -658,9 +661,10 @@ impl PathTable {
         let len = (entries.len() * 2).max(8).next_power_of_two();
         let mut slots = vec![(0, EMPTY); len];
         let mask = len - 1;
+        let shift = 64 - len.trailing_zeros();
         for (i, (path, _)) in entries.iter().enumerate() {
             let h = path_hash(path.as_bytes());
-            let mut at = (h as usize) & mask;
+            let mut at = (h >> shift) as usize & mask;
             while slots.get(at).is_some_and(|s| s.1 != EMPTY) {
                 at = (at + 1) & mask;
             }
@@ -668,13 +672,17 @@ impl PathTable {
                 *slot = (h, i);
             }
         }
-        PathTable { entries, slots }
+        PathTable {
+            entries,
+            slots,
+            shift,
+        }
     }
 
     fn get(&self, path: &str) -> Option<Skip> {
         let mask = self.slots.len().checked_sub(1)?;
         let h = path_hash(path.as_bytes());
-        let mut at = (h as usize) & mask;
+        let mut at = (h >> self.shift) as usize & mask;
         // At least half the slots are empty, so the probe ends.
         loop {
             let &(slot_hash, i) = self.slots.get(at)?;
@@ -693,7 +701,7 @@ impl PathTable {
 }
 
 /// A fast multiply-rotate hash over 8-byte words (the shape of rustc's
-/// FxHash), finished by a multiply-xorshift so the low bits mix.
+/// FxHash); its high bits are the mixed ones.
 fn path_hash(bytes: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
     let mut h = bytes.len() as u64;
@@ -711,7 +719,7 @@ fn path_hash(bytes: &[u8]) -> u64 {
         }
         h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
     }
-    h ^ (h >> 29)
+    h
 }
 
 /// State of the one-pass walk over a document.

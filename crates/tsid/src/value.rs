@@ -88,6 +88,7 @@ impl<'a> From<&'a str> for DimValue<'a> {
 }
 
 /// Appends `v`'s canonical encoding (tag and payload) to `out`.
+#[inline]
 pub(crate) fn encode_value(name: &str, v: DimValue<'_>, out: &mut Vec<u8>) -> Result<()> {
     match v {
         DimValue::Keyword(s) => encode_keyword(name, s.as_bytes(), out),
@@ -125,6 +126,7 @@ pub(crate) fn encode_value(name: &str, v: DimValue<'_>, out: &mut Vec<u8>) -> Re
     }
 }
 
+#[inline]
 pub(crate) fn encode_keyword(name: &str, s: &[u8], out: &mut Vec<u8>) -> Result<()> {
     let len = match u16::try_from(s.len()) {
         Ok(len) if s.len() <= MAX_KEYWORD_LEN => len,
@@ -142,11 +144,13 @@ pub(crate) fn encode_keyword(name: &str, s: &[u8], out: &mut Vec<u8>) -> Result<
     Ok(())
 }
 
+#[inline]
 pub(crate) fn encode_int(i: i64, out: &mut Vec<u8>) {
     out.push(TAG_INT);
     out.extend_from_slice(&i.to_be_bytes());
 }
 
+#[inline]
 pub(crate) fn encode_uint(u: u64, out: &mut Vec<u8>) {
     // An unsigned value that fits `i64` is the same integer as the signed
     // one, so it takes the signed encoding; only larger ones need their own.
@@ -159,6 +163,7 @@ pub(crate) fn encode_uint(u: u64, out: &mut Vec<u8>) {
     }
 }
 
+#[inline]
 pub(crate) fn encode_ip(ip: IpAddr, out: &mut Vec<u8>) {
     let v6: Ipv6Addr = match ip {
         IpAddr::V4(v4) => v4.to_ipv6_mapped(),
