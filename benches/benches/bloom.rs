@@ -43,6 +43,11 @@ trait Subject {
     fn contains(&self, key: &[u8; 16]) -> bool;
     /// Bits of the filter's arrays, when the crate reports them.
     fn bits(&self) -> Option<u64>;
+    /// Many lookups; the peers have no batch API, so by default one by one.
+    fn contains_batch(&self, keys: &[[u8; 16]], out: &mut Vec<bool>) {
+        out.clear();
+        out.extend(keys.iter().map(|k| self.contains(k)));
+    }
 }
 
 struct Tidemark(BloomFilter);
@@ -62,6 +67,9 @@ impl Subject for Tidemark {
     fn bits(&self) -> Option<u64> {
         Some(self.0.num_bits())
     }
+    fn contains_batch(&self, keys: &[[u8; 16]], out: &mut Vec<bool>) {
+        self.0.contains_batch(keys, out);
+    }
 }
 impl Subject for TidemarkBlocked {
     fn insert(&mut self, key: &[u8; 16]) {
@@ -72,6 +80,9 @@ impl Subject for TidemarkBlocked {
     }
     fn bits(&self) -> Option<u64> {
         Some(self.0.num_bits())
+    }
+    fn contains_batch(&self, keys: &[[u8; 16]], out: &mut Vec<bool>) {
+        self.0.contains_batch(keys, out);
     }
 }
 impl Subject for TidemarkScalable {
@@ -263,6 +274,150 @@ fn bench_config(
     }
 }
 
+type BatchLookup<'a> = dyn Fn(&[[u8; 16]], &mut Vec<bool>) + 'a;
+
+/// Batch lookups (`contains_batch`) of the two tidemark filters, per key.
+fn bench_batch(c: &mut Criterion, n: usize, p: f64, present: &[[u8; 16]], absent: &[[u8; 16]]) {
+    let config = format!("{}/{}", label(n), p);
+    let mut standard = BloomFilter::with_capacity(n as u64, p).unwrap();
+    let mut blocked = BlockedBloomFilter::with_capacity(n as u64, p).unwrap();
+    for k in present {
+        standard.insert(k);
+        blocked.insert(k);
+    }
+    const WINDOW: usize = 1024;
+    for (what, keys) in [
+        ("lookup-present-batch", present),
+        ("lookup-absent-batch", absent),
+    ] {
+        let mut group = c.benchmark_group(format!("{what}/{config}"));
+        let mut run = |name: &str, lookup: &BatchLookup<'_>| {
+            let mut cursor = 0usize;
+            let mut out = Vec::with_capacity(WINDOW);
+            group.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    let start = Instant::now();
+                    let mut done = 0u64;
+                    while done < iters {
+                        let len = WINDOW.min((iters - done) as usize).min(keys.len() - cursor);
+                        lookup(&keys[cursor..cursor + len], &mut out);
+                        black_box(&out);
+                        done += len as u64;
+                        cursor += len;
+                        if cursor == keys.len() {
+                            cursor = 0;
+                        }
+                    }
+                    start.elapsed()
+                });
+            });
+        };
+        run("tidemark-standard", &|k, out| {
+            standard.contains_batch(k, out)
+        });
+        run("tidemark-blocked", &|k, out| blocked.contains_batch(k, out));
+        group.finish();
+    }
+}
+
+/// Interleaved timing: every subject measured once per round, seven rounds, medians.
+/// A burst of noise on the shared machine then hits every subject alike, so the ratios
+/// are trustworthy even when the absolute figures move.
+fn interleaved(n: usize, p: f64, present: &[[u8; 16]], absent: &[[u8; 16]], md: &mut String) {
+    const ROUNDS: usize = 7;
+    const OPS: usize = 200_000;
+    let subjects = subjects(n, p);
+    let mut filled: Vec<Box<dyn Subject>> = subjects
+        .iter()
+        .map(|(_, make)| {
+            let mut s = make();
+            for k in present {
+                s.insert(k);
+            }
+            s
+        })
+        .collect();
+    // [subject][op] -> samples in ns/op
+    let mut samples: Vec<Vec<Vec<f64>>> = (0..subjects.len())
+        .map(|_| (0..5).map(|_| Vec::with_capacity(ROUNDS)).collect())
+        .collect();
+    let mut out = Vec::with_capacity(1024);
+    let ops = OPS.min(n);
+    for round in 0..ROUNDS {
+        let start_at = (round * ops) % (present.len() - ops + 1);
+        let keys = &present[start_at..start_at + ops];
+        let absent_at = (round * ops) % (absent.len() - ops.min(absent.len()) + 1);
+        let misses = &absent[absent_at..absent_at + ops.min(absent.len())];
+        for (i, ((_, make), s)) in subjects.iter().zip(filled.iter_mut()).enumerate() {
+            let mut fresh = make();
+            let t = Instant::now();
+            for k in keys {
+                fresh.insert(black_box(k));
+            }
+            samples[i][0].push(t.elapsed().as_nanos() as f64 / keys.len() as f64);
+            drop(fresh);
+            for (op, set) in [(1, keys), (2, misses)] {
+                let t = Instant::now();
+                for k in set {
+                    black_box(s.contains(black_box(k)));
+                }
+                samples[i][op].push(t.elapsed().as_nanos() as f64 / set.len() as f64);
+            }
+            for (op, set) in [(3, keys), (4, misses)] {
+                let t = Instant::now();
+                for chunk in set.chunks(1024) {
+                    s.contains_batch(chunk, &mut out);
+                    black_box(&out);
+                }
+                samples[i][op].push(t.elapsed().as_nanos() as f64 / set.len() as f64);
+            }
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let _ = writeln!(
+        md,
+        "\n#### {} items at {p}: interleaved medians of {ROUNDS} rounds, ns per operation\n",
+        label(n)
+    );
+    let _ = writeln!(
+        md,
+        "| filter | insert | lookup present | lookup absent | present, batch API | absent, batch API |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|");
+    let mut medians = Vec::new();
+    for ((name, _), cols) in subjects.iter().zip(samples.iter_mut()) {
+        let m: Vec<f64> = cols.iter_mut().map(median).collect();
+        let _ = writeln!(
+            md,
+            "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            m[0], m[1], m[2], m[3], m[4]
+        );
+        medians.push((*name, m));
+    }
+    let find = |want: &str| {
+        medians
+            .iter()
+            .find(|(n, _)| *n == want)
+            .map(|(_, m)| m.clone())
+    };
+    if let (Some(ours), Some(theirs)) = (find("tidemark-blocked"), find("fastbloom-equal-bits")) {
+        let _ = writeln!(
+            md,
+            "\ntidemark-blocked vs fastbloom at equal bits per item (their time / ours; > 1: ours \
+             faster): insert {:.2}×, present {:.2}×, absent {:.2}×; with our batch API: present \
+             {:.2}×, absent {:.2}×.",
+            theirs[0] / ours[0],
+            theirs[1] / ours[1],
+            theirs[2] / ours[2],
+            theirs[1] / ours[3],
+            theirs[2] / ours[4]
+        );
+    }
+}
+
 /// Memory and measured rate of scalable filters grown from 100 items, and reserved up
 /// front, at 1%.
 fn scalable_report(n: usize, absent: &[[u8; 16]], present: &[[u8; 16]], md: &mut String) {
@@ -343,10 +498,13 @@ fn main() {
     let absent = keys(2, if test_mode { 10_000 } else { 1_000_000 });
     let mut measured = Vec::new();
     let mut md = String::new();
+    let mut timing = String::new();
     for &n in &sizes {
         let present = keys(1, n);
         for p in [0.01, 0.001] {
             bench_config(&mut c, n, p, &present, &absent, &mut measured);
+            bench_batch(&mut c, n, p, &present, &absent);
+            interleaved(n, p, &present, &absent, &mut timing);
         }
         if n == *sizes.last().unwrap_or(&n) {
             let _ = writeln!(
@@ -370,6 +528,7 @@ fn main() {
             scalable_report(n, &absent, &present, &mut md);
         }
     }
+    md.push_str(&timing);
     println!("\n{md}");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/criterion");
     if std::fs::create_dir_all(&dir).is_ok() {

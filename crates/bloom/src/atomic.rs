@@ -142,7 +142,8 @@ impl<L: Layout> AtomicFilter<L> {
         L::estimated_fpr(&*self.words, self.num_bits, self.num_hashes)
     }
 
-    /// Adds every item of `other` with atomic ORs.
+    /// Adds every item of `other` with atomic ORs. Afterwards [`len`](Self::len) is the
+    /// cardinality estimate of the combined bits, as for [`Filter::union`].
     ///
     /// # Errors
     /// [`crate::Error::IncompatibleFilters`] when the shapes or seeds differ.
@@ -154,7 +155,12 @@ impl<L: Layout> AtomicFilter<L> {
         for (a, b) in self.words.iter().zip(other.as_words()) {
             a.fetch_or(*b, Ordering::Relaxed);
         }
-        self.len.fetch_add(other.len(), Ordering::Relaxed);
+        let mine = self.len();
+        let estimate = self.estimated_len().clamp(
+            mine.max(other.len()),
+            mine.saturating_add(other.len()),
+        );
+        self.len.store(estimate, Ordering::Relaxed);
         Ok(())
     }
 
@@ -168,7 +174,7 @@ impl<L: Layout> AtomicFilter<L> {
         Filter::from_parts(words, self.num_bits, self.num_hashes, self.seed, self.len())
     }
 
-    /// The sequential filter, without copying.
+    /// The sequential filter, reusing the allocation.
     pub fn into_filter(self) -> Filter<L> {
         let words = self
             .words

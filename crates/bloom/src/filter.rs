@@ -51,6 +51,9 @@ pub type BloomFilter = Filter<Standard>;
 /// ```
 pub type BlockedBloomFilter = Filter<Blocked>;
 
+/// Group size of the batch lookups ([`Filter::contains_batch`]).
+pub const BATCH: usize = 16;
+
 /// Allocates `num_words` zeroed words, reporting failure instead of aborting.
 pub(crate) fn alloc_words(num_words: u64) -> Result<Vec<u64>> {
     let bytes = num_words.saturating_mul(8);
@@ -180,6 +183,22 @@ impl<L: Layout> Filter<L> {
     #[inline]
     pub fn contains_hash(&self, hash: u128) -> bool {
         L::contains(self.words.as_slice(), self.num_bits, self.num_hashes, hash)
+    }
+
+    /// Looks up many items at once, writing one answer per item into `out` (cleared
+    /// first). Items are hashed in groups of [`BATCH`] before their bits are read, so the
+    /// memory reads of a group overlap instead of waiting one after another: the faster
+    /// path when the filter is larger than the CPU caches.
+    pub fn contains_batch<T: AsRef<[u8]>>(&self, items: &[T], out: &mut Vec<bool>) {
+        out.clear();
+        out.reserve(items.len());
+        let mut hashes = [0u128; BATCH];
+        for group in items.chunks(BATCH) {
+            for (h, item) in hashes.iter_mut().zip(group) {
+                *h = self.seed.hash(item.as_ref());
+            }
+            out.extend(hashes[..group.len()].iter().map(|&h| self.contains_hash(h)));
+        }
     }
 
     /// Inserts every item; returns how many were new.

@@ -213,15 +213,21 @@ impl sealed::Sealed for Blocked {
     #[inline]
     fn insert(words: &mut [u64], num_bits: u64, k: u32, hash: u128) -> bool {
         let (base, hi) = block_base(hash, num_bits);
-        let masks = block_masks(hi, k);
-        let mut missing = 0u64;
-        if let Some(block) = words.get_mut(base..base + 8) {
-            for (word, mask) in block.iter_mut().zip(masks) {
-                missing |= !*word & mask;
-                *word |= mask;
-            }
+        let Some(block) = words.get_mut(base..base + 8) else {
+            return false;
+        };
+        // Test with independent loads first, then set: setting through a mask array
+        // would chain every probe through a store-to-load forward.
+        let mut all = 1u64;
+        for salt in BLOCK_SALTS.iter().take(k as usize) {
+            let bit = block_bit(hi, *salt);
+            all &= block[(bit >> 6) as usize & 7] >> (bit & 63);
         }
-        missing != 0
+        for salt in BLOCK_SALTS.iter().take(k as usize) {
+            let bit = block_bit(hi, *salt);
+            block[(bit >> 6) as usize & 7] |= 1u64 << (bit & 63);
+        }
+        all & 1 == 0
     }
 
     #[inline]

@@ -17,7 +17,7 @@ mod words;
 pub use atomic::{AtomicBlockedBloomFilter, AtomicBloomFilter, AtomicFilter};
 pub use dump::dump;
 pub use error::{Error, Result};
-pub use filter::{BlockedBloomFilter, BloomFilter, Filter};
+pub use filter::{BATCH, BlockedBloomFilter, BloomFilter, Filter};
 pub use format::{
     BlockedBloomFilterRef, BloomFilterRef, FORMAT_VERSION, FilterRef, MAGIC, MAX_LAYERS,
     MIN_FORMAT_VERSION, ScalableBloomFilterRef,

@@ -38,6 +38,21 @@ proptest! {
     }
 
     #[test]
+    fn batch_lookups_equal_single_lookups(a in items(), probe in items(), cap in 1u64..500) {
+        let mut std_f = BloomFilter::with_capacity(cap, 0.05).unwrap();
+        let mut blk_f = BlockedBloomFilter::with_capacity(cap, 0.05).unwrap();
+        std_f.insert_all(&a);
+        blk_f.insert_all(&a);
+        let all: Vec<&Vec<u8>> = a.iter().chain(&probe).collect();
+        let mut out = vec![true; 3];
+        std_f.contains_batch(&all, &mut out);
+        prop_assert_eq!(out.len(), all.len());
+        for (x, got) in all.iter().zip(&out) { prop_assert_eq!(*got, std_f.contains(x)); }
+        blk_f.contains_batch(&all, &mut out);
+        for (x, got) in all.iter().zip(&out) { prop_assert_eq!(*got, blk_f.contains(x)); }
+    }
+
+    #[test]
     fn blocked_has_no_false_negatives(a in items(), b in items(), cap in 1u64..500, p in rate()) {
         let mut fa = BlockedBloomFilter::with_capacity(cap, p).unwrap();
         let mut fb = BlockedBloomFilter::with_capacity(cap, p).unwrap();

@@ -127,6 +127,40 @@ fn bench_tsid(c: &mut Criterion) {
     }
     g.finish();
 
+    let mut g = c.benchmark_group("batch_tsid_values");
+    let (mut comp, _) = setup(6);
+    let keywords: Vec<String> = (0..1000).map(|i| format!("host-{i}")).collect();
+    let ip: IpAddr = "10.1.2.3".parse().unwrap();
+    let rows: Vec<Vec<Option<DimValue<'_>>>> = keywords
+        .iter()
+        .map(|k| {
+            (0..6)
+                .map(|i| {
+                    Some(match i % 5 {
+                        0 | 2 => DimValue::Keyword(k),
+                        1 => DimValue::I64(4711 + i as i64),
+                        3 => DimValue::Ip(ip),
+                        _ => DimValue::Bool(i % 2 == 0),
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let mut out = Vec::with_capacity(rows.len());
+    g.throughput(criterion::Throughput::Elements(rows.len() as u64));
+    g.bench_function("6_dims_x1000", |b| {
+        b.iter(|| {
+            out.clear();
+            comp.tsid_values_batch(
+                rows.iter().map(Vec::as_slice),
+                &["metrics.cpu.usage", "metrics.mem.used"],
+                &mut out,
+            )
+            .unwrap();
+        })
+    });
+    g.finish();
+
     let mut g = c.benchmark_group("synthetic_id_values");
     for n in DIMS {
         let (mut comp, _) = setup(n);

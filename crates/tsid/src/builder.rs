@@ -263,6 +263,10 @@ struct Scratch {
     path: String,
     /// Sort order of typed pairs.
     order: Vec<usize>,
+    /// The names section of the previous `tsid_from_pairs` call and its
+    /// digest.
+    last_names: Vec<u8>,
+    last_digest: [u8; 16],
     /// Value encodings found by the one-pass walk, and each configured
     /// dimension's span in it (`NO_SPAN` when absent).
     vals: Vec<u8>,
@@ -501,8 +505,12 @@ impl TsidComputer {
         let s = &mut self.scratch;
         s.order.clear();
         s.order.extend(0..dims.len());
-        s.order
-            .sort_unstable_by_key(|&i| dims.get(i).map(|(name, _)| *name));
+        // Callers often pass pairs already sorted: checking is cheaper than
+        // sorting.
+        if !dims.is_sorted_by(|a, b| a.0 <= b.0) {
+            s.order
+                .sort_unstable_by_key(|&i| dims.get(i).map(|(name, _)| *name));
+        }
         s.canon.clear();
         s.names.clear();
         s.canon.extend_from_slice(&CANON_HEADER);
@@ -527,7 +535,18 @@ impl TsidComputer {
         }
         write_count(&mut s.canon, COUNT_AT, dims.len())?;
         self.push_metric_names(metric_names)?;
-        let names = names_digest(&self.scratch.names);
+        // Pairs usually repeat the previous call's names: comparing bytes is
+        // cheaper than hashing them.
+        let s = &mut self.scratch;
+        let names = if s.names == s.last_names {
+            s.last_digest
+        } else {
+            let d = names_digest(&s.names);
+            s.last_names.clear();
+            s.last_names.extend_from_slice(&s.names);
+            s.last_digest = d;
+            d
+        };
         Ok(finish(&mut self.scratch, dims.len(), names))
     }
 
@@ -573,6 +592,32 @@ impl TsidComputer {
     {
         for (index, doc) in docs.into_iter().enumerate() {
             match self.tsid(doc) {
+                Ok(t) => out.push(t),
+                Err(e) => return Err(in_batch(index, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends the tsid of each row of values (as in
+    /// [`tsid_from_values`](Self::tsid_from_values), with the same metric
+    /// names for every row) to `out`. Allocation-free once warm, with enough
+    /// capacity in `out`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InBatch`] with the first failing row's index.
+    pub fn tsid_values_batch<'r, 'v: 'r, I>(
+        &mut self,
+        rows: I,
+        metric_names: &[&str],
+        out: &mut Vec<Tsid>,
+    ) -> Result<()>
+    where
+        I: IntoIterator<Item = &'r [Option<DimValue<'v>>]>,
+    {
+        for (index, row) in rows.into_iter().enumerate() {
+            match self.tsid_from_values(row, metric_names) {
                 Ok(t) => out.push(t),
                 Err(e) => return Err(in_batch(index, e)),
             }

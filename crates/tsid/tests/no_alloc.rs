@@ -46,7 +46,7 @@ fn batch_api_allocates_nothing_when_warm() {
 }
 
 #[test]
-fn typed_pairs_allocate_nothing_when_warm() {
+fn typed_pairs_and_values_allocate_nothing_when_warm() {
     let mut c = TsidBuilder::new().build().unwrap();
     let names: Vec<String> = (0..20).map(|d| format!("dim{d:02}")).collect();
     let values: Vec<String> = (0..20).map(|d| format!("value-{d}")).collect();
@@ -62,4 +62,19 @@ fn typed_pairs_allocate_nothing_when_warm() {
         }
     });
     assert_eq!(info.count_total, 0, "{info:?}");
+
+    let mut c = TsidBuilder::new().dimensions(&names).build().unwrap();
+    let rows: Vec<Vec<Option<DimValue<'_>>>> = (0..100)
+        .map(|_| values.iter().map(|v| Some(DimValue::Keyword(v))).collect())
+        .collect();
+    let mut out = Vec::with_capacity(rows.len());
+    c.tsid_values_batch(rows.iter().map(Vec::as_slice), &["cpu"], &mut out)
+        .unwrap();
+    out.clear();
+    let info = allocation_counter::measure(|| {
+        c.tsid_values_batch(rows.iter().map(Vec::as_slice), &["cpu"], &mut out)
+            .unwrap();
+    });
+    assert_eq!(info.count_total, 0, "{info:?}");
+    assert_eq!(out.len(), 100);
 }
