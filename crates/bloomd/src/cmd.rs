@@ -258,12 +258,14 @@ fn generic(
         }
         "keys" => {
             let now = now_ms();
-            let keys: Vec<Vec<u8>> = db
+            let mut keys: Vec<Vec<u8>> = db
                 .entries()
                 .into_iter()
                 .filter(|e| e.expire_ms() > now && glob_match(args[1], e.key()))
                 .map(|e| e.key().to_vec())
                 .collect();
+            // Sorted, so that the answer does not depend on the map's layout.
+            keys.sort_unstable();
             out.array(keys.len());
             for k in keys {
                 out.bulk(&k);

@@ -370,6 +370,17 @@ async fn connection(sh: Arc<Shared>, mut stream: TcpStream, mut stop: watch::Rec
         }
         if protocol_error.is_some() || sess.close {
             let _ = stream.shutdown().await;
+            // Drain what the client still sends for a moment, so that closing does not
+            // reset the connection before it has read the reply.
+            let mut sink = [0u8; 8192];
+            let drain = async {
+                while let Ok(n) = stream.read(&mut sink).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(Duration::from_millis(200), drain).await;
             return;
         }
         if start == buf.len() {

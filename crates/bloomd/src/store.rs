@@ -313,13 +313,6 @@ impl Db {
         self.map_read().values().cloned().collect()
     }
 
-    /// All keys, sorted (the order `SCAN` walks).
-    pub fn sorted_keys(&self) -> Vec<Vec<u8>> {
-        let mut keys: Vec<Vec<u8>> = self.map_read().keys().cloned().collect();
-        keys.sort_unstable();
-        keys
-    }
-
     /// Inserts or replaces `key` with `value` (snapshot load, `RENAME`, `BF.MERGE` into a new
     /// key). Call with the gate held exclusively, or while loading.
     pub fn put(&self, key: &[u8], value: Value, expire_ms: i64) {
