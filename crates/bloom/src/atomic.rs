@@ -156,10 +156,9 @@ impl<L: Layout> AtomicFilter<L> {
             a.fetch_or(*b, Ordering::Relaxed);
         }
         let mine = self.len();
-        let estimate = self.estimated_len().clamp(
-            mine.max(other.len()),
-            mine.saturating_add(other.len()),
-        );
+        let estimate = self
+            .estimated_len()
+            .clamp(mine.max(other.len()), mine.saturating_add(other.len()));
         self.len.store(estimate, Ordering::Relaxed);
         Ok(())
     }
