@@ -13,8 +13,8 @@ use crate::tsid::{
     NAMES_KEY, TSID_KEY, TSID_LEN, TSID_PREFIX_LEN, TSID_PREFIX_VALUES, Tsid, VALUES_KEY,
 };
 use crate::value::{
-    DimValue, MAX_DIMENSIONS, check_name, encode_int, encode_ip, encode_keyword, encode_name,
-    encode_uint, encode_value, json_type,
+    DimValue, MAX_DIMENSIONS, MAX_NAME_LEN, check_name, encode_int, encode_ip, encode_keyword,
+    encode_name, encode_uint, encode_value, json_type,
 };
 
 /// How a configured dimension reads JSON values.
@@ -199,7 +199,7 @@ impl TsidBuilder {
             dims,
             sorted_of_declared,
             metrics,
-            skip: PathTable::new(skip),
+            skip: PathTrie::new(skip),
             names_memo: Vec::new(),
             scratch: Scratch::default(),
         })
@@ -259,8 +259,6 @@ struct Scratch {
     /// Metric names found, back to back, and their spans.
     metric_buf: Vec<u8>,
     metric_spans: Vec<(usize, usize)>,
-    /// Dotted name of the leaf being visited.
-    path: String,
     /// Sort order of typed pairs.
     order: Vec<usize>,
     /// The names section of the previous `tsid_from_pairs` call and its
@@ -297,7 +295,7 @@ pub struct TsidComputer {
     sorted_of_declared: Vec<usize>,
     metrics: MetricMode,
     /// Dimension paths and excluded fields (`AllOther` mode).
-    skip: PathTable,
+    skip: PathTrie,
     /// Names digest of each set of present dimensions seen (as a bit mask of
     /// sorted indices, for configurations of at most 64 dimensions): the
     /// set is usually the same from one document to the next.
@@ -389,7 +387,6 @@ impl TsidComputer {
         s.slots.resize(self.dims.len(), NO_SPAN);
         s.metric_buf.clear();
         s.metric_spans.clear();
-        s.path.clear();
         let mut walk = Walk {
             dims: &self.dims,
             skip: &self.skip,
@@ -398,7 +395,7 @@ impl TsidComputer {
             metric_buf: &mut s.metric_buf,
             metric_spans: &mut s.metric_spans,
         };
-        walk.object(obj, &mut s.path)?;
+        walk.object(obj, Some(0), None)?;
 
         s.canon.clear();
         s.present.clear();
@@ -685,118 +682,140 @@ fn names_digest(names: &[u8]) -> [u8; 16] {
         .as_bytes()
 }
 
-/// An exact-match table of paths: open addressing on an inline hash, so a
-/// field that is not in it (most of them: the metrics) costs a hash of its
-/// path and no string comparison. The hash is in memory only, not format.
-#[derive(Debug, Clone, Default)]
-struct PathTable {
-    entries: Vec<(String, Skip)>,
-    /// `(hash, index into entries)`; `EMPTY` marks a free slot. The length
-    /// is a power of two at least twice the number of entries.
-    slots: Vec<(u64, usize)>,
-    /// `64 - log2(slots.len())`: slots are chosen by the hash's high bits,
-    /// the well-mixed ones of a multiplicative hash.
-    shift: u32,
+/// The configured paths (dimensions, excluded fields) as a trie of their
+/// dot-separated segments, walked along with the document: a field under an
+/// object that no configured path enters (the metrics, usually) is known to
+/// be a metric without any lookup, and the others cost a few comparisons of
+/// short segments.
+#[derive(Debug, Clone)]
+struct PathTrie {
+    /// Node 0 is the root.
+    nodes: Vec<TrieNode>,
 }
 
-const EMPTY: usize = usize::MAX;
+#[derive(Debug, Clone, Default)]
+struct TrieNode {
+    children: Vec<(String, usize)>,
+    kind: Option<Skip>,
+}
 
-impl PathTable {
-    fn new(entries: Vec<(String, Skip)>) -> PathTable {
-        let len = (entries.len() * 2).max(8).next_power_of_two();
-        let mut slots = vec![(0, EMPTY); len];
-        let mask = len - 1;
-        let shift = 64 - len.trailing_zeros();
-        for (i, (path, _)) in entries.iter().enumerate() {
-            let h = path_hash(path.as_bytes());
-            let mut at = (h >> shift) as usize & mask;
-            while slots.get(at).is_some_and(|s| s.1 != EMPTY) {
-                at = (at + 1) & mask;
+impl PathTrie {
+    fn new(entries: Vec<(String, Skip)>) -> PathTrie {
+        let mut trie = PathTrie {
+            nodes: vec![TrieNode::default()],
+        };
+        for (path, kind) in entries {
+            let mut node = 0;
+            for seg in path.split('.') {
+                node = match trie.child(node, seg) {
+                    Some(c) => c,
+                    None => {
+                        let c = trie.nodes.len();
+                        trie.nodes.push(TrieNode::default());
+                        if let Some(n) = trie.nodes.get_mut(node) {
+                            n.children.push((seg.to_owned(), c));
+                        }
+                        c
+                    }
+                };
             }
-            if let Some(slot) = slots.get_mut(at) {
-                *slot = (h, i);
+            if let Some(n) = trie.nodes.get_mut(node) {
+                n.kind = Some(kind);
             }
         }
-        PathTable {
-            entries,
-            slots,
-            shift,
-        }
+        trie
     }
 
-    fn get(&self, path: &str) -> Option<Skip> {
-        let mask = self.slots.len().checked_sub(1)?;
-        let h = path_hash(path.as_bytes());
-        let mut at = (h >> self.shift) as usize & mask;
-        // At least half the slots are empty, so the probe ends.
+    fn child(&self, node: usize, seg: &str) -> Option<usize> {
+        let children = &self.nodes.get(node)?.children;
+        children
+            .iter()
+            .find(|(s, _)| segment_eq(s.as_bytes(), seg.as_bytes()))
+            .map(|&(_, c)| c)
+    }
+
+    /// The node reached from `node` along the segments of `key` (which may
+    /// itself hold dots), if any configured path goes there.
+    fn descend(&self, node: Option<usize>, key: &str) -> Option<usize> {
+        let mut n = node?;
+        let mut rest = key;
+        // A byte scan: keys are short, and `str::split` costs more here
+        // than the lookups.
         loop {
-            let &(slot_hash, i) = self.slots.get(at)?;
-            if i == EMPTY {
-                return None;
-            }
-            if slot_hash == h {
-                let (p, kind) = self.entries.get(i)?;
-                if p == path {
-                    return Some(*kind);
+            match rest.as_bytes().iter().position(|&b| b == b'.') {
+                None => return self.child(n, rest),
+                Some(i) => {
+                    n = self.child(n, rest.get(..i)?)?;
+                    rest = rest.get(i + 1..)?;
                 }
             }
-            at = (at + 1) & mask;
         }
+    }
+
+    fn kind(&self, node: Option<usize>) -> Option<Skip> {
+        self.nodes.get(node?)?.kind
     }
 }
 
-/// A fast multiply-rotate hash over 8-byte words (the shape of rustc's
-/// FxHash); its high bits are the mixed ones.
-fn path_hash(bytes: &[u8]) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h = bytes.len() as u64;
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(c);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let mut w = [0u8; 8];
-        if let Some(dst) = w.get_mut(..rest.len()) {
-            dst.copy_from_slice(rest);
-        }
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
-    }
-    h
+/// Equality of short segments, testing the length and the last byte first:
+/// sibling names tend to share prefixes (`dim00`, `dim01`) and differ at
+/// the end.
+fn segment_eq(a: &[u8], b: &[u8]) -> bool {
+    // A byte loop rather than `==`, which calls `memcmp`: segments are a
+    // few bytes long.
+    a.len() == b.len() && a.last() == b.last() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// State of the one-pass walk over a document.
 struct Walk<'a> {
     dims: &'a [Dim],
-    skip: &'a PathTable,
+    skip: &'a PathTrie,
     vals: &'a mut Vec<u8>,
     slots: &'a mut [(usize, usize)],
     metric_buf: &'a mut Vec<u8>,
     metric_spans: &'a mut Vec<(usize, usize)>,
 }
 
+/// The dotted path of the field being visited, as a chain of keys on the
+/// stack: building it costs nothing until a metric name needs it.
+struct PathLink<'k> {
+    key: &'k str,
+    parent: Option<&'k PathLink<'k>>,
+}
+
+impl PathLink<'_> {
+    /// Appends the dotted path to `out`.
+    fn write(&self, out: &mut Vec<u8>) {
+        if let Some(p) = self.parent {
+            p.write(out);
+            out.push(b'.');
+        }
+        out.extend_from_slice(self.key.as_bytes());
+    }
+}
+
 impl Walk<'_> {
-    /// Visits the fields of `obj`; `path` holds the dotted path of `obj`.
-    fn object(&mut self, obj: &Map<String, Value>, path: &mut String) -> Result<()> {
+    /// Visits the fields of `obj`, whose path is `parent` and trie node
+    /// `node` (`None` when no configured path goes there).
+    fn object(
+        &mut self,
+        obj: &Map<String, Value>,
+        node: Option<usize>,
+        parent: Option<&PathLink<'_>>,
+    ) -> Result<()> {
         for (key, v) in obj {
-            let len = path.len();
-            if len > 0 {
-                path.push('.');
+            if v.is_null() {
+                continue;
             }
-            path.push_str(key);
-            if !v.is_null() {
-                self.field(v, path)?;
-            }
-            path.truncate(len);
+            let link = PathLink { key, parent };
+            let child = self.skip.descend(node, key);
+            self.field(v, child, &link)?;
         }
         Ok(())
     }
 
-    fn field(&mut self, v: &Value, path: &mut String) -> Result<()> {
-        let hit = self.skip.get(path);
-        match (hit, v) {
+    fn field(&mut self, v: &Value, node: Option<usize>, link: &PathLink<'_>) -> Result<()> {
+        match (self.skip.kind(node), v) {
             (Some(Skip::Dim(i)), _) => {
                 let (Some(dim), Some(slot)) = (self.dims.get(i), self.slots.get_mut(i)) else {
                     return Ok(());
@@ -812,11 +831,23 @@ impl Walk<'_> {
                 *slot = (start, self.vals.len());
             }
             (Some(Skip::Excluded), _) => {}
-            (None, Value::Object(inner)) => self.object(inner, path)?,
+            (None, Value::Object(inner)) => self.object(inner, node, Some(link))?,
             (None, _) => {
-                check_name(path)?;
                 let start = self.metric_buf.len();
-                self.metric_buf.extend_from_slice(path.as_bytes());
+                link.write(self.metric_buf);
+                let name = self.metric_buf.get(start..).unwrap_or_default();
+                if name.is_empty() {
+                    return Err(Error::InvalidPath {
+                        path: String::new(),
+                    });
+                }
+                if name.len() > MAX_NAME_LEN {
+                    return Err(Error::NameTooLong {
+                        name_start: crate::error::cut(&String::from_utf8_lossy(name), 64),
+                        len: name.len(),
+                        max: MAX_NAME_LEN,
+                    });
+                }
                 self.metric_spans.push((start, self.metric_buf.len()));
             }
         }
