@@ -179,6 +179,15 @@ fn rejects_duplicate_paths() {
 }
 
 #[test]
+fn rejects_empty_field_name_in_document() {
+    let mut c = fixture_computer();
+    assert_eq!(
+        c.tsid(&json!({"": 1, "host": {"name": "a"}})),
+        Err(Error::InvalidPath { path: "".into() })
+    );
+}
+
+#[test]
 fn rejects_invalid_paths() {
     for bad in ["", "a..b", ".a", "a."] {
         assert_eq!(
