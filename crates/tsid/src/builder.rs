@@ -395,7 +395,7 @@ impl TsidComputer {
             metric_buf: &mut s.metric_buf,
             metric_spans: &mut s.metric_spans,
         };
-        walk.object(obj, Some(0), None)?;
+        walk.object(obj, Some(0), None, false)?;
 
         s.canon.clear();
         s.present.clear();
@@ -796,12 +796,14 @@ impl PathLink<'_> {
 
 impl Walk<'_> {
     /// Visits the fields of `obj`, whose path is `parent` and trie node
-    /// `node` (`None` when no configured path goes there).
+    /// `node` (`None` when no configured path goes there). Under an excluded
+    /// object, dimensions still count but other fields are not metrics.
     fn object(
         &mut self,
         obj: &Map<String, Value>,
         node: Option<usize>,
         parent: Option<&PathLink<'_>>,
+        excluded: bool,
     ) -> Result<()> {
         for (key, v) in obj {
             if v.is_null() {
@@ -809,12 +811,18 @@ impl Walk<'_> {
             }
             let link = PathLink { key, parent };
             let child = self.skip.descend(node, key);
-            self.field(v, child, &link)?;
+            self.field(v, child, &link, excluded)?;
         }
         Ok(())
     }
 
-    fn field(&mut self, v: &Value, node: Option<usize>, link: &PathLink<'_>) -> Result<()> {
+    fn field(
+        &mut self,
+        v: &Value,
+        node: Option<usize>,
+        link: &PathLink<'_>,
+        excluded: bool,
+    ) -> Result<()> {
         match (self.skip.kind(node), v) {
             (Some(Skip::Dim(i)), _) => {
                 let (Some(dim), Some(slot)) = (self.dims.get(i), self.slots.get_mut(i)) else {
@@ -830,8 +838,13 @@ impl Walk<'_> {
                 encode_json(&dim.path, dim.kind, v, self.vals)?;
                 *slot = (start, self.vals.len());
             }
+            (Some(Skip::Excluded), Value::Object(inner)) if node.is_some() => {
+                // A configured dimension may lie below an excluded object.
+                self.object(inner, node, Some(link), true)?;
+            }
             (Some(Skip::Excluded), _) => {}
-            (None, Value::Object(inner)) => self.object(inner, node, Some(link))?,
+            (None, Value::Object(inner)) => self.object(inner, node, Some(link), excluded)?,
+            (None, _) if excluded => {}
             (None, _) => {
                 let start = self.metric_buf.len();
                 link.write(self.metric_buf);
