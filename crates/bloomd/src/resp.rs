@@ -119,8 +119,10 @@ fn parse_multibulk(
             return Err(ProtocolError("invalid bulk length"));
         }
         let start = eol + 2;
-        let end = start + len;
-        if buf.len() < end + 2 {
+        let end = start
+            .checked_add(len)
+            .ok_or(ProtocolError("invalid bulk length"))?;
+        if buf.len() < end.saturating_add(2) {
             return Ok(None);
         }
         if &buf[end..end + 2] != b"\r\n" {

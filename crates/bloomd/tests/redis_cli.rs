@@ -105,6 +105,34 @@ fn every_command_through_redis_cli() {
         "1) (integer) 0\n2) \"\""
     );
 
+    // BF.SCANDUMP chunks taken with the redis crate, loaded back with `redis-cli -x`, which
+    // reads the last argument (the binary chunk) from stdin.
+    let mut conn = s.client();
+    let mut iter = 0i64;
+    loop {
+        let (next, data): (i64, Vec<u8>) = redis::cmd("BF.SCANDUMP")
+            .arg("d")
+            .arg(iter)
+            .query(&mut conn)
+            .unwrap();
+        if next == 0 {
+            break;
+        }
+        let mut child = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &s.port.to_string(), "-x"])
+            .args(["BF.LOADCHUNK", "d2", &next.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&data).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim_end(), "OK");
+        iter = next;
+    }
+    assert_eq!(cli(&s, &["BF.EXISTS", "d2", "x"]), "(integer) 1");
+    assert!(cli(&s, &["COMMAND", "DOCS", "bf.add"]).contains("bf.add"));
+
     // redis-cli --pipe: 100,000 pipelined commands in one stream.
     let mut input = Vec::new();
     for i in 0..100_000 {

@@ -569,3 +569,18 @@ fn config_file_and_flags() {
     let err = start_fails(&dir, &[bad.to_str().unwrap()]);
     assert!(err.contains("unknown setting"), "{err}");
 }
+
+#[test]
+fn sigterm_saves_before_exiting() {
+    let dir = temp_dir("sigterm");
+    let s = Server::start_in(&dir, &["--save", "3600 1"]);
+    assert_eq!(s.raw().cmd(&["BF.ADD", "k", "x"]), ":1\r\n");
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &s.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(s.wait_exit().success());
+    let s = Server::start_in(&dir, &["--save", ""]);
+    assert_eq!(s.raw().cmd(&["BF.EXISTS", "k", "x"]), ":1\r\n");
+}
