@@ -59,7 +59,8 @@ fn generic_commands() {
         (&["TTL", "k1"], ":-1\r\n"),
         (&["TTL", "no"], ":-2\r\n"),
         (&["EXPIRE", "k1", "100"], ":1\r\n"),
-        (&["TTL", "k1"], ":100\r\n"),
+        // Either, if a second boundary passes in between.
+        (&["TTL", "k1"], ":100\r\n|:99\r\n"),
         (&["EXPIRE", "k1", "200", "NX"], ":0\r\n"),
         (
             &["EXPIRE", "k1", "x"],
@@ -88,7 +89,11 @@ fn generic_commands() {
         ),
     ];
     for (cmd, want) in cases {
-        assert_eq!(c.cmd(cmd), *want, "{cmd:?}");
+        let got = c.cmd(cmd);
+        assert!(
+            want.split('|').any(|w| w == got),
+            "{cmd:?}: {got:?} vs {want:?}"
+        );
     }
     // The key with a 150 ms expiry went away with FLUSHALL; check expiry on a new one.
     assert_eq!(c.cmd(&["BF.ADD", "e", "x"]), ":1\r\n");
