@@ -108,6 +108,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("flushall", -1, &["write"], 0, 0),
     spec("save", 1, A, 0, 0),
     spec("bgsave", -1, A, 0, 0),
+    spec("bgrewriteaof", 1, A, 0, 0),
+    spec("memory", -2, R, 0, 0),
     spec("lastsave", 1, F, 0, 0),
     spec("shutdown", -1, A, 0, 0),
     spec("quit", -1, F, 0, 0),
@@ -331,6 +333,32 @@ fn generic(
                 out.simple("Background saving started");
             } else {
                 out.error("ERR Background save already in progress");
+            }
+        }
+        "bgrewriteaof" => {
+            // A snapshot is our log rewrite: the log restarts after what it covers.
+            if sess.replay {
+                out.ok();
+            } else if !sh.config.appendonly {
+                out.error("ERR append only file is disabled (start with --appendonly yes)");
+            } else if sh.bgsave() {
+                out.simple("Background append only file rewriting started");
+            } else {
+                out.error("ERR Background save already in progress");
+            }
+        }
+        "memory" => {
+            let sub = args[1].to_ascii_lowercase();
+            if sub == b"usage" && (args.len() == 3 || args.len() == 5) {
+                match db.lookup(args[2]) {
+                    Some(e) => out.uint(e.mem_bytes()),
+                    None => out.null(),
+                }
+            } else {
+                out.error(&format!(
+                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
+                    String::from_utf8_lossy(args[1])
+                ));
             }
         }
         "lastsave" => out.int(sh.lastsave.load(Ordering::Relaxed)),

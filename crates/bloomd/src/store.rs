@@ -109,6 +109,11 @@ impl Entry {
         self.slot.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Bytes counted for this key (value, name and per-key overhead; `MEMORY USAGE`).
+    pub fn mem_bytes(&self) -> u64 {
+        self.mem.load(Ordering::Relaxed)
+    }
+
     /// Expiry in Unix milliseconds, or [`NO_EXPIRY`].
     pub fn expire_ms(&self) -> i64 {
         self.expire_ms.load(Ordering::Relaxed)

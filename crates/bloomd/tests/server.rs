@@ -82,7 +82,16 @@ fn generic_commands() {
         (&["BF.ADD", "z", "x"], ":1\r\n"),
         (&["FLUSHALL"], "+OK\r\n"),
         (&["DBSIZE"], ":0\r\n"),
-        (&["COMMAND", "COUNT"], ":46\r\n"),
+        (&["COMMAND", "COUNT"], ":48\r\n"),
+        (&["BF.RESERVE", "mu", "0.01", "100"], "+OK\r\n"),
+        // 240 (BF.INFO Size) + 2 (key) + 96 (per-key overhead).
+        (&["MEMORY", "USAGE", "mu"], ":338\r\n"),
+        (&["MEMORY", "USAGE", "none"], "$-1\r\n"),
+        (
+            &["BGREWRITEAOF"],
+            "-ERR append only file is disabled (start with --appendonly yes)\r\n",
+        ),
+        (&["DEL", "mu"], ":1\r\n"),
         (
             &["AUTH", "x"],
             "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n",
@@ -117,8 +126,8 @@ fn generic_commands() {
         "{info}"
     );
     assert!(info.ends_with("*-1\r\n"));
-    assert!(c.cmd(&["COMMAND", "DOCS"]).starts_with("*92\r\n"));
-    assert!(c.cmd(&["COMMAND"]).starts_with("*46\r\n"));
+    assert!(c.cmd(&["COMMAND", "DOCS"]).starts_with("*96\r\n"));
+    assert!(c.cmd(&["COMMAND"]).starts_with("*48\r\n"));
     for section in [
         "server",
         "memory",
@@ -464,7 +473,31 @@ fn append_only_log_survives_a_crash() {
     verify_with_extras(&s, 7);
     // A snapshot in the middle: the log restarts after it, nothing is replayed twice.
     let mut c = s.raw();
+    let before = std::fs::metadata(dir.join("appendonly.tmbd"))
+        .unwrap()
+        .len();
     assert_eq!(c.cmd(&["SAVE"]), "+OK\r\n");
+    let after = std::fs::metadata(dir.join("appendonly.tmbd"))
+        .unwrap()
+        .len();
+    assert!(
+        after < before,
+        "the log was not rewritten: {before} -> {after}"
+    );
+    assert_eq!(c.cmd(&["BF.ADD", "rw", "x"]), ":1\r\n");
+    assert_eq!(
+        c.cmd(&["BGREWRITEAOF"]),
+        "+Background append only file rewriting started\r\n"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !c
+        .cmd(&["INFO", "persistence"])
+        .contains("rdb_bgsave_in_progress:0")
+    {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(c.cmd(&["DEL", "rw"]), ":1\r\n");
     assert_eq!(c.cmd(&["BF.ADD", "after", "x"]), ":1\r\n");
     assert_eq!(c.cmd(&["BF.ADD", "auto", "new-after-save"]), ":1\r\n");
     let card = c.cmd(&["BF.CARD", "auto"]);
