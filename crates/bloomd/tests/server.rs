@@ -622,3 +622,121 @@ fn sigterm_saves_before_exiting() {
     let s = Server::start_in(&dir, &["--save", ""]);
     assert_eq!(s.raw().cmd(&["BF.EXISTS", "k", "x"]), ":1\r\n");
 }
+
+/// A small deterministic generator (no dependency, fixed seeds).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// Everything a client can observe about the keys and items used by `random_writes`.
+fn observe(s: &Server) -> Vec<String> {
+    let mut c = s.raw();
+    let mut keys: Vec<String> = (0..6).map(|k| format!("k{k}")).collect();
+    keys.push("dst".into());
+    let items: Vec<String> = (0..300).map(|i| format!("i{i}")).collect();
+    let mut seen = Vec::new();
+    for k in &keys {
+        let t = c.cmd(&["TYPE", k]);
+        seen.push(format!("{k} {t}"));
+        if t == "+MBbloom--\r\n" {
+            seen.push(c.cmd(&["BF.INFO", k]));
+            let mut args = vec!["BF.MEXISTS", k.as_str()];
+            args.extend(items.iter().map(String::as_str));
+            seen.push(c.cmd(&args));
+            let ttl = c.cmd(&["TTL", k]);
+            seen.push(format!("ttl set: {}", ttl != ":-1\r\n"));
+        }
+    }
+    seen
+}
+
+fn random_writes(s: &Server, seed: u64, ops: usize) {
+    let mut c = s.raw();
+    let mut rng = Lcg(seed);
+    for _ in 0..ops {
+        let k = format!("k{}", rng.next(6));
+        let k2 = format!("k{}", rng.next(6));
+        let item = format!("i{}", rng.next(300));
+        let item2 = format!("i{}", rng.next(300));
+        let cmd: Vec<String> = match rng.next(100) {
+            0..=39 => vec!["BF.ADD".into(), k, item],
+            40..=54 => vec!["BF.MADD".into(), k, item, item2],
+            55..=59 => vec!["BF.RESERVE".into(), k, "0.01".into(), "20".into()],
+            60..=64 => vec![
+                "BF.INSERT".into(),
+                k,
+                "CAPACITY".into(),
+                "5".into(),
+                "NONSCALING".into(),
+                "ITEMS".into(),
+                item,
+            ],
+            65..=69 => vec!["DEL".into(), k],
+            70..=73 => vec!["RENAME".into(), k, k2],
+            74..=77 => vec!["EXPIRE".into(), k, "100000".into()],
+            78..=80 => vec!["PERSIST".into(), k],
+            81..=85 => vec!["BF.MERGE".into(), "dst".into(), k],
+            86 => vec!["FLUSHALL".into()],
+            _ => vec!["BF.EXISTS".into(), k, item],
+        };
+        let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        let _ = c.cmd(&args);
+    }
+}
+
+#[test]
+fn the_log_replays_to_the_same_state_under_concurrent_writers() {
+    let dir = temp_dir("replay");
+    let flags = [
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ];
+    let s = Server::start_in(&dir, &flags);
+    // Four clients write to the same keys at once; a SAVE lands in the middle.
+    let url_port = s.port;
+    let writers: Vec<_> = (0..4u64)
+        .map(|t| {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let s = ServerRef {
+                    port: url_port,
+                    dir,
+                };
+                random_writes(&s.attach(), 1000 + t, 1500);
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(s.raw().cmd(&["SAVE"]), "+OK\r\n");
+    for w in writers {
+        w.join().unwrap();
+    }
+    let before = observe(&s);
+    s.kill();
+    let s = Server::start_in(&dir, &flags);
+    assert_eq!(observe(&s), before);
+}
+
+/// A second handle on a running server, for threads (it never kills the process).
+struct ServerRef {
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl ServerRef {
+    fn attach(&self) -> Server {
+        Server::attach(self.port, &self.dir)
+    }
+}

@@ -99,6 +99,16 @@ impl Server {
         server
     }
 
+    /// A handle on a server another handle started (dropping it does not stop the server).
+    pub fn attach(port: u16, dir: &Path) -> Server {
+        Server {
+            child: None,
+            port,
+            dir: dir.to_path_buf(),
+            args: Vec::new(),
+        }
+    }
+
     /// Starts a server in a new temporary directory.
     pub fn start(name: &str, extra: &[&str]) -> Server {
         Server::start_in(&temp_dir(name), extra)
