@@ -1,0 +1,3 @@
+//! Deterministic dataset generators.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]

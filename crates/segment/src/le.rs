@@ -1,0 +1,196 @@
+//! Little-endian and varint field codecs. Readers return [`Error::Truncated`] or
+//! [`Error::Corrupt`] on short or malformed input instead of panicking.
+
+use crate::error::{Error, Place, Result};
+
+/// A cursor over encoded bytes, naming its [`Place`] in errors.
+#[derive(Debug, Clone)]
+pub(crate) struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    place: Place,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(bytes: &'a [u8], place: Place) -> Self {
+        Reader {
+            bytes,
+            pos: 0,
+            place,
+        }
+    }
+
+    pub(crate) fn place(&self) -> Place {
+        self.place
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.pos)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let available = self.remaining();
+        let end = self.pos.checked_add(n).filter(|_| n <= available);
+        match end.and_then(|end| self.bytes.get(self.pos..end)) {
+            Some(out) => {
+                self.pos += n;
+                Ok(out)
+            }
+            None => Err(Error::Truncated {
+                place: self.place,
+                needed: n as u64,
+                available: available as u64,
+            }),
+        }
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    pub(crate) fn magic(&mut self) -> Result<[u8; 4]> {
+        self.array()
+    }
+
+    pub(crate) fn u8(&mut self) -> Result<u8> {
+        let [b] = self.array::<1>()?;
+        Ok(b)
+    }
+
+    pub(crate) fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    pub(crate) fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    pub(crate) fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    pub(crate) fn i64(&mut self) -> Result<i64> {
+        Ok(i64::from_le_bytes(self.array()?))
+    }
+
+    pub(crate) fn f64(&mut self) -> Result<f64> {
+        Ok(f64::from_bits(self.u64()?))
+    }
+
+    /// An unsigned LEB128 varint of at most 10 bytes.
+    #[inline]
+    pub(crate) fn varint(&mut self) -> Result<u64> {
+        let mut value = 0u64;
+        for i in 0..10u32 {
+            let byte = self.u8()?;
+            if i == 9 && byte > 1 {
+                return Err(Error::corrupt(self.place, "varint overflows 64 bits"));
+            }
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(Error::corrupt(self.place, "varint longer than 10 bytes"))
+    }
+
+    /// A zigzag-encoded signed varint.
+    #[inline]
+    pub(crate) fn zigzag(&mut self) -> Result<i64> {
+        Ok(unzigzag(self.varint()?))
+    }
+
+    /// A varint that must fit `usize` and be at most `max`.
+    pub(crate) fn count(&mut self, what: &str, max: u64) -> Result<usize> {
+        let v = self.varint()?;
+        if v > max {
+            return Err(Error::corrupt(
+                self.place,
+                format!("{what} {v} exceeds the limit {max}"),
+            ));
+        }
+        usize::try_from(v).map_err(|_| Error::corrupt(self.place, format!("{what} {v} too large")))
+    }
+}
+
+/// Appends `v` as an unsigned LEB128 varint.
+#[inline]
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends `v` zigzag-encoded as a varint.
+#[inline]
+pub(crate) fn put_zigzag(out: &mut Vec<u8>, v: i64) {
+    put_varint(out, zigzag(v));
+}
+
+#[inline]
+pub(crate) fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+#[inline]
+pub(crate) fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+pub(crate) fn put_u16(out: &mut Vec<u8>, v: u16) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+pub(crate) fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+pub(crate) fn put_i64(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_round_trip_extremes() {
+        let values = [0u64, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX];
+        let mut out = Vec::new();
+        for v in values {
+            put_varint(&mut out, v);
+        }
+        for v in [0i64, -1, 1, i64::MIN, i64::MAX] {
+            put_zigzag(&mut out, v);
+        }
+        let mut r = Reader::new(&out, Place::Meta);
+        for v in values {
+            assert_eq!(r.varint().unwrap(), v);
+        }
+        for v in [0i64, -1, 1, i64::MIN, i64::MAX] {
+            assert_eq!(r.zigzag().unwrap(), v);
+        }
+        assert!(r.is_empty());
+        assert!(r.u8().is_err());
+    }
+
+    #[test]
+    fn rejects_overlong_varint() {
+        let bytes = [0xffu8; 11];
+        assert!(Reader::new(&bytes, Place::Meta).varint().is_err());
+        let bytes = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02];
+        assert!(Reader::new(&bytes, Place::Meta).varint().is_err());
+    }
+}

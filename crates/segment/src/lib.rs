@@ -1,0 +1,30 @@
+#![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
+// The workspace forbids unsafe code; this crate needs exactly one `unsafe` call, the
+// memory map in `mmap.rs`, which is the only module allowed to use it.
+#![deny(unsafe_code)]
+
+mod codec;
+mod dump;
+mod error;
+mod format;
+mod le;
+mod mmap;
+mod point;
+mod reader;
+pub mod report;
+mod tombstone;
+mod v1;
+mod writer;
+
+pub use dump::dump;
+pub use error::{Error, Place, Result};
+pub use format::{
+    DEFAULT_BLOCK_ROWS, DIR_ENTRY_LEN, FOOTER_LEN, FORMAT_VERSION, Footer, HEADER_LEN, MAGIC,
+    MAX_BLOCK_ROWS, MIN_FORMAT_VERSION, SectionRef,
+};
+pub use point::{Dim, MetricKind, MetricValue, Point, RowId};
+pub use reader::{BlockRef, RowView, Segment, SizeBreakdown};
+pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
+pub use v1::{ColumnInfo, Presence, Series};
+pub use writer::{SegmentMeta, SegmentOptions, SegmentWriter};

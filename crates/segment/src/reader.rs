@@ -1,0 +1,887 @@
+//! [`Segment`]: a read-only view of a segment file, memory-mapped or in memory.
+
+use std::fs::File;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use tidemark_bloom::BlockedBloomFilterRef;
+use tidemark_tsid::{SyntheticId, Tsid};
+
+use crate::codec::{Values, decode_presence, decode_timestamps, decode_values, decompress_block};
+use crate::error::{Error, Place, Result};
+use crate::format::{
+    DIR_ENTRY_LEN, FLAG_BLOOM, FLAG_ID_INDEX, FOOTER_LEN, Footer, HEADER_LEN, MAGIC,
+    MAX_SECTION_RAW, SECTION_PLACES, SectionRef,
+};
+use crate::le::Reader;
+use crate::point::{MetricKind, MetricValue, Point, RowId};
+use crate::v1::{ColumnInfo, Meta, Presence, Series, parse_meta, parse_series};
+
+enum Backing {
+    Vec(Vec<u8>),
+    Mmap(memmap2::Mmap),
+}
+
+impl Backing {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Vec(v) => v,
+            Backing::Mmap(m) => m,
+        }
+    }
+}
+
+impl std::fmt::Debug for Backing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Backing::Vec(v) => write!(f, "Vec({} bytes)", v.len()),
+            Backing::Mmap(m) => write!(f, "Mmap({} bytes)", m.len()),
+        }
+    }
+}
+
+/// One entry of the block directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockRef {
+    /// Offset of the block in the file.
+    pub offset: u64,
+    /// Stored length (0: the column has no value in this block).
+    pub len: u32,
+    /// Decoded length.
+    pub raw_len: u32,
+    /// CRC32 of the stored bytes.
+    pub crc: u32,
+}
+
+/// Bytes of each component of a segment, for disk-usage reports.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SizeBreakdown {
+    /// Header (16 bytes).
+    pub header: u64,
+    /// Meta section: dictionaries of dimension names and metric columns.
+    pub meta: u64,
+    /// Series table: tsids, dimensions, row counts, time ranges, presence.
+    pub series_table: u64,
+    /// Timestamp blocks.
+    pub timestamps: u64,
+    /// Each metric column's blocks, by name, in column order.
+    pub metrics: Vec<(String, u64)>,
+    /// Block directory (20 bytes per column per block).
+    pub directory: u64,
+    /// Bloom filter section (0 when absent).
+    pub bloom: u64,
+    /// Id term index section (0 when absent).
+    pub id_index: u64,
+    /// Footer.
+    pub footer: u64,
+    /// The whole file.
+    pub total: u64,
+}
+
+impl SizeBreakdown {
+    /// Everything but the id/dedup structures (bloom and id index).
+    pub fn data_bytes(&self) -> u64 {
+        self.total - self.bloom - self.id_index
+    }
+}
+
+/// A row as seen during a scan: borrowed, no allocation per row.
+#[derive(Debug, Clone, Copy)]
+pub struct RowView<'a> {
+    /// Row number.
+    pub row: RowId,
+    /// The row's series.
+    pub series: &'a Series,
+    /// Timestamp in milliseconds.
+    pub ts_millis: i64,
+    /// One entry per metric column (see [`Segment::columns`]), `None` where absent.
+    pub metrics: &'a [Option<MetricValue>],
+}
+
+/// A decoded row block.
+#[derive(Debug, Default)]
+struct DecodedBlock {
+    block: Option<u32>,
+    ts: Vec<i64>,
+    /// Row-major: `rows × columns`.
+    metrics: Vec<Option<MetricValue>>,
+}
+
+/// A segment opened for reading. Opening checks the header, the footer (magic, CRC,
+/// version, ranges), and decodes the meta section and series table after checking their
+/// CRCs; each block's CRC is checked when the block is used.
+///
+/// ```
+/// use tidemark_segment::{Point, Segment, SegmentOptions, SegmentWriter};
+/// use tidemark_tsid::{SyntheticId, Tsid};
+///
+/// let tsid = Tsid::from_bytes([1; 20]);
+/// let mut writer = SegmentWriter::new(SegmentOptions::new())?;
+/// for i in 0..100 {
+///     writer.push(Point::new(tsid, i * 10_000).dim("pod", "a").counter("restarts", i / 50))?;
+/// }
+/// let (bytes, _) = writer.to_vec()?;
+/// let segment = Segment::from_vec(bytes)?;
+/// assert!(segment.contains_id(&SyntheticId::new(tsid, 50_000))?);
+/// assert_eq!(segment.row(5)?.ts_millis, 50_000);
+/// # Ok::<(), tidemark_segment::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Segment {
+    data: Backing,
+    path: Option<PathBuf>,
+    footer: Footer,
+    meta: Meta,
+    series: Vec<Series>,
+}
+
+impl Segment {
+    /// Memory-maps and opens the segment at `path`.
+    ///
+    /// # Errors
+    /// I/O errors and every format error of [`from_vec`](Self::from_vec), wrapped in
+    /// [`Error::InFile`] naming the file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Segment> {
+        let path = path.as_ref();
+        let inner = || -> Result<Segment> {
+            let file = File::open(path)?;
+            let len = file.metadata()?.len();
+            if len < (HEADER_LEN + FOOTER_LEN) as u64 {
+                return Err(Error::Truncated {
+                    place: Place::Footer,
+                    needed: (HEADER_LEN + FOOTER_LEN) as u64,
+                    available: len,
+                });
+            }
+            let map = crate::mmap::map(&file)?;
+            Segment::new(Backing::Mmap(map), Some(path.to_path_buf()))
+        };
+        inner().map_err(|e| e.in_file(path))
+    }
+
+    /// Opens a segment held in memory.
+    ///
+    /// # Errors
+    /// [`Error::BadMagic`], [`Error::UnsupportedVersion`], [`Error::Truncated`],
+    /// [`Error::OutOfBounds`], [`Error::ChecksumMismatch`] and [`Error::Corrupt`].
+    pub fn from_vec(bytes: Vec<u8>) -> Result<Segment> {
+        Segment::new(Backing::Vec(bytes), None)
+    }
+
+    fn new(data: Backing, path: Option<PathBuf>) -> Result<Segment> {
+        let bytes = data.bytes();
+        let mut h = Reader::new(bytes, Place::Header);
+        let magic = h.magic()?;
+        if magic != MAGIC {
+            return Err(Error::BadMagic {
+                place: Place::Header,
+                expected: MAGIC,
+                found: magic,
+            });
+        }
+        let version = h.u32()?;
+        let footer = Footer::decode(bytes)?;
+        if version != footer.version {
+            return Err(Error::corrupt(
+                Place::Header,
+                format!("version {version}, footer says {}", footer.version),
+            ));
+        }
+        let (flags, reserved) = (h.u32()?, h.u32()?);
+        if flags != 0 || reserved != 0 {
+            return Err(Error::corrupt(
+                Place::Header,
+                format!("flags {flags:#x} and reserved {reserved:#x}, expected 0"),
+            ));
+        }
+        let meta_bytes = section(bytes, &footer, 0)?;
+        let meta = parse_meta(meta_bytes, &footer)?;
+        let series_bytes = section(bytes, &footer, 1)?;
+        let mut sr = Reader::new(series_bytes, Place::SeriesTable);
+        let raw_len = sr.u64()?;
+        let raw = decompress_block(
+            series_bytes.get(8..).unwrap_or(&[]),
+            raw_len,
+            MAX_SECTION_RAW,
+            Place::SeriesTable,
+        )?;
+        let series = parse_series(&raw, &footer, &meta)?;
+        let dir = section(bytes, &footer, 2)?;
+        let expected = (u64::from(footer.column_count) + 1)
+            * u64::from(footer.block_count)
+            * DIR_ENTRY_LEN as u64;
+        if dir.len() as u64 != expected {
+            return Err(Error::corrupt(
+                Place::Directory,
+                format!("{} bytes, expected {expected}", dir.len()),
+            ));
+        }
+        if footer.flags & FLAG_BLOOM != 0 {
+            BlockedBloomFilterRef::new(section(bytes, &footer, 3)?)?;
+        }
+        if footer.flags & FLAG_ID_INDEX != 0 {
+            fst::Map::new(section(bytes, &footer, 4)?)?;
+        }
+        Ok(Segment {
+            data,
+            path,
+            footer,
+            meta,
+            series,
+        })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.data.bytes()
+    }
+
+    /// The path this segment was opened from, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The decoded footer.
+    pub fn footer(&self) -> &Footer {
+        &self.footer
+    }
+
+    /// Rows in the segment.
+    pub fn row_count(&self) -> u64 {
+        self.footer.row_count
+    }
+
+    /// Series in the segment.
+    pub fn series_count(&self) -> u64 {
+        self.footer.series_count
+    }
+
+    /// Smallest timestamp, `None` for an empty segment.
+    pub fn min_timestamp(&self) -> Option<i64> {
+        (self.footer.row_count > 0).then_some(self.footer.min_ts)
+    }
+
+    /// Largest timestamp, `None` for an empty segment.
+    pub fn max_timestamp(&self) -> Option<i64> {
+        (self.footer.row_count > 0).then_some(self.footer.max_ts)
+    }
+
+    /// The series table, in tsid order.
+    pub fn series(&self) -> &[Series] {
+        &self.series
+    }
+
+    /// The metric columns, in name order.
+    pub fn columns(&self) -> &[ColumnInfo] {
+        &self.meta.columns
+    }
+
+    /// The series with this tsid.
+    pub fn series_by_tsid(&self, tsid: &Tsid) -> Option<&Series> {
+        let i = self.series.binary_search_by(|s| s.tsid.cmp(tsid)).ok()?;
+        self.series.get(i)
+    }
+
+    /// The series holding `row`.
+    pub fn series_of_row(&self, row: RowId) -> Option<&Series> {
+        if row >= self.footer.row_count {
+            return None;
+        }
+        let i = self.series.partition_point(|s| s.first_row <= row);
+        self.series.get(i.checked_sub(1)?)
+    }
+
+    /// Target false-positive rate and capacity the bloom filter was sized for.
+    pub fn bloom_params(&self) -> Option<(f64, u64)> {
+        (self.footer.flags & FLAG_BLOOM != 0)
+            .then_some((self.meta.bloom_fpr, self.meta.bloom_capacity))
+    }
+
+    /// The bloom filter of the synthetic ids, read in place, when the segment has one.
+    ///
+    /// # Errors
+    /// Bloom format errors (its checksum was verified on open).
+    pub fn bloom(&self) -> Result<Option<BlockedBloomFilterRef<'_>>> {
+        if self.footer.flags & FLAG_BLOOM == 0 {
+            return Ok(None);
+        }
+        let bytes = section_bytes(self.bytes(), &self.footer, 3)?;
+        Ok(Some(BlockedBloomFilterRef::new_without_checksum(bytes)?))
+    }
+
+    /// The id term index (synthetic id bytes → row), when the segment has one.
+    ///
+    /// # Errors
+    /// FST format errors.
+    pub fn id_index(&self) -> Result<Option<fst::Map<&[u8]>>> {
+        if self.footer.flags & FLAG_ID_INDEX == 0 {
+            return Ok(None);
+        }
+        let bytes = section_bytes(self.bytes(), &self.footer, 4)?;
+        Ok(Some(fst::Map::new(bytes)?))
+    }
+
+    /// Whether the bloom filter may hold `id` (`true` when there is no filter).
+    ///
+    /// # Errors
+    /// As [`bloom`](Self::bloom).
+    pub fn may_contain_id(&self, id: &SyntheticId) -> Result<bool> {
+        Ok(match self.bloom()? {
+            Some(b) => b.contains(&id.to_bytes()),
+            None => true,
+        })
+    }
+
+    /// The row of `id` through the id term index; `None` when absent or without index.
+    ///
+    /// # Errors
+    /// As [`id_index`](Self::id_index).
+    pub fn lookup_id(&self, id: &SyntheticId) -> Result<Option<RowId>> {
+        Ok(self.id_index()?.and_then(|m| m.get(id.to_bytes())))
+    }
+
+    /// Whether the segment holds the point `id` (exact: series table, then timestamps).
+    ///
+    /// # Errors
+    /// As [`find`](Self::find).
+    pub fn contains_id(&self, id: &SyntheticId) -> Result<bool> {
+        Ok(self.find(&id.tsid(), id.ts_millis())?.is_some())
+    }
+
+    /// The row of (`tsid`, `ts_millis`): a binary search in the series table, then in the
+    /// series' timestamps, decoding one block (rarely two).
+    ///
+    /// # Errors
+    /// Format errors of the timestamp block read.
+    pub fn find(&self, tsid: &Tsid, ts_millis: i64) -> Result<Option<RowId>> {
+        let Some(s) = self.series_by_tsid(tsid) else {
+            return Ok(None);
+        };
+        if ts_millis < s.min_ts || ts_millis > s.max_ts {
+            return Ok(None);
+        }
+        let br = u64::from(self.footer.block_rows);
+        let last = s.first_row + s.row_count - 1;
+        let (first_block, last_block) = (s.first_row / br, last / br);
+        // Guess the block by interpolation: series are mostly regular.
+        let span = u128::from(s.max_ts.wrapping_sub(s.min_ts) as u64);
+        let into = u128::from(ts_millis.wrapping_sub(s.min_ts) as u64);
+        let guess = (into * u128::from(s.row_count - 1))
+            .checked_div(span)
+            .map_or(s.first_row, |off| s.first_row + off as u64);
+        let mut block = (guess / br).clamp(first_block, last_block);
+        let mut ts = Vec::new();
+        loop {
+            ts.clear();
+            self.decode_ts_block(block as u32, &mut ts)?;
+            let lo = s.first_row.max(block * br);
+            let hi = (last + 1).min((block + 1) * br);
+            let part = ts
+                .get((lo - block * br) as usize..(hi - block * br) as usize)
+                .unwrap_or(&[]);
+            match (part.first(), part.last()) {
+                (Some(&f), _) if ts_millis < f => {
+                    if block == first_block {
+                        return Ok(None);
+                    }
+                    block -= 1;
+                }
+                (_, Some(&l)) if ts_millis > l => {
+                    if block == last_block {
+                        return Ok(None);
+                    }
+                    block += 1;
+                }
+                (Some(_), Some(_)) => {
+                    return Ok(part.binary_search(&ts_millis).ok().map(|i| lo + i as u64));
+                }
+                _ => return Ok(None),
+            }
+        }
+    }
+
+    /// The point at `row`: tsid, dimensions (by name), timestamp and metrics (by name).
+    ///
+    /// # Errors
+    /// [`Error::RowOutOfRange`]; format errors of the blocks read.
+    pub fn row(&self, row: RowId) -> Result<Point> {
+        let series = self.series_of_row(row).ok_or(Error::RowOutOfRange {
+            row,
+            row_count: self.footer.row_count,
+        })?;
+        let mut block = DecodedBlock::default();
+        let b = (row / u64::from(self.footer.block_rows)) as u32;
+        self.decode_block(b, &mut block)?;
+        let i = (row % u64::from(self.footer.block_rows)) as usize;
+        let ncols = self.meta.columns.len();
+        let ts_millis = block.ts.get(i).copied().ok_or_else(|| {
+            Error::corrupt(
+                Place::Block {
+                    column: 0,
+                    block: b,
+                },
+                "row missing from block",
+            )
+        })?;
+        let values = block.metrics.get(i * ncols..(i + 1) * ncols).unwrap_or(&[]);
+        let metrics = self
+            .meta
+            .columns
+            .iter()
+            .zip(values)
+            .filter_map(|(c, v)| v.map(|v| (c.name.clone(), v)))
+            .collect();
+        Ok(Point {
+            tsid: series.tsid,
+            dims: series.dims.clone(),
+            ts_millis,
+            metrics,
+        })
+    }
+
+    /// Calls `f` for every row in `rows` (clamped to the segment), in row order.
+    ///
+    /// # Errors
+    /// Format errors of the blocks read.
+    pub fn scan_rows(&self, rows: Range<RowId>, mut f: impl FnMut(RowView<'_>)) -> Result<()> {
+        let mut block = DecodedBlock::default();
+        self.scan_filtered(rows, i64::MIN, i64::MAX, &mut block, &mut f)
+    }
+
+    /// Calls `f` for every row whose timestamp is in `from..=to`, in row order.
+    ///
+    /// # Errors
+    /// Format errors of the blocks read.
+    pub fn scan_time_range(
+        &self,
+        from: i64,
+        to: i64,
+        mut f: impl FnMut(RowView<'_>),
+    ) -> Result<()> {
+        let mut block = DecodedBlock::default();
+        if self.row_count() == 0 || to < self.footer.min_ts || from > self.footer.max_ts {
+            return Ok(());
+        }
+        for s in &self.series {
+            if s.max_ts < from || s.min_ts > to {
+                continue;
+            }
+            let rows = s.first_row..s.first_row + s.row_count;
+            self.scan_filtered(rows, from, to, &mut block, &mut f)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` for every row of series `tsid` whose timestamp is in `from..=to`.
+    ///
+    /// # Errors
+    /// Format errors of the blocks read.
+    pub fn scan_series(
+        &self,
+        tsid: &Tsid,
+        from: i64,
+        to: i64,
+        mut f: impl FnMut(RowView<'_>),
+    ) -> Result<()> {
+        let Some(s) = self.series_by_tsid(tsid) else {
+            return Ok(());
+        };
+        if s.max_ts < from || s.min_ts > to {
+            return Ok(());
+        }
+        let mut block = DecodedBlock::default();
+        self.scan_filtered(
+            s.first_row..s.first_row + s.row_count,
+            from,
+            to,
+            &mut block,
+            &mut f,
+        )
+    }
+
+    fn scan_filtered(
+        &self,
+        rows: Range<RowId>,
+        from: i64,
+        to: i64,
+        block: &mut DecodedBlock,
+        f: &mut impl FnMut(RowView<'_>),
+    ) -> Result<()> {
+        let end = rows.end.min(self.footer.row_count);
+        let br = u64::from(self.footer.block_rows);
+        let ncols = self.meta.columns.len();
+        let mut row = rows.start;
+        while row < end {
+            let b = row / br;
+            if block.block != Some(b as u32) {
+                self.decode_block(b as u32, block)?;
+            }
+            let block_end = ((b + 1) * br).min(end);
+            let mut series = self.series_of_row(row);
+            while row < block_end {
+                let i = (row - b * br) as usize;
+                let (Some(&ts), Some(s)) = (block.ts.get(i), series) else {
+                    break;
+                };
+                if row >= s.first_row + s.row_count {
+                    series = self.series_of_row(row);
+                    continue;
+                }
+                if ts >= from && ts <= to {
+                    let metrics = block.metrics.get(i * ncols..(i + 1) * ncols).unwrap_or(&[]);
+                    f(RowView {
+                        row,
+                        series: s,
+                        ts_millis: ts,
+                        metrics,
+                    });
+                }
+                row += 1;
+            }
+            row = row.max(block_end);
+        }
+        Ok(())
+    }
+
+    /// The directory entry of `column` (0 = timestamps) in row block `block`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] for a column or block beyond the segment.
+    pub fn block_ref(&self, column: u32, block: u32) -> Result<BlockRef> {
+        let place = Place::Block { column, block };
+        if column > self.footer.column_count || block >= self.footer.block_count {
+            return Err(Error::OutOfBounds {
+                place,
+                offset: u64::from(block),
+                len: 1,
+                start: 0,
+                end: u64::from(self.footer.block_count),
+            });
+        }
+        let dir = section_bytes(self.bytes(), &self.footer, 2)?;
+        let at = (u64::from(column) * u64::from(self.footer.block_count) + u64::from(block))
+            * DIR_ENTRY_LEN as u64;
+        let entry = dir
+            .get(at as usize..at as usize + DIR_ENTRY_LEN)
+            .ok_or(Error::Truncated {
+                place: Place::Directory,
+                needed: at + DIR_ENTRY_LEN as u64,
+                available: dir.len() as u64,
+            })?;
+        let mut r = Reader::new(entry, Place::Directory);
+        Ok(BlockRef {
+            offset: r.u64()?,
+            len: r.u32()?,
+            raw_len: r.u32()?,
+            crc: r.u32()?,
+        })
+    }
+
+    fn rows_in_block(&self, block: u32) -> usize {
+        let br = u64::from(self.footer.block_rows);
+        let lo = u64::from(block) * br;
+        (self.footer.row_count.min(lo + br).saturating_sub(lo)) as usize
+    }
+
+    /// The checked, decompressed body of a block; `None` for an empty entry.
+    fn block_body(&self, column: u32, block: u32) -> Result<Option<Vec<u8>>> {
+        let place = Place::Block { column, block };
+        let e = self.block_ref(column, block)?;
+        if e.len == 0 {
+            if e.raw_len != 0 || e.crc != 0 {
+                return Err(Error::corrupt(
+                    place,
+                    "empty block with a length or checksum",
+                ));
+            }
+            return Ok(None);
+        }
+        let data_end = self.bytes().len() as u64 - FOOTER_LEN as u64;
+        let end = e.offset.checked_add(u64::from(e.len));
+        if e.offset < HEADER_LEN as u64 || end.is_none_or(|end| end > data_end) {
+            return Err(Error::OutOfBounds {
+                place,
+                offset: e.offset,
+                len: u64::from(e.len),
+                start: HEADER_LEN as u64,
+                end: data_end,
+            });
+        }
+        let stored = self
+            .bytes()
+            .get(e.offset as usize..(e.offset + u64::from(e.len)) as usize)
+            .unwrap_or(&[]);
+        let got = crc32fast::hash(stored);
+        if got != e.crc {
+            return Err(Error::ChecksumMismatch {
+                place,
+                expected: e.crc,
+                got,
+            });
+        }
+        // A block holds at most 10 bytes per row (varints), a presence bitmap and headers.
+        let max_raw = self.rows_in_block(block) as u64 * 10 + 8 * 1024 + 64;
+        decompress_block(stored, u64::from(e.raw_len), max_raw, place).map(Some)
+    }
+
+    /// Series runs (series index, length) covering block `block`.
+    fn runs(&self, block: u32) -> Vec<(usize, usize)> {
+        let br = u64::from(self.footer.block_rows);
+        let lo = u64::from(block) * br;
+        let hi = self.footer.row_count.min(lo + br);
+        let mut out = Vec::new();
+        let mut i = self
+            .series
+            .partition_point(|s| s.first_row <= lo)
+            .saturating_sub(1);
+        while let Some(s) = self.series.get(i) {
+            if s.first_row >= hi {
+                break;
+            }
+            let a = s.first_row.max(lo);
+            let b = (s.first_row + s.row_count).min(hi);
+            if b > a {
+                out.push((i, (b - a) as usize));
+            }
+            i += 1;
+        }
+        out
+    }
+
+    fn decode_ts_block(&self, block: u32, out: &mut Vec<i64>) -> Result<()> {
+        let place = Place::Block { column: 0, block };
+        let body = self
+            .block_body(0, block)?
+            .ok_or_else(|| Error::corrupt(place, "timestamp block is empty"))?;
+        let lens: Vec<usize> = self.runs(block).iter().map(|(_, l)| *l).collect();
+        let mut r = Reader::new(&body, place);
+        decode_timestamps(&mut r, &lens, out)?;
+        if !r.is_empty() {
+            return Err(Error::corrupt(
+                place,
+                format!("{} trailing bytes", r.remaining()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Decodes metric column `column` (0-based) of `block` into `out`, one entry per row.
+    fn decode_metric_block(
+        &self,
+        column: u32,
+        block: u32,
+        out: &mut Vec<Option<MetricValue>>,
+    ) -> Result<()> {
+        let place = Place::Block {
+            column: column + 1,
+            block,
+        };
+        let rows = self.rows_in_block(block);
+        out.clear();
+        out.resize(rows, None);
+        let Some(body) = self.block_body(column + 1, block)? else {
+            return Ok(());
+        };
+        let kind = self
+            .meta
+            .columns
+            .get(column as usize)
+            .map_or(MetricKind::Gauge, |c| c.kind);
+        let mut r = Reader::new(&body, place);
+        let bitmap = decode_presence(&mut r, rows as u32)?;
+        let mut present: Vec<usize> = Vec::with_capacity(rows);
+        match bitmap {
+            Some(b) => present.extend(b.iter().map(|i| i as usize)),
+            None => {
+                let mut at = 0usize;
+                for (s, len) in self.runs(block) {
+                    match self.series.get(s).and_then(|s| s.presence(column)) {
+                        Some(Presence::Full) => present.extend(at..at + len),
+                        Some(Presence::Partial) => {
+                            return Err(Error::corrupt(place, "partial series without a bitmap"));
+                        }
+                        None => {}
+                    }
+                    at += len;
+                }
+            }
+        }
+        let (_, values) = decode_values(&mut r, present.len())?;
+        if !r.is_empty() {
+            return Err(Error::corrupt(
+                place,
+                format!("{} trailing bytes", r.remaining()),
+            ));
+        }
+        match (kind, values) {
+            (MetricKind::Gauge, Values::Gauge(v)) => {
+                for (&i, v) in present.iter().zip(v) {
+                    if let Some(slot) = out.get_mut(i) {
+                        *slot = Some(MetricValue::Gauge(v));
+                    }
+                }
+            }
+            (MetricKind::Counter, Values::Counter(v)) => {
+                for (&i, v) in present.iter().zip(v) {
+                    if let Some(slot) = out.get_mut(i) {
+                        *slot = Some(MetricValue::Counter(v));
+                    }
+                }
+            }
+            _ => {
+                return Err(Error::corrupt(
+                    place,
+                    "value encoding does not match the column kind",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn decode_block(&self, block: u32, out: &mut DecodedBlock) -> Result<()> {
+        out.block = None;
+        out.ts.clear();
+        self.decode_ts_block(block, &mut out.ts)?;
+        let rows = out.ts.len();
+        let ncols = self.meta.columns.len();
+        out.metrics.clear();
+        out.metrics.resize(rows * ncols, None);
+        let mut col = Vec::new();
+        for c in 0..ncols {
+            self.decode_metric_block(c as u32, block, &mut col)?;
+            for (i, v) in col.iter().enumerate() {
+                if let Some(slot) = out.metrics.get_mut(i * ncols + c) {
+                    *slot = *v;
+                }
+            }
+        }
+        out.block = Some(block);
+        Ok(())
+    }
+
+    /// Bytes of each component.
+    pub fn size_breakdown(&self) -> SizeBreakdown {
+        let s = &self.footer.sections;
+        let mut timestamps = 0;
+        let mut metrics: Vec<(String, u64)> = self
+            .meta
+            .columns
+            .iter()
+            .map(|c| (c.name.clone(), 0))
+            .collect();
+        for column in 0..=self.footer.column_count {
+            let mut sum = 0u64;
+            for block in 0..self.footer.block_count {
+                if let Ok(e) = self.block_ref(column, block) {
+                    sum += u64::from(e.len);
+                }
+            }
+            match column.checked_sub(1) {
+                None => timestamps = sum,
+                Some(c) => {
+                    if let Some(m) = metrics.get_mut(c as usize) {
+                        m.1 = sum;
+                    }
+                }
+            }
+        }
+        SizeBreakdown {
+            header: HEADER_LEN as u64,
+            meta: s[0].len,
+            series_table: s[1].len,
+            timestamps,
+            metrics,
+            directory: s[2].len,
+            bloom: s[3].len,
+            id_index: s[4].len,
+            footer: FOOTER_LEN as u64,
+            total: self.bytes().len() as u64,
+        }
+    }
+
+    /// Full check: the CRC of every byte before the footer, every section, every block
+    /// (checksum and decoding), the bloom filter's own checksum and the FST.
+    ///
+    /// # Errors
+    /// The first problem found.
+    pub fn verify(&self) -> Result<()> {
+        let bytes = self.bytes();
+        let data = bytes.get(..bytes.len() - FOOTER_LEN).unwrap_or(&[]);
+        let got = crc32fast::hash(data);
+        if got != self.footer.data_crc {
+            return Err(Error::ChecksumMismatch {
+                place: Place::Data,
+                expected: self.footer.data_crc,
+                got,
+            });
+        }
+        for i in 0..SECTION_PLACES.len() {
+            section(bytes, &self.footer, i)?;
+        }
+        let mut block = DecodedBlock::default();
+        for b in 0..self.footer.block_count {
+            self.decode_block(b, &mut block)?;
+        }
+        if let Some(bloom) = self.bloom()? {
+            bloom.verify(section(bytes, &self.footer, 3)?)?;
+        }
+        if let Some(map) = self.id_index()? {
+            if map.len() as u64 != self.footer.row_count {
+                return Err(Error::corrupt(
+                    Place::IdIndex,
+                    "key count differs from row count",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Wraps an error with this segment's path, when it has one.
+    pub fn name_error(&self, e: Error) -> Error {
+        match &self.path {
+            Some(p) => e.in_file(p),
+            None => e,
+        }
+    }
+}
+
+/// The bytes of section `i` after checking its range (its CRC was checked on open).
+pub(crate) fn section_bytes<'a>(bytes: &'a [u8], footer: &Footer, i: usize) -> Result<&'a [u8]> {
+    let place = SECTION_PLACES.get(i).copied().unwrap_or(Place::Footer);
+    let s: SectionRef = footer.sections.get(i).copied().unwrap_or_default();
+    if s.len == 0 {
+        return Ok(&[]);
+    }
+    let range = usize::try_from(s.offset).ok().zip(
+        s.offset
+            .checked_add(s.len)
+            .and_then(|e| usize::try_from(e).ok()),
+    );
+    range
+        .and_then(|(a, b)| bytes.get(a..b))
+        .ok_or(Error::OutOfBounds {
+            place,
+            offset: s.offset,
+            len: s.len,
+            start: HEADER_LEN as u64,
+            end: bytes.len() as u64,
+        })
+}
+
+/// The bytes of section `i` after checking its range and CRC.
+pub(crate) fn section<'a>(bytes: &'a [u8], footer: &Footer, i: usize) -> Result<&'a [u8]> {
+    let place = SECTION_PLACES.get(i).copied().unwrap_or(Place::Footer);
+    let s: SectionRef = footer.sections.get(i).copied().unwrap_or_default();
+    let out = section_bytes(bytes, footer, i)?;
+    if s.len == 0 {
+        return Ok(out);
+    }
+    let got = crc32fast::hash(out);
+    if got != s.crc {
+        return Err(Error::ChecksumMismatch {
+            place,
+            expected: s.crc,
+            got,
+        });
+    }
+    Ok(out)
+}
