@@ -1,0 +1,214 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The committed fixture, the dump snapshot, and corruption: every damaged file is an
+//! `Err` or reads back identical, never a panic.
+
+use std::path::PathBuf;
+
+use proptest::prelude::*;
+use tidemark_segment::{
+    Dim, Error, FOOTER_LEN, Point, Segment, SegmentOptions, SegmentWriter, dump,
+};
+use tidemark_tsid::{SyntheticId, Tsid};
+
+fn fixture_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/segment/v1-tiny.tms")
+}
+
+/// The tiny fixture: 3 series, 11 rows in blocks of 4, a counter, a gauge and a sparse
+/// gauge, with bloom and id index. Tsids are fixed bytes, not computed, so that the
+/// fixture does not change with `tidemark-tsid`'s hashing.
+fn tiny_points() -> Vec<Point> {
+    let mut points = Vec::new();
+    for (k, (pod, node, n)) in [
+        ("web-1", "node-a", 5),
+        ("web-2", "node-a", 4),
+        ("db-0", "node-b", 2),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut bytes = [0u8; 20];
+        bytes[0] = 0x5f;
+        bytes[1] = 0x10 * (k as u8 + 1);
+        bytes[19] = 0xa0 + k as u8;
+        let tsid = Tsid::from_bytes(bytes);
+        for i in 0..n {
+            let mut p = Point::new(tsid, 1_700_000_000_000 + i * 10_000)
+                .dim("pod", pod)
+                .dim("node", node)
+                .dim("restarts_allowed", Dim::Bool(pod != "db-0"))
+                .counter("cpu_ns", 1_000_000 * i + 17)
+                .gauge("mem_bytes", 2.5e8 + (i * 4096) as f64);
+            if i % 2 == 0 {
+                p = p.gauge("temp", 41.5 + i as f64 * 0.25);
+            }
+            points.push(p);
+        }
+    }
+    points.reverse();
+    points
+}
+
+fn tiny_bytes() -> Vec<u8> {
+    let mut w = SegmentWriter::new(
+        SegmentOptions::new()
+            .with_block_rows(4)
+            .with_bloom(0.01)
+            .with_id_index(true),
+    )
+    .unwrap();
+    w.extend(tiny_points()).unwrap();
+    w.to_vec().unwrap().0
+}
+
+#[test]
+fn committed_fixture_matches_the_writer_and_opens() {
+    let fresh = tiny_bytes();
+    let path = fixture_path();
+    if std::env::var_os("TIDEMARK_UPDATE_FIXTURES").is_some() {
+        std::fs::write(&path, &fresh).unwrap();
+    }
+    let committed = std::fs::read(&path).unwrap();
+    assert_eq!(
+        committed, fresh,
+        "the writer's output changed: bump FORMAT_VERSION or rerun with TIDEMARK_UPDATE_FIXTURES=1"
+    );
+    let seg = Segment::open(&path).unwrap();
+    seg.verify().unwrap();
+    assert_eq!(seg.row_count(), 11);
+    assert_eq!(seg.series_count(), 3);
+    for p in tiny_points() {
+        let row = seg.find(&p.tsid, p.ts_millis).unwrap().unwrap();
+        assert_eq!(seg.row(row).unwrap(), p.clone().normalized());
+        assert_eq!(
+            seg.lookup_id(&SyntheticId::new(p.tsid, p.ts_millis))
+                .unwrap(),
+            Some(row)
+        );
+    }
+}
+
+#[test]
+fn dump_of_the_fixture() {
+    let bytes = std::fs::read(fixture_path()).unwrap();
+    insta::assert_snapshot!(dump(&bytes).unwrap());
+}
+
+fn read_all(bytes: Vec<u8>) -> tidemark_segment::Result<Vec<Point>> {
+    let seg = Segment::from_vec(bytes)?;
+    let mut out = Vec::new();
+    for row in 0..seg.row_count() {
+        out.push(seg.row(row)?);
+    }
+    // The id paths must not panic either.
+    for p in &out {
+        let id = SyntheticId::new(p.tsid, p.ts_millis);
+        seg.may_contain_id(&id)?;
+        seg.lookup_id(&id)?;
+        seg.find(&p.tsid, p.ts_millis)?;
+    }
+    seg.find(&Tsid::from_bytes([0xab; 20]), 5)?;
+    let mut n = 0u64;
+    seg.scan_time_range(i64::MIN, i64::MAX, |_| n += 1)?;
+    seg.verify()?;
+    Ok(out)
+}
+
+/// Damaged bytes must give an error somewhere or the very same points.
+fn check_damaged(bytes: Vec<u8>, expected: &[Point]) {
+    let dumped = dump(&bytes);
+    if let Ok(points) = read_all(bytes) {
+        assert_eq!(points, expected);
+        assert!(dumped.is_ok());
+    }
+}
+
+#[test]
+fn rejects_every_truncation_and_every_flipped_byte() {
+    let bytes = tiny_bytes();
+    let expected = read_all(bytes.clone()).unwrap();
+    for len in 0..bytes.len() {
+        let cut = bytes[..len].to_vec();
+        assert!(Segment::from_vec(cut).is_err(), "truncated to {len}");
+    }
+    for at in 0..bytes.len() {
+        for mask in [0x01u8, 0x80, 0xff] {
+            let mut b = bytes.clone();
+            b[at] ^= mask;
+            check_damaged(b, &expected);
+        }
+    }
+}
+
+#[test]
+fn names_the_block_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.tms");
+    let mut bytes = tiny_bytes();
+    let seg = Segment::from_vec(bytes.clone()).unwrap();
+    let e = seg.block_ref(2, 1).unwrap();
+    bytes[e.offset as usize + 1] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    let seg = Segment::open(&path).unwrap();
+    let err = seg.name_error(seg.row(5).unwrap_err()).to_string();
+    assert!(err.contains("damaged.tms"), "{err}");
+    assert!(err.contains("block 1 of metric column 1"), "{err}");
+    assert!(err.contains("checksum mismatch"), "{err}");
+}
+
+#[test]
+fn rejects_foreign_files_and_unknown_versions() {
+    let mut bytes = tiny_bytes();
+    let n = bytes.len();
+    assert!(matches!(
+        Segment::from_vec(vec![0u8; 400]),
+        Err(Error::BadMagic { .. })
+    ));
+    // Version 2 with a valid footer CRC: a clear unsupported-version error.
+    bytes[n - FOOTER_LEN + 152..n - FOOTER_LEN + 156].copy_from_slice(&2u32.to_le_bytes());
+    let crc = crc32(&bytes[n - FOOTER_LEN..n - 8]);
+    bytes[n - 8..n - 4].copy_from_slice(&crc.to_le_bytes());
+    let err = Segment::from_vec(bytes).unwrap_err();
+    assert!(
+        matches!(err, Error::UnsupportedVersion { found: 2, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("unsupported format version 2"));
+}
+
+fn crc32(b: &[u8]) -> u32 {
+    // The same IEEE CRC32 as crc32fast, bit by bit, so the test has no extra dependency.
+    let mut crc = !0u32;
+    for &byte in b {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn random_damage_is_an_error_or_identical(
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..6),
+        cut in proptest::option::of(any::<prop::sample::Index>()),
+    ) {
+        let mut bytes = tiny_bytes();
+        let expected = read_all(bytes.clone()).unwrap();
+        for (at, mask) in flips {
+            let i = at.index(bytes.len());
+            bytes[i] ^= mask;
+        }
+        if let Some(cut) = cut {
+            bytes.truncate(cut.index(bytes.len()));
+        }
+        check_damaged(bytes, &expected);
+    }
+}
