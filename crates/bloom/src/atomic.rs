@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::filter::{Filter, check_compatible};
 use crate::hash::Seed;
 use crate::layout::{Blocked, Layout, Standard};
-use crate::words::Words;
+use crate::words::{AtomicBits, Words};
 
 /// A bloom filter that many threads insert into at once, through `&self`.
 ///
@@ -37,7 +37,7 @@ use crate::words::Words;
 /// # Ok(()) }
 /// ```
 pub struct AtomicFilter<L: Layout> {
-    words: Box<[AtomicU64]>,
+    words: AtomicBits,
     num_bits: u64,
     num_hashes: u32,
     seed: Seed,
@@ -57,7 +57,7 @@ impl<L: Layout> AtomicFilter<L> {
     /// # Errors
     /// As [`Filter::with_capacity`].
     pub fn with_capacity(capacity: u64, fpr: f64) -> Result<Self> {
-        Ok(Filter::<L>::with_capacity(capacity, fpr)?.into())
+        Filter::<L>::with_capacity(capacity, fpr)?.try_into()
     }
 
     /// A filter of an explicit shape, as [`Filter::with_shape`].
@@ -65,7 +65,7 @@ impl<L: Layout> AtomicFilter<L> {
     /// # Errors
     /// As [`Filter::with_shape`].
     pub fn with_shape(num_bits: u64, num_hashes: u32) -> Result<Self> {
-        Ok(Filter::<L>::with_shape(num_bits, num_hashes)?.into())
+        Filter::<L>::with_shape(num_bits, num_hashes)?.try_into()
     }
 
     /// Inserts `item`; true when it was not already (possibly) present. When threads
@@ -94,7 +94,7 @@ impl<L: Layout> AtomicFilter<L> {
     /// Whether the item with this hash is possibly present.
     #[inline]
     pub fn contains_hash(&self, hash: u128) -> bool {
-        L::contains(&*self.words, self.num_bits, self.num_hashes, hash)
+        L::contains(&self.words, self.num_bits, self.num_hashes, hash)
     }
 
     /// Number of inserts that answered true.
@@ -139,7 +139,7 @@ impl<L: Layout> AtomicFilter<L> {
 
     /// False-positive rate estimated from the bits.
     pub fn estimated_fpr(&self) -> f64 {
-        L::estimated_fpr(&*self.words, self.num_bits, self.num_hashes)
+        L::estimated_fpr(&self.words, self.num_bits, self.num_hashes)
     }
 
     /// Adds every item of `other` with atomic ORs. Afterwards [`len`](Self::len) is the
@@ -152,8 +152,10 @@ impl<L: Layout> AtomicFilter<L> {
             (self.num_bits, self.num_hashes, self.seed),
             (other.num_bits(), other.num_hashes(), other.seed()),
         )?;
-        for (a, b) in self.words.iter().zip(other.as_words()) {
-            a.fetch_or(*b, Ordering::Relaxed);
+        for (i, b) in other.as_words().iter().enumerate() {
+            if let Some(a) = self.words.get(i) {
+                a.fetch_or(*b, Ordering::Relaxed);
+            }
         }
         let mine = self.len();
         let estimate = self
@@ -164,58 +166,47 @@ impl<L: Layout> AtomicFilter<L> {
     }
 
     /// A sequential copy of the current bits.
-    pub fn to_filter(&self) -> Filter<L> {
-        let words = self
-            .words
-            .iter()
-            .map(|w| w.load(Ordering::Relaxed))
-            .collect();
-        Filter::from_parts(words, self.num_bits, self.num_hashes, self.seed, self.len())
-    }
-
-    /// The sequential filter, reusing the allocation.
-    pub fn into_filter(self) -> Filter<L> {
-        let words = self
-            .words
-            .into_vec()
-            .into_iter()
-            .map(AtomicU64::into_inner)
-            .collect();
-        Filter::from_parts(
-            words,
+    ///
+    /// # Errors
+    /// [`crate::Error::Allocation`] when the copy cannot be allocated.
+    pub fn to_filter(&self) -> Result<Filter<L>> {
+        Ok(Filter::from_parts(
+            self.words.to_bits()?,
             self.num_bits,
             self.num_hashes,
             self.seed,
-            self.len.into_inner(),
-        )
+            self.len(),
+        ))
     }
 
     /// The filter in the stable byte format; identical to the sequential filter's bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
-        self.to_filter().to_bytes()
+        let words: Vec<u64> = (0..self.words.num_words())
+            .map(|i| self.words.word(i))
+            .collect();
+        crate::format::encode_filter::<L>(
+            self.num_bits,
+            self.num_hashes,
+            self.seed,
+            self.len(),
+            &words,
+        )
     }
 }
 
-impl<L: Layout> From<Filter<L>> for AtomicFilter<L> {
-    fn from(filter: Filter<L>) -> Self {
-        let (num_bits, num_hashes, seed, len) = (
-            filter.num_bits(),
-            filter.num_hashes(),
-            filter.seed(),
-            filter.len(),
-        );
-        AtomicFilter {
-            words: filter
-                .into_words()
-                .into_iter()
-                .map(AtomicU64::new)
-                .collect(),
-            num_bits,
-            num_hashes,
-            seed,
-            len: AtomicU64::new(len),
+impl<L: Layout> TryFrom<Filter<L>> for AtomicFilter<L> {
+    type Error = crate::Error;
+
+    /// The concurrent form of a filter (its bits copied into atomic words).
+    fn try_from(filter: Filter<L>) -> Result<Self> {
+        Ok(AtomicFilter {
+            words: AtomicBits::copied_from(filter.as_words())?,
+            num_bits: filter.num_bits(),
+            num_hashes: filter.num_hashes(),
+            seed: filter.seed(),
+            len: AtomicU64::new(filter.len()),
             layout: PhantomData,
-        }
+        })
     }
 }
 

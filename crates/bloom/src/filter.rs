@@ -9,7 +9,7 @@ use crate::format;
 use crate::hash::Seed;
 use crate::layout::{Blocked, Layout, Standard};
 use crate::math::MAX_NUM_BITS;
-use crate::words::Words;
+use crate::words::{Bits, Words};
 
 /// A bloom filter over one bit array, with the probe layout `L`.
 ///
@@ -19,7 +19,7 @@ use crate::words::Words;
 /// byte round trip.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Filter<L: Layout> {
-    words: Vec<u64>,
+    words: Bits,
     num_bits: u64,
     num_hashes: u32,
     seed: Seed,
@@ -53,18 +53,6 @@ pub type BlockedBloomFilter = Filter<Blocked>;
 
 /// Group size of the batch lookups ([`Filter::contains_batch`]).
 pub const BATCH: usize = 16;
-
-/// Allocates `num_words` zeroed words, reporting failure instead of aborting.
-pub(crate) fn alloc_words(num_words: u64) -> Result<Vec<u64>> {
-    let bytes = num_words.saturating_mul(8);
-    let n = usize::try_from(num_words).map_err(|_| Error::Allocation { bytes })?;
-    let mut words = Vec::new();
-    words
-        .try_reserve_exact(n)
-        .map_err(|_| Error::Allocation { bytes })?;
-    words.resize(n, 0);
-    Ok(words)
-}
 
 /// Checks an explicit shape against the layout's rules.
 pub(crate) fn check_shape<L: Layout>(num_bits: u64, num_hashes: u32) -> Result<()> {
@@ -113,7 +101,7 @@ impl<L: Layout> Filter<L> {
     pub fn with_shape(num_bits: u64, num_hashes: u32) -> Result<Self> {
         check_shape::<L>(num_bits, num_hashes)?;
         Ok(Filter {
-            words: alloc_words(num_bits / 64)?,
+            words: Bits::zeroed(num_bits / 64)?,
             num_bits,
             num_hashes,
             seed: Seed::DEFAULT,
@@ -135,13 +123,13 @@ impl<L: Layout> Filter<L> {
 
     /// Rebuilds a filter from its parts (used by the decoder and the atomic form).
     pub(crate) fn from_parts(
-        words: Vec<u64>,
+        words: Bits,
         num_bits: u64,
         num_hashes: u32,
         seed: Seed,
         len: u64,
     ) -> Self {
-        debug_assert_eq!(words.len() as u64 * 64, num_bits);
+        debug_assert_eq!(words.as_slice().len() as u64 * 64, num_bits);
         Filter {
             words,
             num_bits,
@@ -168,7 +156,12 @@ impl<L: Layout> Filter<L> {
     /// bits, as SipHash, xxh3-128 or a truncated SHA-2 is); true when new.
     #[inline]
     pub fn insert_hash(&mut self, hash: u128) -> bool {
-        let new = L::insert(&mut self.words, self.num_bits, self.num_hashes, hash);
+        let new = L::insert(
+            self.words.as_mut_slice(),
+            self.num_bits,
+            self.num_hashes,
+            hash,
+        );
         self.len += u64::from(new);
         new
     }
@@ -244,14 +237,10 @@ impl<L: Layout> Filter<L> {
         self.num_bits / 8
     }
 
-    /// The bit array as words (bit `b` is bit `b % 64` of word `b / 64`).
+    /// The bit array as words (bit `b` is bit `b % 64` of word `b / 64`), starting on a
+    /// 64-byte boundary.
     pub fn as_words(&self) -> &[u64] {
-        &self.words
-    }
-
-    /// The bit array, consumed.
-    pub fn into_words(self) -> Vec<u64> {
-        self.words
+        self.words.as_slice()
     }
 
     /// Number of set bits.
@@ -292,7 +281,7 @@ impl<L: Layout> Filter<L> {
             (self.num_bits, self.num_hashes, self.seed),
             (other.num_bits, other.num_hashes, other.seed),
         )?;
-        for (a, b) in self.words.iter_mut().zip(&other.words) {
+        for (a, b) in self.words.as_mut_slice().iter_mut().zip(other.as_words()) {
             *a |= b;
         }
         let low = self.len.max(other.len);
@@ -312,9 +301,9 @@ impl<L: Layout> Filter<L> {
             (other.num_bits, other.num_hashes, other.seed),
         )?;
         let ones: u64 = self
-            .words
+            .as_words()
             .iter()
-            .zip(&other.words)
+            .zip(other.as_words())
             .map(|(a, b)| u64::from((a | b).count_ones()))
             .sum();
         Ok(L::estimated_len(self.num_bits, self.num_hashes, ones))
@@ -322,7 +311,7 @@ impl<L: Layout> Filter<L> {
 
     /// Removes every item, keeping the shape and seed.
     pub fn clear(&mut self) {
-        self.words.fill(0);
+        self.words.as_mut_slice().fill(0);
         self.len = 0;
     }
 
@@ -333,7 +322,7 @@ impl<L: Layout> Filter<L> {
             self.num_hashes,
             self.seed,
             self.len,
-            &self.words,
+            self.words.as_slice(),
         )
     }
 
@@ -345,12 +334,8 @@ impl<L: Layout> Filter<L> {
     /// [`Error::Allocation`]; never a panic, whatever the bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let view = format::FilterRef::<L>::new(bytes)?;
-        let mut words = alloc_words(view.num_bits() / 64)?;
-        for (i, w) in words.iter_mut().enumerate() {
-            *w = view.words().word(i);
-        }
         Ok(Filter::from_parts(
-            words,
+            Bits::copied_from(&view.words())?,
             view.num_bits(),
             view.num_hashes(),
             view.seed(),

@@ -14,12 +14,12 @@
 //!
 //! Bit `b` of the array is bit `b % 64` of word `b / 64`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use crate::error::Result;
 use crate::hash::fast_range;
 use crate::math::{self, BLOCK_BITS, MAX_BLOCK_HASHES, MAX_NUM_HASHES};
-use crate::words::Words;
+use crate::words::{AtomicBits, Words};
 
 /// The odd multipliers that spread a blocked filter's probes within a block:
 /// SplitMix64 outputs 1..=32 (state starting at 0, increment `0x9E37_79B9_7F4A_7C15`),
@@ -63,7 +63,7 @@ pub(crate) mod sealed {
         /// Sets the probe bits; true when at least one was clear.
         fn insert(words: &mut [u64], num_bits: u64, k: u32, hash: u128) -> bool;
         /// Sets the probe bits with atomic OR; true when at least one was clear.
-        fn insert_atomic(words: &[AtomicU64], num_bits: u64, k: u32, hash: u128) -> bool;
+        fn insert_atomic(words: &AtomicBits, num_bits: u64, k: u32, hash: u128) -> bool;
         /// Modelled rate at `items` items.
         fn model_fpr(num_bits: u64, k: u32, items: u64) -> f64;
         /// Cardinality estimate from the set-bit count.
@@ -132,7 +132,7 @@ impl sealed::Sealed for Standard {
     }
 
     #[inline]
-    fn insert_atomic(words: &[AtomicU64], num_bits: u64, k: u32, hash: u128) -> bool {
+    fn insert_atomic(words: &AtomicBits, num_bits: u64, k: u32, hash: u128) -> bool {
         let mut new = false;
         for i in 0..u64::from(k) {
             let (w, mask) = standard_probe(hash, num_bits, i);
@@ -231,15 +231,15 @@ impl sealed::Sealed for Blocked {
     }
 
     #[inline]
-    fn insert_atomic(words: &[AtomicU64], num_bits: u64, k: u32, hash: u128) -> bool {
+    fn insert_atomic(words: &AtomicBits, num_bits: u64, k: u32, hash: u128) -> bool {
         let (base, hi) = block_base(hash, num_bits);
         let masks = block_masks(hi, k);
         let mut missing = 0u64;
-        if let Some(block) = words.get(base..base + 8) {
-            for (word, mask) in block.iter().zip(masks) {
-                if mask != 0 {
-                    missing |= !word.fetch_or(mask, Ordering::Relaxed) & mask;
-                }
+        for (j, mask) in masks.iter().enumerate() {
+            if *mask != 0
+                && let Some(word) = words.get(base + j)
+            {
+                missing |= !word.fetch_or(*mask, Ordering::Relaxed) & mask;
             }
         }
         missing != 0

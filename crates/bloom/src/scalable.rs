@@ -2,10 +2,10 @@
 //! the semantics of RedisBloom's and TairBloom's `BF.*` filters.
 
 use crate::error::{Error, Result};
-use crate::filter::{BloomFilter, alloc_words};
+use crate::filter::BloomFilter;
 use crate::format::{self, LayerParts, MAX_LAYERS, ScalableBloomFilterRef, ScalableParams};
 use crate::hash::Seed;
-use crate::words::Words;
+use crate::words::Bits;
 
 /// Default growth factor: each new layer holds twice the previous one's capacity.
 pub const DEFAULT_EXPANSION: u32 = 2;
@@ -429,10 +429,7 @@ impl ScalableBloomFilter {
         let params = view.params();
         let mut layers = Vec::with_capacity(view.layer_refs().len());
         for l in view.layer_refs() {
-            let mut words = alloc_words(l.num_bits / 64)?;
-            for (i, w) in words.iter_mut().enumerate() {
-                *w = l.words.word(i);
-            }
+            let words = Bits::copied_from(&l.words)?;
             layers.push(Layer {
                 filter: BloomFilter::from_parts(
                     words,
