@@ -740,3 +740,104 @@ impl ServerRef {
         Server::attach(self.port, &self.dir)
     }
 }
+
+#[test]
+fn generic_commands_through_the_redis_crate() {
+    let dir = temp_dir("generic-crate");
+    let s = Server::start_in(&dir, &["--save", ""]);
+    let mut c = s.client();
+    let q = |c: &mut redis::Connection, args: &[&str]| -> redis::RedisResult<redis::Value> {
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(c)
+    };
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+    let echo: String = redis::cmd("ECHO").arg("hey").query(&mut c).unwrap();
+    assert_eq!(echo, "hey");
+    let _: () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("rs")
+        .query(&mut c)
+        .unwrap();
+    let name: String = redis::cmd("CLIENT").arg("GETNAME").query(&mut c).unwrap();
+    assert_eq!(name, "rs");
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut c).unwrap();
+    assert!(id > 0);
+    let _: () = redis::cmd("SELECT").arg(0).query(&mut c).unwrap();
+    assert!(q(&mut c, &["SELECT", "3"]).is_err());
+    let count: i64 = redis::cmd("COMMAND").arg("COUNT").query(&mut c).unwrap();
+    assert_eq!(count, 48);
+    assert!(q(&mut c, &["COMMAND", "DOCS"]).is_ok());
+    assert!(q(&mut c, &["COMMAND"]).is_ok());
+    let info: String = redis::cmd("INFO").query(&mut c).unwrap();
+    assert!(info.contains("# Keyspace"));
+    for k in ["a", "b", "c"] {
+        let _: i64 = redis::cmd("BF.ADD").arg(k).arg("x").query(&mut c).unwrap();
+    }
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 3);
+    let n: i64 = redis::cmd("EXISTS")
+        .arg("a")
+        .arg("b")
+        .arg("z")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 2);
+    let t: String = redis::cmd("TYPE").arg("a").query(&mut c).unwrap();
+    assert_eq!(t, "MBbloom--");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+    assert_eq!(keys, vec!["a", "b", "c"]);
+    let _: () = redis::cmd("RENAME")
+        .arg("c")
+        .arg("d")
+        .query(&mut c)
+        .unwrap();
+    let set: bool = redis::cmd("EXPIRE").arg("d").arg(50).query(&mut c).unwrap();
+    assert!(set);
+    let ttl: i64 = redis::cmd("TTL").arg("d").query(&mut c).unwrap();
+    assert!((49..=50).contains(&ttl));
+    let done: bool = redis::cmd("PERSIST").arg("d").query(&mut c).unwrap();
+    assert!(done);
+    let n: i64 = redis::cmd("DEL").arg("a").query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    let n: i64 = redis::cmd("UNLINK")
+        .arg("b")
+        .arg("zz")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 1);
+    let (cursor, keys): (u64, Vec<String>) = redis::cmd("SCAN").arg(0).query(&mut c).unwrap();
+    assert_eq!((cursor, keys), (0, vec!["d".to_string()]));
+    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    let last: i64 = redis::cmd("LASTSAVE").query(&mut c).unwrap();
+    assert!(last > 1_700_000_000);
+    let started: String = redis::cmd("BGSAVE").query(&mut c).unwrap();
+    assert_eq!(started, "Background saving started");
+    let _: () = redis::cmd("FLUSHDB").query(&mut c).unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 0);
+    let err = q(&mut c, &["NOPE", "x"]).unwrap_err();
+    assert!(err.to_string().contains("unknown command 'NOPE'"), "{err}");
+
+    // A RESP3 connection (the crate sends HELLO 3) uses the BF commands just the same.
+    let url = format!("redis://127.0.0.1:{}/?protocol=resp3", s.port);
+    let mut c3 = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let added: i64 = redis::cmd("BF.ADD")
+        .arg("r3")
+        .arg("x")
+        .query(&mut c3)
+        .unwrap();
+    assert_eq!(added, 1);
+    let hello = q(&mut c3, &["HELLO", "3"]).unwrap();
+    assert!(matches!(hello, redis::Value::Map(_)), "{hello:?}");
+    let missing = q(&mut c3, &["GET", "none"]).unwrap();
+    assert_eq!(missing, redis::Value::Nil);
+
+    let _: () = redis::cmd("QUIT").query(&mut c).unwrap();
+    let _ = q(&mut c3, &["SHUTDOWN", "NOSAVE"]);
+    assert!(s.wait_exit().success());
+}
