@@ -27,12 +27,118 @@ pub fn parse(
     max_bulk: usize,
     args: &mut Vec<Range<usize>>,
 ) -> Result<Option<usize>, ProtocolError> {
-    args.clear();
-    match buf.first() {
-        None => Ok(None),
-        Some(b'*') => parse_multibulk(buf, max_bulk, args),
-        Some(_) => parse_inline(buf, args),
+    let mut parser = Parser::default();
+    let r = parser.parse(buf, max_bulk);
+    std::mem::swap(args, &mut parser.args);
+    r
+}
+
+/// A request parser that resumes where it stopped: when a long request arrives in many
+/// reads, the arguments already complete are not parsed again.
+#[derive(Debug, Default)]
+pub struct Parser {
+    args: Vec<Range<usize>>,
+    /// `(argument count, offset after the last complete argument)` of an unfinished
+    /// multibulk request.
+    partial: Option<(usize, usize)>,
+}
+
+impl Parser {
+    /// Parses one request at the start of `buf`, which must begin with the same bytes as on
+    /// the previous call when that call returned `Ok(None)`.
+    ///
+    /// # Errors
+    /// [`ProtocolError`] for malformed input or a bulk string longer than `max_bulk`.
+    pub fn parse(&mut self, buf: &[u8], max_bulk: usize) -> Result<Option<usize>, ProtocolError> {
+        if self.partial.is_none() {
+            self.args.clear();
+        }
+        let r = match buf.first() {
+            None => Ok(None),
+            Some(b'*') => self.parse_multibulk(buf, max_bulk),
+            Some(_) => parse_inline(buf, &mut self.args),
+        };
+        if !matches!(r, Ok(None)) {
+            self.partial = None;
+        }
+        r
     }
+
+    /// The ranges of the last complete request's arguments.
+    pub fn args(&self) -> &[Range<usize>] {
+        &self.args
+    }
+
+    fn parse_multibulk(
+        &mut self,
+        buf: &[u8],
+        max_bulk: usize,
+    ) -> Result<Option<usize>, ProtocolError> {
+        let (count, mut pos) = match self.partial {
+            Some(state) => state,
+            None => {
+                let Some(eol) = find_crlf(buf, 1) else {
+                    if buf.len() > MAX_INLINE_BYTES {
+                        return Err(ProtocolError("too big mbulk count string"));
+                    }
+                    return Ok(None);
+                };
+                let count =
+                    parse_i64(&buf[1..eol]).ok_or(ProtocolError("invalid multibulk length"))?;
+                if count > MAX_MULTIBULK_ARGS {
+                    return Err(ProtocolError("invalid multibulk length"));
+                }
+                if count <= 0 {
+                    return Ok(Some(eol + 2));
+                }
+                (usize::try_from(count).unwrap_or(0), eol + 2)
+            }
+        };
+        while self.args.len() < count {
+            let Some(arg) = parse_bulk(buf, pos, max_bulk)? else {
+                self.partial = Some((count, pos));
+                return Ok(None);
+            };
+            pos = arg.end + 2;
+            self.args.push(arg);
+        }
+        Ok(Some(pos))
+    }
+}
+
+/// One `$len\r\n...\r\n` at `pos`: the data's range, or `None` when incomplete.
+fn parse_bulk(
+    buf: &[u8],
+    pos: usize,
+    max_bulk: usize,
+) -> Result<Option<Range<usize>>, ProtocolError> {
+    match buf.get(pos) {
+        None => return Ok(None),
+        Some(b'$') => {}
+        Some(_) => return Err(ProtocolError("expected '$'")),
+    }
+    let Some(eol) = find_crlf(buf, pos + 1) else {
+        if buf.len() - pos > MAX_INLINE_BYTES {
+            return Err(ProtocolError("too big bulk count string"));
+        }
+        return Ok(None);
+    };
+    let len = parse_i64(&buf[pos + 1..eol]).ok_or(ProtocolError("invalid bulk length"))?;
+    let len = usize::try_from(len).map_err(|_| ProtocolError("invalid bulk length"))?;
+    if len > max_bulk {
+        return Err(ProtocolError("invalid bulk length"));
+    }
+    let start = eol + 2;
+    let end = start
+        .checked_add(len)
+        .ok_or(ProtocolError("invalid bulk length"))?;
+    if buf.len() < end.saturating_add(2) {
+        return Ok(None);
+    }
+    if &buf[end..end + 2] != b"\r\n" {
+        return Err(ProtocolError("bulk string not terminated by CRLF"));
+    }
+    Ok(Some(start..end))
 }
 
 fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
@@ -80,58 +186,6 @@ pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
         return None;
     }
     i64::try_from(v).ok()
-}
-
-fn parse_multibulk(
-    buf: &[u8],
-    max_bulk: usize,
-    args: &mut Vec<Range<usize>>,
-) -> Result<Option<usize>, ProtocolError> {
-    let Some(eol) = find_crlf(buf, 1) else {
-        if buf.len() > MAX_INLINE_BYTES {
-            return Err(ProtocolError("too big mbulk count string"));
-        }
-        return Ok(None);
-    };
-    let count = parse_i64(&buf[1..eol]).ok_or(ProtocolError("invalid multibulk length"))?;
-    if count > MAX_MULTIBULK_ARGS {
-        return Err(ProtocolError("invalid multibulk length"));
-    }
-    let mut pos = eol + 2;
-    if count <= 0 {
-        return Ok(Some(pos));
-    }
-    for _ in 0..count {
-        match buf.get(pos) {
-            None => return Ok(None),
-            Some(b'$') => {}
-            Some(_) => return Err(ProtocolError("expected '$'")),
-        }
-        let Some(eol) = find_crlf(buf, pos + 1) else {
-            if buf.len() - pos > MAX_INLINE_BYTES {
-                return Err(ProtocolError("too big bulk count string"));
-            }
-            return Ok(None);
-        };
-        let len = parse_i64(&buf[pos + 1..eol]).ok_or(ProtocolError("invalid bulk length"))?;
-        let len = usize::try_from(len).map_err(|_| ProtocolError("invalid bulk length"))?;
-        if len > max_bulk {
-            return Err(ProtocolError("invalid bulk length"));
-        }
-        let start = eol + 2;
-        let end = start
-            .checked_add(len)
-            .ok_or(ProtocolError("invalid bulk length"))?;
-        if buf.len() < end.saturating_add(2) {
-            return Ok(None);
-        }
-        if &buf[end..end + 2] != b"\r\n" {
-            return Err(ProtocolError("bulk string not terminated by CRLF"));
-        }
-        args.push(start..end);
-        pos = end + 2;
-    }
-    Ok(Some(pos))
 }
 
 fn parse_inline(buf: &[u8], args: &mut Vec<Range<usize>>) -> Result<Option<usize>, ProtocolError> {
@@ -313,6 +367,33 @@ mod tests {
         assert!(words(b"*1\r\n$2\r\nabcd").is_err());
         let mut ranges = Vec::new();
         assert!(parse(b"*1\r\n$9999\r\n", 100, &mut ranges).is_err());
+    }
+
+    #[test]
+    fn resumes_a_request_split_across_reads() {
+        let mut req = b"*1001\r\n$7\r\nBF.MADD\r\n".to_vec();
+        for i in 0..1000 {
+            let item = format!("item{i}");
+            req.extend_from_slice(format!("${}\r\n{item}\r\n", item.len()).as_bytes());
+        }
+        req.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+        let mut oneshot = Vec::new();
+        let n = parse(&req, 1 << 20, &mut oneshot).unwrap().unwrap();
+        assert_eq!(oneshot.len(), 1001);
+        for step in [1usize, 7, 100, 4096] {
+            let mut p = Parser::default();
+            let mut end = 0;
+            let got = loop {
+                end = (end + step).min(req.len());
+                if let Some(used) = p.parse(&req[..end], 1 << 20).unwrap() {
+                    break used;
+                }
+            };
+            assert_eq!(got, n, "step {step}");
+            assert_eq!(p.args(), &oneshot[..], "step {step}");
+            assert_eq!(p.parse(&req[n..], 1 << 20).unwrap(), Some(14));
+            assert_eq!(p.args().len(), 1);
+        }
     }
 
     #[test]

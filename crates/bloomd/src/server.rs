@@ -317,16 +317,17 @@ async fn connection(sh: Arc<Shared>, mut stream: TcpStream, mut stop: watch::Rec
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut start = 0usize;
     let mut out = Out::default();
-    let mut ranges = Vec::new();
+    let mut parser = resp::Parser::default();
     loop {
         let mut shutdown = false;
         let mut protocol_error = None;
         let mut commands = 0u64;
         loop {
-            match resp::parse(&buf[start..], max_bulk, &mut ranges) {
+            match parser.parse(&buf[start..], max_bulk) {
                 Ok(Some(n)) => {
                     let base = start;
                     start += n;
+                    let ranges = parser.args();
                     if ranges.is_empty() {
                         continue;
                     }
