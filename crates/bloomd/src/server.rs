@@ -468,8 +468,7 @@ async fn serve(sh: Arc<Shared>) -> Result<()> {
     eprintln!("tidemark-bloomd: ready to accept connections on {local}");
     tokio::spawn(background(Arc::clone(&sh)));
     let mut stop = sh.shutdown.subscribe();
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| Error::io("installing the SIGTERM handler", e))?;
+    let mut sigterm = term_signal()?;
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -484,7 +483,7 @@ async fn serve(sh: Arc<Shared>) -> Result<()> {
                 });
             }
             _ = stop.changed() => break,
-            _ = sigterm.recv() => {
+            () = term_recv(&mut sigterm) => {
                 eprintln!("tidemark-bloomd: SIGTERM received, shutting down");
                 shutdown_from_signal(&sh);
                 break;
@@ -498,6 +497,33 @@ async fn serve(sh: Arc<Shared>) -> Result<()> {
     }
     eprintln!("tidemark-bloomd: bye");
     Ok(())
+}
+
+#[cfg(unix)]
+type Term = tokio::signal::unix::Signal;
+#[cfg(not(unix))]
+type Term = ();
+
+#[cfg(unix)]
+fn term_signal() -> Result<Term> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Error::io("installing the SIGTERM handler", e))
+}
+
+#[cfg(not(unix))]
+fn term_signal() -> Result<Term> {
+    Ok(())
+}
+
+#[cfg(unix)]
+async fn term_recv(term: &mut Term) {
+    term.recv().await;
+}
+
+/// No SIGTERM outside Unix: only Ctrl-C and `SHUTDOWN` stop the server there.
+#[cfg(not(unix))]
+async fn term_recv(_term: &mut Term) {
+    std::future::pending::<()>().await
 }
 
 fn shutdown_from_signal(sh: &Shared) {
