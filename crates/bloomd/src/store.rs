@@ -180,9 +180,12 @@ impl Db {
         self.used.load(Ordering::Relaxed)
     }
 
-    /// True when `extra` more bytes would pass `maxmemory`.
+    /// True when `extra` more bytes would pass `maxmemory`. Never while loading: data that
+    /// was accepted once is not refused on restart (as in Redis).
     pub fn over_limit(&self, extra: u64) -> bool {
-        self.maxmemory > 0 && self.used_memory().saturating_add(extra) > self.maxmemory
+        self.maxmemory > 0
+            && !self.loading.load(Ordering::Relaxed)
+            && self.used_memory().saturating_add(extra) > self.maxmemory
     }
 
     /// Appends a write to the append-only log, if there is one. Call it with the key's lock

@@ -841,3 +841,23 @@ fn generic_commands_through_the_redis_crate() {
     let _ = q(&mut c3, &["SHUTDOWN", "NOSAVE"]);
     assert!(s.wait_exit().success());
 }
+
+#[test]
+fn a_lower_maxmemory_does_not_drop_logged_data_on_restart() {
+    let dir = temp_dir("oom-replay");
+    let s = Server::start_in(&dir, &["--save", "", "--appendonly", "yes"]);
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["BF.RESERVE", "big", "0.01", "1000000"]), "+OK\r\n");
+    assert_eq!(c.cmd(&["BF.ADD", "big", "x"]), ":1\r\n");
+    s.kill();
+    let s = Server::start_in(
+        &dir,
+        &["--save", "", "--appendonly", "yes", "--maxmemory", "100kb"],
+    );
+    let mut c = s.raw();
+    assert_eq!(c.cmd(&["BF.EXISTS", "big", "x"]), ":1\r\n");
+    assert_eq!(
+        c.cmd(&["BF.ADD", "big", "y"]),
+        "-OOM command not allowed when used memory > 'maxmemory'.\r\n"
+    );
+}
