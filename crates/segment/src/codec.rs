@@ -5,7 +5,7 @@
 //! checked against the input.
 
 use crate::error::{Error, Place, Result};
-use crate::le::{Reader, put_u32, put_zigzag};
+use crate::le::{Reader, put_u32, put_zigzag, unzigzag, zigzag};
 
 /// Block codec: the body is stored as is.
 pub const CODEC_RAW: u8 = 0;
@@ -26,6 +26,17 @@ pub const ENC_XOR: u8 = 5;
 /// Gauge: every value is an integer-valued `f64`; zigzag varint deltas of the integers.
 pub const ENC_INT_DELTA: u8 = 6;
 
+/// Gauge: raw `f64` bits split into 8 byte planes (all lowest bytes, ..., all highest).
+pub const ENC_RAW64_SPLIT: u8 = 7;
+/// Gauge: XOR with the previous value's bits, split into 8 byte planes.
+pub const ENC_XOR_SPLIT: u8 = 8;
+/// Counter: zigzag deltas as `u64`, split into 8 byte planes.
+pub const ENC_DELTA_SPLIT: u8 = 9;
+
+/// Gauge: every value is an integer-valued `f64`; zigzag deltas of the integers as `u64`,
+/// split into 8 byte planes.
+pub const ENC_INT_DELTA_SPLIT: u8 = 10;
+
 /// Presence: implied by the series table (absent or full per series).
 pub const PRESENCE_SERIES: u8 = 0;
 /// Presence: a roaring bitmap of block-relative row offsets follows.
@@ -40,6 +51,10 @@ pub fn encoding_name(code: u8) -> &'static str {
         ENC_RAW64 => "raw64",
         ENC_XOR => "xor",
         ENC_INT_DELTA => "int-delta",
+        ENC_RAW64_SPLIT => "raw64-split",
+        ENC_XOR_SPLIT => "xor-split",
+        ENC_DELTA_SPLIT => "delta-split",
+        ENC_INT_DELTA_SPLIT => "int-delta-split",
         _ => "unknown",
     }
 }
@@ -202,13 +217,67 @@ fn integral(values: &[f64]) -> Option<Vec<i64>> {
         .collect()
 }
 
+/// Appends `words` as 8 byte planes: byte 0 of every word, then byte 1, ... (the
+/// transposition of Parquet's BYTE_STREAM_SPLIT), so that zstd sees the slowly varying
+/// high bytes of similar numbers side by side.
+fn put_planes(words: &[u64], out: &mut Vec<u8>) {
+    out.reserve(words.len() * 8);
+    for plane in 0..8 {
+        out.extend(words.iter().map(|w| (w >> (8 * plane)) as u8));
+    }
+}
+
+/// Reads `count` words written by [`put_planes`].
+fn read_planes(r: &mut Reader<'_>, count: usize) -> Result<Vec<u64>> {
+    let len = count
+        .checked_mul(8)
+        .ok_or_else(|| Error::corrupt(r.place(), "value count overflows"))?;
+    let bytes = r.take(len)?;
+    let mut out = vec![0u64; count];
+    for (plane, chunk) in bytes.chunks_exact(count.max(1)).enumerate().take(8) {
+        for (w, &b) in out.iter_mut().zip(chunk) {
+            *w |= u64::from(b) << (8 * plane);
+        }
+    }
+    Ok(out)
+}
+
+fn xor_words(values: &[f64]) -> Vec<u64> {
+    let mut prev = 0u64;
+    values
+        .iter()
+        .map(|v| {
+            let bits = v.to_bits();
+            let x = bits ^ prev;
+            prev = bits;
+            x
+        })
+        .collect()
+}
+
 /// Encoded candidates for a counter block's values (after the presence header).
 pub fn counter_candidates(values: &[i64]) -> Vec<Vec<u8>> {
     let mut delta = Vec::with_capacity(values.len() * 2 + 1);
     encode_counter(values, ENC_DELTA, &mut delta);
     let mut dod = Vec::with_capacity(values.len() * 2 + 1);
     encode_counter(values, ENC_DOD, &mut dod);
-    vec![delta, dod]
+    vec![delta, dod, delta_split(values, ENC_DELTA_SPLIT)]
+}
+
+fn delta_split(values: &[i64], enc: u8) -> Vec<u8> {
+    let mut split = Vec::with_capacity(values.len() * 8 + 1);
+    split.push(enc);
+    let mut prev = 0i64;
+    let words: Vec<u64> = values
+        .iter()
+        .map(|&v| {
+            let d = zigzag(v.wrapping_sub(prev));
+            prev = v;
+            d
+        })
+        .collect();
+    put_planes(&words, &mut split);
+    split
 }
 
 /// Encoded candidates for a gauge block's values (after the presence header).
@@ -220,7 +289,16 @@ pub fn gauge_candidates(values: &[f64]) -> Vec<Vec<u8>> {
     }
     let mut xor = Vec::with_capacity(values.len() * 3 + 1);
     encode_xor(values, &mut xor);
-    let mut out = vec![raw, xor];
+    let mut raw_split = Vec::with_capacity(values.len() * 8 + 1);
+    raw_split.push(ENC_RAW64_SPLIT);
+    put_planes(
+        &values.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        &mut raw_split,
+    );
+    let mut xor_split = Vec::with_capacity(values.len() * 8 + 1);
+    xor_split.push(ENC_XOR_SPLIT);
+    put_planes(&xor_words(values), &mut xor_split);
+    let mut out = vec![raw, xor, raw_split, xor_split];
     if let Some(ints) = integral(values) {
         let mut d = Vec::with_capacity(values.len() * 2 + 1);
         encode_counter(&ints, ENC_DELTA, &mut d);
@@ -228,6 +306,7 @@ pub fn gauge_candidates(values: &[f64]) -> Vec<Vec<u8>> {
             *first = ENC_INT_DELTA;
         }
         out.push(d);
+        out.push(delta_split(&ints, ENC_INT_DELTA_SPLIT));
     }
     out
 }
@@ -289,6 +368,38 @@ pub fn decode_values(r: &mut Reader<'_>, count: usize) -> Result<(u8, Values)> {
                 Values::Gauge(out.into_iter().map(|v| v as f64).collect())
             } else {
                 Values::Counter(out)
+            }
+        }
+        ENC_RAW64_SPLIT => Values::Gauge(
+            read_planes(r, count)?
+                .into_iter()
+                .map(f64::from_bits)
+                .collect(),
+        ),
+        ENC_XOR_SPLIT => {
+            let mut prev = 0u64;
+            let words = read_planes(r, count)?;
+            Values::Gauge(
+                words
+                    .into_iter()
+                    .map(|x| {
+                        prev ^= x;
+                        f64::from_bits(prev)
+                    })
+                    .collect(),
+            )
+        }
+        ENC_DELTA_SPLIT | ENC_INT_DELTA_SPLIT => {
+            let mut prev = 0i64;
+            let words = read_planes(r, count)?;
+            let ints = words.into_iter().map(|z| {
+                prev = prev.wrapping_add(unzigzag(z));
+                prev
+            });
+            if enc == ENC_INT_DELTA_SPLIT {
+                Values::Gauge(ints.map(|v| v as f64).collect())
+            } else {
+                Values::Counter(ints.collect())
             }
         }
         ENC_RAW64 => {

@@ -1,0 +1,160 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The generators are deterministic and their counts are exact.
+
+use std::collections::HashSet;
+
+use tidemark_datagen::{Dataset, DatasetKind, MetricKind, Options, Record};
+
+fn key(r: &Record) -> (u32, i64) {
+    (r.series, r.ts_millis)
+}
+
+#[test]
+fn same_options_same_documents() {
+    for ds in [
+        Dataset::k8s(
+            Options::default()
+                .points(3_000)
+                .dup_rate(0.05)
+                .late_rate(0.05),
+        ),
+        Dataset::otel(
+            Options::default()
+                .points(3_000)
+                .dup_rate(0.05)
+                .late_rate(0.05),
+        ),
+    ] {
+        let a: Vec<String> = ds.ndjson().collect();
+        let b: Vec<String> = ds.clone().ndjson().collect();
+        assert_eq!(a, b);
+        let other: Vec<String> = Dataset::by_name(ds.schema().name, ds.options().clone().seed(7))
+            .unwrap()
+            .ndjson()
+            .collect();
+        assert_ne!(a, other);
+    }
+}
+
+#[test]
+fn counts_are_exact_with_duplicates_and_late_documents() {
+    for ds in [
+        Dataset::k8s(
+            Options::default()
+                .points(5_000)
+                .series(200)
+                .dup_rate(0.1)
+                .late_rate(0.2),
+        ),
+        Dataset::otel(
+            Options::default()
+                .points(5_000)
+                .series(700)
+                .dup_rate(0.1)
+                .late_rate(0.2),
+        ),
+    ] {
+        let records: Vec<Record> = ds.records().collect();
+        assert_eq!(records.len() as u64, ds.total_docs());
+        let unique: HashSet<(u32, i64)> = records.iter().map(key).collect();
+        assert_eq!(unique.len() as u64, ds.unique_docs());
+        let dups = records.iter().filter(|r| r.duplicate).count() as u64;
+        assert_eq!(dups, ds.total_docs() - ds.unique_docs());
+        assert!(dups > 300 && dups < 700, "{dups}");
+        let late = records.iter().filter(|r| r.late).count();
+        assert!(late > 700 && late < 1300, "{late}");
+        // Late documents really are out of order.
+        let out_of_order = records
+            .windows(2)
+            .filter(|w| w[1].ts_millis < w[0].ts_millis)
+            .count();
+        assert!(out_of_order > 100);
+    }
+}
+
+#[test]
+fn default_shapes_match_the_readme() {
+    let k8s = Dataset::k8s(Options::default());
+    assert_eq!(k8s.kind(), DatasetKind::K8s);
+    assert_eq!(k8s.series_count(), 2_000);
+    assert_eq!(k8s.unique_docs(), 720_000);
+    assert_eq!(k8s.schema().metrics.len(), 8);
+    assert_eq!(k8s.schema().interval_millis, 10_000);
+    let kinds: Vec<MetricKind> = k8s.schema().metrics.iter().map(|m| m.1).collect();
+    assert!(kinds.contains(&MetricKind::Gauge) && kinds.contains(&MetricKind::Counter));
+
+    let otel = Dataset::otel(Options::default());
+    assert!(otel.series_count() >= 20_000);
+    assert_eq!(otel.schema().interval_millis, 60_000);
+    // One full interval covers every series once, each document one metric value.
+    let first: Vec<Record> = otel.records().take(otel.series_count() as usize).collect();
+    assert!(first.iter().all(|r| r.metrics.len() == 1));
+    let series: HashSet<u32> = first.iter().map(|r| r.series).collect();
+    assert_eq!(series.len() as u32, otel.series_count());
+    let dims: HashSet<Vec<(String, String)>> = first
+        .iter()
+        .map(|r| {
+            let mut d: Vec<(String, String)> = r
+                .dims
+                .iter()
+                .map(|(k, v)| (k.to_string(), format!("{v:?}")))
+                .collect();
+            d.push(("metric".into(), r.metrics[0].0.to_owned()));
+            d
+        })
+        .collect();
+    assert_eq!(
+        dims.len() as u32,
+        otel.series_count(),
+        "series are distinct"
+    );
+}
+
+#[test]
+fn documents_carry_the_schema_fields_and_counters_never_decrease() {
+    let ds = Dataset::k8s(Options::default().points(2_000).series(100));
+    let mut last = std::collections::HashMap::new();
+    for r in ds.records() {
+        let doc = r.to_json();
+        assert_eq!(doc["@timestamp"].as_i64(), Some(r.ts_millis));
+        assert!(doc["k8s"]["pod"]["name"].is_string());
+        assert!(doc["k8s"]["pod"]["memory"]["usage_bytes"].is_f64());
+        let cpu = doc["k8s"]["pod"]["cpu"]["usage_ns"].as_i64().unwrap();
+        if let Some(prev) = last.insert(r.series, cpu) {
+            assert!(cpu >= prev);
+        }
+    }
+}
+
+#[test]
+fn shuffled_keys_parse_to_the_same_documents() {
+    let plain = Dataset::otel(Options::default().points(500));
+    let shuffled = Dataset::otel(Options::default().points(500).shuffle_keys(true));
+    let a: Vec<String> = plain.ndjson().collect();
+    let b: Vec<String> = shuffled.ndjson().collect();
+    assert_ne!(a, b);
+    for (x, y) in a.iter().zip(&b) {
+        let x: serde_json::Value = serde_json::from_str(x).unwrap();
+        let y: serde_json::Value = serde_json::from_str(y).unwrap();
+        assert_eq!(x, y);
+    }
+}
+
+#[cfg(feature = "tsid")]
+#[test]
+fn record_tsid_equals_the_document_tsid() {
+    for ds in [
+        Dataset::k8s(Options::default().points(300).series(50)),
+        Dataset::otel(Options::default().points(300).series(100)),
+    ] {
+        let mut c = ds.tsid_computer().unwrap();
+        let mut per_series = std::collections::HashMap::new();
+        for r in ds.records() {
+            let from_doc = c.tsid(&r.to_json()).unwrap();
+            assert_eq!(r.tsid(&mut c).unwrap(), from_doc);
+            assert_eq!(*per_series.entry(r.series).or_insert(from_doc), from_doc);
+        }
+        let distinct: HashSet<_> = per_series.values().collect();
+        assert_eq!(distinct.len(), per_series.len());
+    }
+}

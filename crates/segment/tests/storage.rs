@@ -1,0 +1,118 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The storage target on the workspace's generated datasets: data columns at most 0.85×
+//! the naive reference (k8s). The OTel figure is asserted at its measured level; the gap
+//! is recorded in docs/results/segment.md.
+
+use tidemark_datagen::{Dataset, Dim as GenDim, MetricVal, Options, Record};
+use tidemark_segment::report::{StorageReport, storage_report};
+use tidemark_segment::{Dim, MetricValue, Point, Segment, SegmentOptions, SegmentWriter};
+use tidemark_tsid::Tsid;
+
+fn to_point(r: &Record, tsid: Tsid) -> Point {
+    Point {
+        tsid,
+        dims: r
+            .dims
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    GenDim::Keyword(s) => Dim::Keyword(s.clone()),
+                    GenDim::Int(i) => Dim::Int(*i),
+                };
+                ((*k).to_owned(), v)
+            })
+            .collect(),
+        ts_millis: r.ts_millis,
+        metrics: r
+            .metrics
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    MetricVal::Gauge(g) => MetricValue::Gauge(*g),
+                    MetricVal::Counter(c) => MetricValue::Counter(*c),
+                };
+                ((*k).to_owned(), v)
+            })
+            .collect(),
+    }
+}
+
+fn build(ds: &Dataset, options: SegmentOptions) -> Segment {
+    let mut tsids = ds.tsid_computer().unwrap();
+    let mut cache: Vec<Option<Tsid>> = vec![None; ds.series_count() as usize];
+    let mut w = SegmentWriter::new(options).unwrap();
+    for r in ds.records() {
+        if r.duplicate {
+            continue;
+        }
+        let slot = &mut cache[r.series as usize];
+        let tsid = *slot.get_or_insert_with(|| r.tsid(&mut tsids).unwrap());
+        w.push(to_point(&r, tsid)).unwrap();
+    }
+    let (bytes, meta) = w.to_vec().unwrap();
+    assert_eq!(meta.row_count, ds.unique_docs());
+    Segment::from_vec(bytes).unwrap()
+}
+
+fn report(ds: &Dataset) -> StorageReport {
+    let seg = build(ds, SegmentOptions::new().with_bloom(0.01));
+    let r = storage_report(&seg).unwrap();
+    println!("{}", r.to_markdown());
+    assert_eq!(r.docs, ds.unique_docs());
+    assert!(r.bloom_bytes > 0);
+    // Components add up to the file minus the id sections.
+    let sizes = seg.size_breakdown();
+    assert_eq!(r.data_bytes(), sizes.total - sizes.bloom - sizes.id_index);
+    r
+}
+
+#[test]
+fn k8s_data_columns_beat_the_naive_reference() {
+    let ds = Dataset::k8s(Options::default().points(2_000 * 40));
+    let r = report(&ds);
+    assert_eq!(r.metric_values, r.docs * 8);
+    assert!(r.ratio() <= 0.85, "k8s ratio {:.3}", r.ratio());
+}
+
+#[test]
+fn otel_data_columns_stay_at_their_measured_level() {
+    let ds = Dataset::otel(Options::default().points(21_000 * 10));
+    let r = report(&ds);
+    assert_eq!(r.metric_values, r.docs);
+    // The 0.85 target is missed on OTel (see docs/results/segment.md): noisy
+    // full-precision gauges are 63% of the points and leave little to gain. This pins
+    // the measured level (0.970 on this 10-interval sample) against regressions.
+    assert!(r.ratio() <= 0.98, "otel ratio {:.3}", r.ratio());
+    assert!(
+        r.row_columns_ratio() <= 0.98,
+        "otel row columns {:.3}",
+        r.row_columns_ratio()
+    );
+}
+
+#[test]
+fn round_trips_a_generated_dataset_with_late_points() {
+    let ds = Dataset::otel(
+        Options::default()
+            .points(20_000)
+            .series(2_000)
+            .late_rate(0.2)
+            .dup_rate(0.05),
+    );
+    let seg = build(
+        &ds,
+        SegmentOptions::new().with_id_index(true).with_bloom(0.001),
+    );
+    seg.verify().unwrap();
+    let mut tsids = ds.tsid_computer().unwrap();
+    for r in ds.records() {
+        let tsid = r.tsid(&mut tsids).unwrap();
+        let row = seg.find(&tsid, r.ts_millis).unwrap().unwrap();
+        let mut expected = to_point(&r, tsid).normalized();
+        expected.dims.sort();
+        let got = seg.row(row).unwrap();
+        assert_eq!(got, expected);
+    }
+    let bloom = seg.bloom().unwrap().unwrap();
+    assert!(bloom.fill_ratio() < 0.5);
+}
