@@ -1,3 +1,213 @@
-//! Criterion benchmarks of the segment format (filled in below).
+//! Criterion benchmarks of the segment format on the k8s dataset of `tidemark-datagen`:
+//! write throughput, `find` latency for present and absent (tsid, ts) with blocks of 1024
+//! and 4096 rows, the id paths (bloom, FST) beside it, and scan throughput.
+//!
+//! `cargo bench -p tidemark-segment`; results in `docs/results/segment.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
-fn main() {}
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use tidemark_datagen::{Dataset, Dim as GenDim, MetricVal, Options, Record};
+use tidemark_segment::{Dim, MetricValue, Point, Segment, SegmentOptions, SegmentWriter};
+use tidemark_tsid::{SyntheticId, Tsid};
+
+fn to_point(r: &Record, tsid: Tsid) -> Point {
+    Point {
+        tsid,
+        dims: r
+            .dims
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    GenDim::Keyword(s) => Dim::Keyword(s.clone()),
+                    GenDim::Int(i) => Dim::Int(*i),
+                };
+                ((*k).to_owned(), v)
+            })
+            .collect(),
+        ts_millis: r.ts_millis,
+        metrics: r
+            .metrics
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    MetricVal::Gauge(g) => MetricValue::Gauge(*g),
+                    MetricVal::Counter(c) => MetricValue::Counter(*c),
+                };
+                ((*k).to_owned(), v)
+            })
+            .collect(),
+    }
+}
+
+fn points(ds: &Dataset) -> Vec<Point> {
+    let mut tsids = ds.tsid_computer().unwrap();
+    let mut cache: Vec<Option<Tsid>> = vec![None; ds.series_count() as usize];
+    ds.records()
+        .map(|r| {
+            let tsid = *cache[r.series as usize].get_or_insert_with(|| r.tsid(&mut tsids).unwrap());
+            to_point(&r, tsid)
+        })
+        .collect()
+}
+
+fn segment(points: &[Point], options: SegmentOptions) -> Segment {
+    let mut w = SegmentWriter::new(options).unwrap();
+    w.extend(points.iter().cloned()).unwrap();
+    Segment::from_vec(w.to_vec().unwrap().0).unwrap()
+}
+
+/// Deterministic probe indexes.
+fn probes(n: usize, count: usize) -> Vec<usize> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..count)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        })
+        .collect()
+}
+
+fn bench_write(c: &mut Criterion) {
+    let ds = Dataset::k8s(Options::default().points(2_000 * 50));
+    let pts = points(&ds);
+    let mut g = c.benchmark_group("write");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(8));
+    g.throughput(Throughput::Elements(pts.len() as u64));
+    for (name, opts) in [
+        ("k8s_100k/plain", SegmentOptions::new()),
+        ("k8s_100k/bloom", SegmentOptions::new().with_bloom(0.01)),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || pts.clone(),
+                |p| {
+                    let mut w = SegmentWriter::new(opts.clone()).unwrap();
+                    w.extend(p).unwrap();
+                    black_box(w.to_vec().unwrap())
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+fn bench_read(c: &mut Criterion) {
+    let ds = Dataset::k8s(Options::default());
+    let pts = points(&ds);
+    let n = pts.len();
+    let idx = probes(n, 4096);
+    let mut g = c.benchmark_group("find");
+    g.measurement_time(Duration::from_secs(3));
+    g.warm_up_time(Duration::from_secs(1));
+    for block_rows in [1024u32, 4096] {
+        let seg = segment(
+            &pts,
+            SegmentOptions::new()
+                .with_block_rows(block_rows)
+                .with_bloom(0.01)
+                .with_id_index(block_rows == 1024),
+        );
+        g.bench_with_input(BenchmarkId::new("present", block_rows), &seg, |b, seg| {
+            let mut i = 0usize;
+            b.iter(|| {
+                let p = &pts[idx[i % idx.len()]];
+                i += 1;
+                black_box(seg.find(&p.tsid, p.ts_millis).unwrap())
+            })
+        });
+        // Known series, a timestamp between two points: decodes a block, finds nothing.
+        g.bench_with_input(
+            BenchmarkId::new("absent_in_range", block_rows),
+            &seg,
+            |b, seg| {
+                let mut i = 0usize;
+                b.iter(|| {
+                    let p = &pts[idx[i % idx.len()]];
+                    i += 1;
+                    black_box(seg.find(&p.tsid, p.ts_millis + 5_000).unwrap())
+                })
+            },
+        );
+        if block_rows == 1024 {
+            g.bench_with_input(
+                BenchmarkId::new("absent_series", block_rows),
+                &seg,
+                |b, seg| {
+                    let mut i = 0u64;
+                    b.iter(|| {
+                        i += 1;
+                        let mut t = [0u8; 20];
+                        t[..8].copy_from_slice(&i.to_le_bytes());
+                        black_box(seg.find(&Tsid::from_bytes(t), 1_764_460_800_000).unwrap())
+                    })
+                },
+            );
+            g.bench_with_input(
+                BenchmarkId::new("bloom_absent", block_rows),
+                &seg,
+                |b, seg| {
+                    let mut i = 0usize;
+                    b.iter(|| {
+                        let p = &pts[idx[i % idx.len()]];
+                        i += 1;
+                        black_box(
+                            seg.may_contain_id(&SyntheticId::new(p.tsid, p.ts_millis + 5_000))
+                                .unwrap(),
+                        )
+                    })
+                },
+            );
+            g.bench_with_input(
+                BenchmarkId::new("fst_present", block_rows),
+                &seg,
+                |b, seg| {
+                    let mut i = 0usize;
+                    b.iter(|| {
+                        let p = &pts[idx[i % idx.len()]];
+                        i += 1;
+                        black_box(
+                            seg.lookup_id(&SyntheticId::new(p.tsid, p.ts_millis))
+                                .unwrap(),
+                        )
+                    })
+                },
+            );
+        }
+    }
+    g.finish();
+
+    let seg = segment(&pts, SegmentOptions::new());
+    let mut g = c.benchmark_group("scan");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(6));
+    g.throughput(Throughput::Elements(n as u64));
+    g.bench_function("all_rows_k8s_720k", |b| {
+        b.iter(|| {
+            let mut sum = 0i64;
+            seg.scan_rows(0..seg.row_count(), |r| sum = sum.wrapping_add(r.ts_millis))
+                .unwrap();
+            black_box(sum)
+        })
+    });
+    let (lo, hi) = (seg.min_timestamp().unwrap(), seg.max_timestamp().unwrap());
+    let tenth = lo + (hi - lo) / 10;
+    g.throughput(Throughput::Elements(n as u64 / 10));
+    g.bench_function("time_range_tenth_k8s_720k", |b| {
+        b.iter(|| {
+            let mut count = 0u64;
+            seg.scan_time_range(lo, tenth, |_| count += 1).unwrap();
+            black_box(count)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_write, bench_read);
+criterion_main!(benches);

@@ -4,6 +4,8 @@
 //! byte. Decoders take the expected value count and never trust a length they have not
 //! checked against the input.
 
+use std::cell::RefCell;
+
 use crate::error::{Error, Place, Result};
 use crate::le::{Reader, put_u32, put_zigzag, unzigzag, zigzag};
 
@@ -59,22 +61,65 @@ pub fn encoding_name(code: u8) -> &'static str {
     }
 }
 
-/// Wraps `raw` in a block: zstd when that is smaller, else raw.
-pub fn compress_block(raw: &[u8], level: i32) -> Result<Vec<u8>> {
-    let packed = zstd::bulk::compress(raw, level)?;
-    let mut out = Vec::with_capacity(1 + packed.len().min(raw.len()));
-    if packed.len() < raw.len() {
-        out.push(CODEC_ZSTD);
-        out.extend_from_slice(&packed);
-    } else {
-        out.push(CODEC_RAW);
-        out.extend_from_slice(raw);
-    }
-    Ok(out)
+/// A reusable zstd compression context (creating one per block costs more than
+/// compressing a small block).
+pub struct BlockCompressor {
+    ctx: zstd::bulk::Compressor<'static>,
 }
 
-/// Unwraps a block whose decompressed size must be exactly `raw_len` (at most `max_raw`).
-pub fn decompress_block(block: &[u8], raw_len: u64, max_raw: u64, place: Place) -> Result<Vec<u8>> {
+impl BlockCompressor {
+    /// A context at `level`.
+    pub fn new(level: i32) -> Result<BlockCompressor> {
+        Ok(BlockCompressor {
+            ctx: zstd::bulk::Compressor::new(level)?,
+        })
+    }
+
+    /// Wraps `raw` in a block: zstd when that is smaller, else raw.
+    pub fn compress_block(&mut self, raw: &[u8]) -> Result<Vec<u8>> {
+        let packed = self.ctx.compress(raw)?;
+        let mut out = Vec::with_capacity(1 + packed.len().min(raw.len()));
+        if packed.len() < raw.len() {
+            out.push(CODEC_ZSTD);
+            out.extend_from_slice(&packed);
+        } else {
+            out.push(CODEC_RAW);
+            out.extend_from_slice(raw);
+        }
+        Ok(out)
+    }
+}
+
+thread_local! {
+    /// One decompression context per thread, reused by every block read.
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { RefCell::new(None) };
+}
+
+fn zstd_into(body: &[u8], out: &mut Vec<u8>) -> std::io::Result<usize> {
+    DECOMPRESSOR.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => {
+            if slot.is_none() {
+                *slot = Some(zstd::bulk::Decompressor::new()?);
+            }
+            match slot.as_mut() {
+                Some(d) => d.decompress_to_buffer(body, out),
+                None => zstd::bulk::Decompressor::new()?.decompress_to_buffer(body, out),
+            }
+        }
+        Err(_) => zstd::bulk::Decompressor::new()?.decompress_to_buffer(body, out),
+    })
+}
+
+/// Unwraps a block into `out`; its decompressed size must be exactly `raw_len` (at most
+/// `max_raw`).
+pub fn decompress_block_into(
+    block: &[u8],
+    raw_len: u64,
+    max_raw: u64,
+    place: Place,
+    out: &mut Vec<u8>,
+) -> Result<()> {
     if raw_len > max_raw {
         return Err(Error::corrupt(
             place,
@@ -90,18 +135,28 @@ pub fn decompress_block(block: &[u8], raw_len: u64, max_raw: u64, place: Place) 
             available: 0,
         });
     };
-    let out = match codec {
-        CODEC_RAW => body.to_vec(),
-        CODEC_ZSTD => zstd::bulk::decompress(body, raw_len)
-            .map_err(|e| Error::corrupt(place, format!("zstd: {e}")))?,
+    out.clear();
+    match codec {
+        CODEC_RAW => out.extend_from_slice(body),
+        CODEC_ZSTD => {
+            out.reserve_exact(raw_len);
+            zstd_into(body, out).map_err(|e| Error::corrupt(place, format!("zstd: {e}")))?;
+        }
         other => return Err(Error::corrupt(place, format!("unknown codec {other}"))),
-    };
+    }
     if out.len() != raw_len {
         return Err(Error::corrupt(
             place,
             format!("decoded {} bytes, expected {raw_len}", out.len()),
         ));
     }
+    Ok(())
+}
+
+/// Unwraps a block whose decompressed size must be exactly `raw_len` (at most `max_raw`).
+pub fn decompress_block(block: &[u8], raw_len: u64, max_raw: u64, place: Place) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    decompress_block_into(block, raw_len, max_raw, place, &mut out)?;
     Ok(out)
 }
 
@@ -170,6 +225,49 @@ pub fn decode_timestamps(r: &mut Reader<'_>, runs: &[usize], out: &mut Vec<i64>)
         }
     }
     Ok(())
+}
+
+/// Decodes only run `target` of a timestamp block (skipping the varints of the runs
+/// before it), as `find` needs.
+pub fn decode_timestamps_run(
+    r: &mut Reader<'_>,
+    runs: &[usize],
+    target: usize,
+    out: &mut Vec<i64>,
+) -> Result<()> {
+    let enc = r.u8()?;
+    if enc != ENC_TS_DOD {
+        return Err(Error::corrupt(
+            r.place(),
+            format!("timestamp encoding {enc}, expected {ENC_TS_DOD}"),
+        ));
+    }
+    let mut prev_first = 0i64;
+    for (k, &len) in runs.iter().enumerate() {
+        if len == 0 {
+            continue;
+        }
+        prev_first = prev_first.wrapping_add(r.zigzag()?);
+        if k < target {
+            r.skip_varints(len - 1)?;
+            continue;
+        }
+        out.push(prev_first);
+        let mut prev = prev_first;
+        let mut prev_delta = 0i64;
+        for i in 1..len {
+            let v = r.zigzag()?;
+            if i == 1 {
+                prev_delta = v;
+            } else {
+                prev_delta = prev_delta.wrapping_add(v);
+            }
+            prev = prev.wrapping_add(prev_delta);
+            out.push(prev);
+        }
+        return Ok(());
+    }
+    Err(Error::corrupt(r.place(), format!("run {target} missing")))
 }
 
 fn encode_counter(values: &[i64], enc: u8, out: &mut Vec<u8>) {
@@ -475,6 +573,28 @@ pub fn decode_presence(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decodes_one_run_alone() {
+        let ts = [5i64, 7, 9, 100, 90, 80, 70, -3];
+        let runs = [3, 4, 1];
+        let mut out = Vec::new();
+        encode_timestamps(&ts, &runs, &mut out);
+        for (k, want) in [(0usize, &ts[0..3]), (1, &ts[3..7]), (2, &ts[7..8])] {
+            let mut got = Vec::new();
+            decode_timestamps_run(&mut Reader::new(&out, Place::Meta), &runs, k, &mut got).unwrap();
+            assert_eq!(got, want);
+        }
+        assert!(
+            decode_timestamps_run(
+                &mut Reader::new(&out, Place::Meta),
+                &runs,
+                3,
+                &mut Vec::new()
+            )
+            .is_err()
+        );
+    }
 
     fn round_trip_gauges(values: &[f64]) {
         for cand in gauge_candidates(values) {

@@ -100,6 +100,31 @@ impl<'a> Reader<'a> {
         Err(Error::corrupt(self.place, "varint longer than 10 bytes"))
     }
 
+    /// Skips `n` varints.
+    pub(crate) fn skip_varints(&mut self, n: usize) -> Result<()> {
+        let rest = self.bytes.get(self.pos..).unwrap_or(&[]);
+        let mut left = n;
+        let mut used = 0usize;
+        for &b in rest {
+            if left == 0 {
+                break;
+            }
+            used += 1;
+            if b & 0x80 == 0 {
+                left -= 1;
+            }
+        }
+        if left > 0 {
+            return Err(Error::Truncated {
+                place: self.place,
+                needed: left as u64,
+                available: 0,
+            });
+        }
+        self.pos += used;
+        Ok(())
+    }
+
     /// A zigzag-encoded signed varint.
     #[inline]
     pub(crate) fn zigzag(&mut self) -> Result<i64> {

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use tidemark_bloom::BlockedBloomFilterRef;
 use tidemark_tsid::{SyntheticId, Tsid};
 
-use crate::codec::{Values, decode_presence, decode_timestamps, decode_values, decompress_block};
+use crate::codec::{
+    Values, decode_presence, decode_timestamps, decode_timestamps_run, decode_values,
+    decompress_block, decompress_block_into,
+};
 use crate::error::{Error, Place, Result};
 use crate::format::{
     DIR_ENTRY_LEN, FLAG_BLOOM, FLAG_ID_INDEX, FOOTER_LEN, Footer, HEADER_LEN, MAGIC,
@@ -353,7 +356,10 @@ impl Segment {
     /// # Errors
     /// Format errors of the timestamp block read.
     pub fn find(&self, tsid: &Tsid, ts_millis: i64) -> Result<Option<RowId>> {
-        let Some(s) = self.series_by_tsid(tsid) else {
+        let Ok(index) = self.series.binary_search_by(|s| s.tsid.cmp(tsid)) else {
+            return Ok(None);
+        };
+        let Some(s) = self.series.get(index) else {
             return Ok(None);
         };
         if ts_millis < s.min_ts || ts_millis > s.max_ts {
@@ -369,27 +375,29 @@ impl Segment {
             .checked_div(span)
             .map_or(s.first_row, |off| s.first_row + off as u64);
         let mut block = (guess / br).clamp(first_block, last_block);
-        let mut ts = Vec::new();
+        let mut moved_left = false;
+        let mut moved_right = false;
+        let mut body = Vec::new();
+        let mut part = Vec::new();
         loop {
-            ts.clear();
-            self.decode_ts_block(block as u32, &mut ts)?;
+            part.clear();
+            self.decode_ts_run(block as u32, index, &mut body, &mut part)?;
             let lo = s.first_row.max(block * br);
-            let hi = (last + 1).min((block + 1) * br);
-            let part = ts
-                .get((lo - block * br) as usize..(hi - block * br) as usize)
-                .unwrap_or(&[]);
             match (part.first(), part.last()) {
                 (Some(&f), _) if ts_millis < f => {
-                    if block == first_block {
+                    // Between this part and the previous block's: absent.
+                    if block == first_block || moved_right {
                         return Ok(None);
                     }
                     block -= 1;
+                    moved_left = true;
                 }
                 (_, Some(&l)) if ts_millis > l => {
-                    if block == last_block {
+                    if block == last_block || moved_left {
                         return Ok(None);
                     }
                     block += 1;
+                    moved_right = true;
                 }
                 (Some(_), Some(_)) => {
                     return Ok(part.binary_search(&ts_millis).ok().map(|i| lo + i as u64));
@@ -582,8 +590,8 @@ impl Segment {
         (self.footer.row_count.min(lo + br).saturating_sub(lo)) as usize
     }
 
-    /// The checked, decompressed body of a block; `None` for an empty entry.
-    fn block_body(&self, column: u32, block: u32) -> Result<Option<Vec<u8>>> {
+    /// Checks and decompresses a block into `out`; `false` for an empty entry.
+    fn block_body(&self, column: u32, block: u32, out: &mut Vec<u8>) -> Result<bool> {
         let place = Place::Block { column, block };
         let e = self.block_ref(column, block)?;
         if e.len == 0 {
@@ -593,7 +601,8 @@ impl Segment {
                     "empty block with a length or checksum",
                 ));
             }
-            return Ok(None);
+            out.clear();
+            return Ok(false);
         }
         let data_end = self.bytes().len() as u64 - FOOTER_LEN as u64;
         let end = e.offset.checked_add(u64::from(e.len));
@@ -618,9 +627,11 @@ impl Segment {
                 got,
             });
         }
-        // A block holds at most 10 bytes per row (varints), a presence bitmap and headers.
+        // A block holds at most 10 bytes per row (varints) or 8 per value (byte planes),
+        // a presence bitmap and headers.
         let max_raw = self.rows_in_block(block) as u64 * 10 + 8 * 1024 + 64;
-        decompress_block(stored, u64::from(e.raw_len), max_raw, place).map(Some)
+        decompress_block_into(stored, u64::from(e.raw_len), max_raw, place, out)?;
+        Ok(true)
     }
 
     /// Series runs (series index, length) covering block `block`.
@@ -649,9 +660,10 @@ impl Segment {
 
     fn decode_ts_block(&self, block: u32, out: &mut Vec<i64>) -> Result<()> {
         let place = Place::Block { column: 0, block };
-        let body = self
-            .block_body(0, block)?
-            .ok_or_else(|| Error::corrupt(place, "timestamp block is empty"))?;
+        let mut body = Vec::new();
+        if !self.block_body(0, block, &mut body)? {
+            return Err(Error::corrupt(place, "timestamp block is empty"));
+        }
         let lens: Vec<usize> = self.runs(block).iter().map(|(_, l)| *l).collect();
         let mut r = Reader::new(&body, place);
         decode_timestamps(&mut r, &lens, out)?;
@@ -662,6 +674,27 @@ impl Segment {
             ));
         }
         Ok(())
+    }
+
+    /// Decodes the timestamps of series `series` (index) within `block`.
+    fn decode_ts_run(
+        &self,
+        block: u32,
+        series: usize,
+        body: &mut Vec<u8>,
+        out: &mut Vec<i64>,
+    ) -> Result<()> {
+        let place = Place::Block { column: 0, block };
+        if !self.block_body(0, block, body)? {
+            return Err(Error::corrupt(place, "timestamp block is empty"));
+        }
+        let runs = self.runs(block);
+        let target = runs
+            .iter()
+            .position(|(s, _)| *s == series)
+            .ok_or_else(|| Error::corrupt(place, "series not in block"))?;
+        let lens: Vec<usize> = runs.iter().map(|(_, l)| *l).collect();
+        decode_timestamps_run(&mut Reader::new(body, place), &lens, target, out)
     }
 
     /// Decodes metric column `column` (0-based) of `block` into `out`, one entry per row.
@@ -678,9 +711,10 @@ impl Segment {
         let rows = self.rows_in_block(block);
         out.clear();
         out.resize(rows, None);
-        let Some(body) = self.block_body(column + 1, block)? else {
+        let mut body = Vec::new();
+        if !self.block_body(column + 1, block, &mut body)? {
             return Ok(());
-        };
+        }
         let kind = self
             .meta
             .columns

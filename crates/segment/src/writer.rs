@@ -11,7 +11,7 @@ use tidemark_bloom::BlockedBloomFilter;
 use tidemark_tsid::{SyntheticId, TSID_LEN, Tsid};
 
 use crate::codec::{
-    compress_block, counter_candidates, encode_presence, encode_timestamps, gauge_candidates,
+    BlockCompressor, counter_candidates, encode_presence, encode_timestamps, gauge_candidates,
 };
 use crate::error::{Error, Result};
 use crate::format::{
@@ -396,17 +396,22 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 struct Blocks {
     out: Vec<u8>,
     dir: Vec<u8>,
+    comp: BlockCompressor,
 }
 
 impl Blocks {
-    fn push(&mut self, raw: &[u8], level: i32) -> Result<()> {
-        let block = compress_block(raw, level)?;
+    fn push(&mut self, raw: &[u8]) -> Result<()> {
+        let block = self.comp.compress_block(raw)?;
+        self.push_compressed(&block, raw.len())
+    }
+
+    fn push_compressed(&mut self, block: &[u8], raw_len: usize) -> Result<()> {
         let offset = self.out.len() as u64;
         put_u64(&mut self.dir, offset);
         put_u32(&mut self.dir, len_u32(block.len(), "block bytes")?);
-        put_u32(&mut self.dir, len_u32(raw.len(), "decoded block bytes")?);
-        put_u32(&mut self.dir, crc32fast::hash(&block));
-        self.out.extend_from_slice(&block);
+        put_u32(&mut self.dir, len_u32(raw_len, "decoded block bytes")?);
+        put_u32(&mut self.dir, crc32fast::hash(block));
+        self.out.extend_from_slice(block);
         Ok(())
     }
 
@@ -427,24 +432,20 @@ fn len_u32(len: usize, what: &'static str) -> Result<u32> {
 }
 
 /// Picks the candidate whose compressed block is smallest.
-fn push_best(
-    blocks: &mut Blocks,
-    header: &[u8],
-    candidates: Vec<Vec<u8>>,
-    level: i32,
-) -> Result<()> {
-    let mut best: Option<(Vec<u8>, Vec<u8>)> = None;
+fn push_best(blocks: &mut Blocks, header: &[u8], candidates: Vec<Vec<u8>>) -> Result<()> {
+    let mut best: Option<(Vec<u8>, usize)> = None;
+    let mut raw = Vec::new();
     for cand in candidates {
-        let mut raw = Vec::with_capacity(header.len() + cand.len());
+        raw.clear();
         raw.extend_from_slice(header);
         raw.extend_from_slice(&cand);
-        let block = compress_block(&raw, level)?;
+        let block = blocks.comp.compress_block(&raw)?;
         if best.as_ref().is_none_or(|(b, _)| block.len() < b.len()) {
-            best = Some((block, raw));
+            best = Some((block, raw.len()));
         }
     }
-    if let Some((_, raw)) = best {
-        blocks.push(&raw, level)?;
+    if let Some((block, raw_len)) = best {
+        blocks.push_compressed(&block, raw_len)?;
     }
     Ok(())
 }
@@ -591,6 +592,7 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
     let mut blocks = Blocks {
         out: Vec::new(),
         dir: Vec::new(),
+        comp: BlockCompressor::new(level)?,
     };
     blocks.out.extend_from_slice(&MAGIC);
     put_u32(&mut blocks.out, FORMAT_VERSION);
@@ -620,7 +622,7 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
         raw.clear();
         let lens: Vec<usize> = runs.iter().map(|(_, l)| *l).collect();
         encode_timestamps(ts.get(lo..hi).unwrap_or(&[]), &lens, &mut raw);
-        blocks.push(&raw, level)?;
+        blocks.push(&raw)?;
     }
     for (c, col) in col_values.iter().enumerate() {
         let kind = sorted_columns.get(c).map_or(MetricKind::Gauge, |(_, k)| *k);
@@ -669,10 +671,14 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
                     counter_candidates(&v)
                 }
             };
-            push_best(&mut blocks, &header, candidates, level)?;
+            push_best(&mut blocks, &header, candidates)?;
         }
     }
-    let Blocks { mut out, dir } = blocks;
+    let Blocks {
+        mut out,
+        dir,
+        mut comp,
+    } = blocks;
 
     // Meta section.
     let bloom_capacity = (n as u64).max(1) * BLOOM_HEADROOM_NUM / BLOOM_HEADROOM_DEN;
@@ -763,7 +769,7 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
     }
     let mut series_section = Vec::new();
     put_u64(&mut series_section, st.len() as u64);
-    series_section.extend_from_slice(&compress_block(&st, level)?);
+    series_section.extend_from_slice(&comp.compress_block(&st)?);
 
     // Optional id sections.
     let ids = || {

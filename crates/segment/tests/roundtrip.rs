@@ -185,6 +185,25 @@ fn scans_by_time_range_and_series() {
 }
 
 #[test]
+fn finds_nothing_between_points_across_block_boundaries() {
+    let points: Vec<Point> = (0..40)
+        .map(|t| Point::new(tsid(1), t * 10).dim("s", "x").counter("c", t))
+        .collect();
+    let seg = check_round_trip(&points, SegmentOptions::new().with_block_rows(4));
+    for t in 0..40 {
+        assert_eq!(seg.find(&tsid(1), t * 10).unwrap(), Some(t as u64));
+        for d in [1, 5, 9] {
+            assert_eq!(
+                seg.find(&tsid(1), t * 10 + d).unwrap(),
+                None,
+                "{}",
+                t * 10 + d
+            );
+        }
+    }
+}
+
+#[test]
 fn empty_segment_round_trips() {
     let seg = check_round_trip(
         &[],
@@ -323,6 +342,11 @@ proptest! {
                 p
             })
             .collect();
-        check_round_trip(&points, SegmentOptions::new().with_block_rows(block_rows).with_id_index(true));
+        let seg = check_round_trip(&points, SegmentOptions::new().with_block_rows(block_rows).with_id_index(true));
+        // Timestamps between two points of a series are absent, also across blocks.
+        for p in &points {
+            prop_assert_eq!(seg.find(&p.tsid, p.ts_millis + 1).unwrap(), None);
+            prop_assert_eq!(seg.find(&p.tsid, p.ts_millis - 1).unwrap(), None);
+        }
     }
 }
