@@ -104,7 +104,10 @@ pub struct RowView<'a> {
 /// A decoded row block.
 #[derive(Debug, Default)]
 struct DecodedBlock {
+    /// Block whose timestamps are in `ts`.
     block: Option<u32>,
+    /// Block whose metrics are in `metrics`.
+    metrics_block: Option<u32>,
     ts: Vec<i64>,
     /// Row-major: `rows × columns`.
     metrics: Vec<Option<MetricValue>>,
@@ -506,6 +509,9 @@ impl Segment {
         )
     }
 
+    /// Visits rows of `rows` whose timestamp is in `from..=to`. Blocks whose rows all fall
+    /// outside the range are skipped after decoding their timestamps only. When `rows` is
+    /// one series (timestamps ascending), the scan stops past `to`.
     fn scan_filtered(
         &self,
         rows: Range<RowId>,
@@ -517,13 +523,32 @@ impl Segment {
         let end = rows.end.min(self.footer.row_count);
         let br = u64::from(self.footer.block_rows);
         let ncols = self.meta.columns.len();
+        let one_series = self
+            .series_of_row(rows.start)
+            .map(|s| s.first_row + s.row_count)
+            >= Some(end);
         let mut row = rows.start;
         while row < end {
             let b = row / br;
             if block.block != Some(b as u32) {
-                self.decode_block(b as u32, block)?;
+                block.block = None;
+                block.ts.clear();
+                self.decode_ts_block(b as u32, &mut block.ts)?;
+                block.block = Some(b as u32);
             }
             let block_end = ((b + 1) * br).min(end);
+            let local = (row - b * br) as usize..(block_end - b * br) as usize;
+            let in_block = block.ts.get(local).unwrap_or(&[]);
+            if one_series && in_block.first().is_some_and(|&t| t > to) {
+                return Ok(());
+            }
+            if !in_block.iter().any(|&t| t >= from && t <= to) {
+                row = block_end;
+                continue;
+            }
+            if block.metrics_block != Some(b as u32) {
+                self.decode_block_metrics(b as u32, block)?;
+            }
             let mut series = self.series_of_row(row);
             while row < block_end {
                 let i = (row - b * br) as usize;
@@ -775,6 +800,13 @@ impl Segment {
         out.block = None;
         out.ts.clear();
         self.decode_ts_block(block, &mut out.ts)?;
+        out.block = Some(block);
+        self.decode_block_metrics(block, out)
+    }
+
+    /// Decodes the metric columns of `block` (whose timestamps are in `out.ts`).
+    fn decode_block_metrics(&self, block: u32, out: &mut DecodedBlock) -> Result<()> {
+        out.metrics_block = None;
         let rows = out.ts.len();
         let ncols = self.meta.columns.len();
         out.metrics.clear();
@@ -788,7 +820,7 @@ impl Segment {
                 }
             }
         }
-        out.block = Some(block);
+        out.metrics_block = Some(block);
         Ok(())
     }
 
