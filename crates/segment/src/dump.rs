@@ -91,7 +91,13 @@ pub fn dump(bytes: &[u8]) -> Result<String> {
         let _ = writeln!(w, "  bloom sized for {cap} items at fpr {fpr}");
     }
     for (i, c) in seg.columns().iter().enumerate() {
-        let _ = writeln!(w, "  column {i} {:?} {}", c.name, c.kind.name());
+        let _ = writeln!(
+            w,
+            "  column {i} {:?} {} span_shift {}",
+            c.name,
+            c.kind.name(),
+            c.span_shift
+        );
     }
 
     let _ = writeln!(w, "series table ({}):", seg.series_count());
@@ -138,7 +144,8 @@ pub fn dump(bytes: &[u8]) -> Result<String> {
                 .get(c as usize)
                 .map_or_else(String::new, |c| c.name.clone()),
         };
-        for block in 0..f.block_count {
+        let span = seg.column_span_rows(column).unwrap_or(0);
+        for block in 0..seg.column_block_count(column).unwrap_or(0) {
             if listed >= LIST_MAX {
                 break;
             }
@@ -194,7 +201,8 @@ pub fn dump(bytes: &[u8]) -> Result<String> {
             };
             let _ = writeln!(
                 w,
-                "  {name} block {block} @{} len {} raw {} crc {:#010x} {codec} {detail} | {}",
+                "  {name} block {block} rows {}+{span} @{} len {} raw {} crc {:#010x} {codec} {detail} | {}",
+                u64::from(block) * span,
                 e.offset,
                 e.len,
                 e.raw_len,

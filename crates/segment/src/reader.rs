@@ -108,6 +108,8 @@ struct DecodedBlock {
     block: Option<u32>,
     /// Block whose metrics are in `metrics`.
     metrics_block: Option<u32>,
+    /// Per metric column, its decoded column block (which may span several row blocks).
+    columns: Vec<(Option<u32>, Vec<Option<MetricValue>>)>,
     ts: Vec<i64>,
     /// Row-major: `rows × columns`.
     metrics: Vec<Option<MetricValue>>,
@@ -139,6 +141,15 @@ pub struct Segment {
     footer: Footer,
     meta: Meta,
     series: Vec<Series>,
+    /// Per column number (0 = timestamps): directory position, block count, rows per block.
+    layout: Vec<ColumnLayout>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ColumnLayout {
+    first_entry: u64,
+    blocks: u32,
+    span: u64,
 }
 
 impl Segment {
@@ -213,9 +224,21 @@ impl Segment {
         )?;
         let series = parse_series(&raw, &footer, &meta)?;
         let dir = section(bytes, &footer, 2)?;
-        let expected = (u64::from(footer.column_count) + 1)
-            * u64::from(footer.block_count)
-            * DIR_ENTRY_LEN as u64;
+        let mut layout = Vec::with_capacity(meta.columns.len() + 1);
+        let mut entries = 0u64;
+        let spans = std::iter::once(0u8).chain(meta.columns.iter().map(|c| c.span_shift));
+        for shift in spans {
+            let span = u64::from(footer.block_rows) << shift;
+            let blocks = u32::try_from(footer.row_count.div_ceil(span))
+                .map_err(|_| Error::corrupt(Place::Meta, "too many blocks"))?;
+            layout.push(ColumnLayout {
+                first_entry: entries,
+                blocks,
+                span,
+            });
+            entries += u64::from(blocks);
+        }
+        let expected = entries * DIR_ENTRY_LEN as u64;
         if dir.len() as u64 != expected {
             return Err(Error::corrupt(
                 Place::Directory,
@@ -234,6 +257,7 @@ impl Segment {
             footer,
             meta,
             series,
+            layout,
         })
     }
 
@@ -581,18 +605,21 @@ impl Segment {
     /// [`Error::OutOfBounds`] for a column or block beyond the segment.
     pub fn block_ref(&self, column: u32, block: u32) -> Result<BlockRef> {
         let place = Place::Block { column, block };
-        if column > self.footer.column_count || block >= self.footer.block_count {
+        let Some(l) = self
+            .layout
+            .get(column as usize)
+            .filter(|l| block < l.blocks)
+        else {
             return Err(Error::OutOfBounds {
                 place,
                 offset: u64::from(block),
                 len: 1,
                 start: 0,
-                end: u64::from(self.footer.block_count),
+                end: self.column_block_count(column).map_or(0, u64::from),
             });
-        }
+        };
         let dir = section_bytes(self.bytes(), &self.footer, 2)?;
-        let at = (u64::from(column) * u64::from(self.footer.block_count) + u64::from(block))
-            * DIR_ENTRY_LEN as u64;
+        let at = (l.first_entry + u64::from(block)) * DIR_ENTRY_LEN as u64;
         let entry = dir
             .get(at as usize..at as usize + DIR_ENTRY_LEN)
             .ok_or(Error::Truncated {
@@ -609,10 +636,32 @@ impl Segment {
         })
     }
 
-    fn rows_in_block(&self, block: u32) -> usize {
-        let br = u64::from(self.footer.block_rows);
-        let lo = u64::from(block) * br;
-        (self.footer.row_count.min(lo + br).saturating_sub(lo)) as usize
+    /// Number of blocks of column number `column` (0 = timestamps).
+    pub fn column_block_count(&self, column: u32) -> Option<u32> {
+        self.layout.get(column as usize).map(|l| l.blocks)
+    }
+
+    /// Rows spanned by each block of column number `column` (0 = timestamps).
+    pub fn column_span_rows(&self, column: u32) -> Option<u64> {
+        self.layout.get(column as usize).map(|l| l.span)
+    }
+
+    /// Rows `lo..hi` of block `block` of column number `column`.
+    fn block_rows_range(&self, column: u32, block: u32) -> (u64, u64) {
+        let span = self
+            .layout
+            .get(column as usize)
+            .map_or(u64::from(self.footer.block_rows), |l| l.span);
+        let lo = u64::from(block).saturating_mul(span);
+        (
+            lo.min(self.footer.row_count),
+            self.footer.row_count.min(lo.saturating_add(span)),
+        )
+    }
+
+    fn rows_in(&self, column: u32, block: u32) -> usize {
+        let (lo, hi) = self.block_rows_range(column, block);
+        (hi - lo) as usize
     }
 
     /// Checks and decompresses a block into `out`; `false` for an empty entry.
@@ -654,16 +703,13 @@ impl Segment {
         }
         // A block holds at most 10 bytes per row (varints) or 8 per value (byte planes),
         // a presence bitmap and headers.
-        let max_raw = self.rows_in_block(block) as u64 * 10 + 8 * 1024 + 64;
+        let max_raw = self.rows_in(column, block) as u64 * 10 + 8 * 1024 + 64;
         decompress_block_into(stored, u64::from(e.raw_len), max_raw, place, out)?;
         Ok(true)
     }
 
-    /// Series runs (series index, length) covering block `block`.
-    fn runs(&self, block: u32) -> Vec<(usize, usize)> {
-        let br = u64::from(self.footer.block_rows);
-        let lo = u64::from(block) * br;
-        let hi = self.footer.row_count.min(lo + br);
+    /// Series runs (series index, length) covering rows `lo..hi`.
+    fn runs_in(&self, (lo, hi): (u64, u64)) -> Vec<(usize, usize)> {
         let mut out = Vec::new();
         let mut i = self
             .series
@@ -689,7 +735,11 @@ impl Segment {
         if !self.block_body(0, block, &mut body)? {
             return Err(Error::corrupt(place, "timestamp block is empty"));
         }
-        let lens: Vec<usize> = self.runs(block).iter().map(|(_, l)| *l).collect();
+        let lens: Vec<usize> = self
+            .runs_in(self.block_rows_range(0, block))
+            .iter()
+            .map(|(_, l)| *l)
+            .collect();
         let mut r = Reader::new(&body, place);
         decode_timestamps(&mut r, &lens, out)?;
         if !r.is_empty() {
@@ -713,7 +763,7 @@ impl Segment {
         if !self.block_body(0, block, body)? {
             return Err(Error::corrupt(place, "timestamp block is empty"));
         }
-        let runs = self.runs(block);
+        let runs = self.runs_in(self.block_rows_range(0, block));
         let target = runs
             .iter()
             .position(|(s, _)| *s == series)
@@ -733,7 +783,7 @@ impl Segment {
             column: column + 1,
             block,
         };
-        let rows = self.rows_in_block(block);
+        let rows = self.rows_in(column + 1, block);
         out.clear();
         out.resize(rows, None);
         let mut body = Vec::new();
@@ -752,7 +802,7 @@ impl Segment {
             Some(b) => present.extend(b.iter().map(|i| i as usize)),
             None => {
                 let mut at = 0usize;
-                for (s, len) in self.runs(block) {
+                for (s, len) in self.runs_in(self.block_rows_range(column + 1, block)) {
                     match self.series.get(s).and_then(|s| s.presence(column)) {
                         Some(Presence::Full) => present.extend(at..at + len),
                         Some(Presence::Partial) => {
@@ -804,17 +854,29 @@ impl Segment {
         self.decode_block_metrics(block, out)
     }
 
-    /// Decodes the metric columns of `block` (whose timestamps are in `out.ts`).
+    /// Decodes the metric columns of row block `block` (whose timestamps are in `out.ts`).
     fn decode_block_metrics(&self, block: u32, out: &mut DecodedBlock) -> Result<()> {
         out.metrics_block = None;
         let rows = out.ts.len();
         let ncols = self.meta.columns.len();
         out.metrics.clear();
         out.metrics.resize(rows * ncols, None);
-        let mut col = Vec::new();
-        for c in 0..ncols {
-            self.decode_metric_block(c as u32, block, &mut col)?;
-            for (i, v) in col.iter().enumerate() {
+        out.columns.resize_with(ncols, || (None, Vec::new()));
+        let first_row = u64::from(block) * u64::from(self.footer.block_rows);
+        for (c, (cached, values)) in out.columns.iter_mut().enumerate() {
+            let span = self
+                .layout
+                .get(c + 1)
+                .map_or(u64::from(self.footer.block_rows), |l| l.span);
+            let cb = (first_row / span) as u32;
+            if *cached != Some(cb) {
+                *cached = None;
+                self.decode_metric_block(c as u32, cb, values)?;
+                *cached = Some(cb);
+            }
+            let offset = (first_row - u64::from(cb) * span) as usize;
+            let part = values.get(offset..offset + rows).unwrap_or(&[]);
+            for (i, v) in part.iter().enumerate() {
                 if let Some(slot) = out.metrics.get_mut(i * ncols + c) {
                     *slot = *v;
                 }
@@ -836,7 +898,7 @@ impl Segment {
             .collect();
         for column in 0..=self.footer.column_count {
             let mut sum = 0u64;
-            for block in 0..self.footer.block_count {
+            for block in 0..self.column_block_count(column).unwrap_or(0) {
                 if let Ok(e) = self.block_ref(column, block) {
                     sum += u64::from(e.len);
                 }

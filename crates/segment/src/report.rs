@@ -170,7 +170,9 @@ pub fn storage_report(segment: &Segment) -> Result<StorageReport> {
         }
     })?;
     let sizes = segment.size_breakdown();
-    let dir_per_column = u64::from(segment.footer().block_count) * DIR_ENTRY_LEN as u64;
+    let dir_of = |column: u32| {
+        u64::from(segment.column_block_count(column).unwrap_or(0)) * DIR_ENTRY_LEN as u64
+    };
     let series_bytes = sizes.series_table + sizes.meta;
     let mut components = vec![
         Component {
@@ -181,15 +183,17 @@ pub fn storage_report(segment: &Segment) -> Result<StorageReport> {
         },
         Component {
             name: "timestamps".to_owned(),
-            bytes: sizes.timestamps + dir_per_column,
+            bytes: sizes.timestamps + dir_of(0),
             naive_bytes: zstd_len(&ts_raw)?,
             values: segment.row_count(),
         },
     ];
-    for (((name, bytes), raw), count) in sizes.metrics.iter().zip(&col_raw).zip(&counts) {
+    for (c, (((name, bytes), raw), count)) in
+        sizes.metrics.iter().zip(&col_raw).zip(&counts).enumerate()
+    {
         components.push(Component {
             name: name.clone(),
-            bytes: bytes + dir_per_column,
+            bytes: bytes + dir_of(c as u32 + 1),
             naive_bytes: zstd_len(raw)?,
             values: *count,
         });

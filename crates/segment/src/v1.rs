@@ -17,6 +17,9 @@ pub struct ColumnInfo {
     pub name: String,
     /// Gauge or counter.
     pub kind: MetricKind,
+    /// The column's blocks span `block_rows << span_shift` rows (sparse columns get
+    /// longer blocks, so that each holds about `block_rows` values).
+    pub span_shift: u8,
 }
 
 /// How a series holds one metric column.
@@ -96,13 +99,26 @@ pub(crate) fn parse_meta(bytes: &[u8], footer: &Footer) -> Result<Meta> {
             format!("{ncols} columns, footer says {}", footer.column_count),
         ));
     }
-    let mut columns = Vec::with_capacity((ncols as usize).min(r.remaining() / 3));
+    let mut columns = Vec::with_capacity((ncols as usize).min(r.remaining() / 4));
     for _ in 0..ncols {
         let code = r.u8()?;
         let kind = MetricKind::from_code(code)
             .ok_or_else(|| Error::corrupt(Place::Meta, format!("unknown metric kind {code}")))?;
+        let span_shift = r.u8()?;
+        if span_shift > 16
+            || u64::from(footer.block_rows) << span_shift > u64::from(crate::format::MAX_BLOCK_ROWS)
+        {
+            return Err(Error::corrupt(
+                Place::Meta,
+                format!("span shift {span_shift} exceeds the block limit"),
+            ));
+        }
         let name = read_str(&mut r)?;
-        columns.push(ColumnInfo { name, kind });
+        columns.push(ColumnInfo {
+            name,
+            kind,
+            span_shift,
+        });
     }
     if !r.is_empty() {
         return Err(Error::corrupt(

@@ -587,6 +587,20 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
         }
     };
 
+    // Sparse columns get longer blocks: a column present in 1/k of the rows spans
+    // block_rows << floor(log2 k) rows (at most MAX_BLOCK_ROWS), so that each of its
+    // blocks holds about block_rows values.
+    let max_shift = (MAX_BLOCK_ROWS / options.block_rows)
+        .checked_ilog2()
+        .unwrap_or(0);
+    let spans: Vec<u32> = col_values
+        .iter()
+        .map(|col| {
+            let k = n / col.len().max(1);
+            (k.max(1).ilog2()).min(max_shift)
+        })
+        .collect();
+
     // Blocks, column-major: timestamps first, then each metric column.
     let block_count = n.div_ceil(block_rows);
     let mut blocks = Blocks {
@@ -600,19 +614,18 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
     put_u32(&mut blocks.out, 0);
     debug_assert_eq!(blocks.out.len(), HEADER_LEN);
 
-    let block_runs: Vec<Vec<(u32, usize)>> = (0..block_count)
-        .map(|b| {
-            let lo = b * block_rows;
-            let hi = (lo + block_rows).min(n);
-            let mut runs: Vec<(u32, usize)> = Vec::new();
-            for &s in row_series.get(lo..hi).unwrap_or(&[]) {
-                match runs.last_mut() {
-                    Some((ls, len)) if *ls == s => *len += 1,
-                    _ => runs.push((s, 1)),
-                }
+    let runs_of = |lo: usize, hi: usize| -> Vec<(u32, usize)> {
+        let mut runs: Vec<(u32, usize)> = Vec::new();
+        for &s in row_series.get(lo..hi).unwrap_or(&[]) {
+            match runs.last_mut() {
+                Some((ls, len)) if *ls == s => *len += 1,
+                _ => runs.push((s, 1)),
             }
-            runs
-        })
+        }
+        runs
+    };
+    let block_runs: Vec<Vec<(u32, usize)>> = (0..block_count)
+        .map(|b| runs_of(b * block_rows, ((b + 1) * block_rows).min(n)))
         .collect();
 
     let mut raw = Vec::new();
@@ -626,12 +639,13 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
     }
     for (c, col) in col_values.iter().enumerate() {
         let kind = sorted_columns.get(c).map_or(MetricKind::Gauge, |(_, k)| *k);
+        let span = block_rows << spans.get(c).copied().unwrap_or(0);
         let mut at = 0usize;
-        for (b, runs) in block_runs.iter().enumerate() {
-            let lo = (b * block_rows) as u32;
-            let hi = ((b + 1) * block_rows).min(n) as u32;
+        for cb in 0..n.div_ceil(span) {
+            let lo = cb * span;
+            let hi = ((cb + 1) * span).min(n);
             let start = at;
-            while col.get(at).is_some_and(|(row, _)| *row < hi) {
+            while col.get(at).is_some_and(|(row, _)| (*row as usize) < hi) {
                 at += 1;
             }
             let in_block = col.get(start..at).unwrap_or(&[]);
@@ -639,12 +653,13 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
                 blocks.push_empty();
                 continue;
             }
-            let partial = runs
+            let partial = runs_of(lo, hi)
                 .iter()
                 .any(|&(s, _)| state(s, c as u32) == STATE_PARTIAL);
             let mut header = Vec::new();
             if partial {
-                let bitmap: RoaringBitmap = in_block.iter().map(|(row, _)| row - lo).collect();
+                let bitmap: RoaringBitmap =
+                    in_block.iter().map(|(row, _)| row - lo as u32).collect();
                 encode_presence(Some(&bitmap), &mut header)?;
             } else {
                 encode_presence(None, &mut header)?;
@@ -703,8 +718,9 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
         put_str(&mut meta, name)?;
     }
     put_u32(&mut meta, len_u32(sorted_columns.len(), "metric columns")?);
-    for (name, kind) in &sorted_columns {
+    for ((name, kind), shift) in sorted_columns.iter().zip(&spans) {
         meta.push(kind.code());
+        meta.push(*shift as u8);
         put_str(&mut meta, name)?;
     }
 

@@ -14,9 +14,10 @@ fn fixture_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/segment/v1-tiny.tms")
 }
 
-/// The tiny fixture: 3 series, 11 rows in blocks of 4, a counter, a gauge and a sparse
-/// gauge, with bloom and id index. Tsids are fixed bytes, not computed, so that the
-/// fixture does not change with `tidemark-tsid`'s hashing.
+/// The tiny fixture: 3 series, 11 rows in blocks of 4, a counter, a gauge, a sparse
+/// gauge and a very sparse counter (a longer column block), with bloom and id index.
+/// Tsids are fixed bytes, not computed, so that the fixture does not change with
+/// `tidemark-tsid`'s hashing.
 fn tiny_points() -> Vec<Point> {
     let mut points = Vec::new();
     for (k, (pod, node, n)) in [
@@ -41,6 +42,10 @@ fn tiny_points() -> Vec<Point> {
                 .gauge("mem_bytes", 2.5e8 + (i * 4096) as f64);
             if i % 2 == 0 {
                 p = p.gauge("temp", 41.5 + i as f64 * 0.25);
+            }
+            // A sparse counter: its column spans 4 << 3 = 32 rows per block.
+            if pod == "web-2" && i == 3 {
+                p = p.counter("oom_kills", 1);
             }
             points.push(p);
         }
