@@ -57,6 +57,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut writer = SegmentWriter::new(
             SegmentOptions::new()
                 .with_block_rows(block_rows)
+                .with_zstd_level(
+                    std::env::var("ZSTD_LEVEL")
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(3),
+                )
                 .with_bloom(0.01)
                 .with_id_index(true),
         )?;

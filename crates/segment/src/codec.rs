@@ -39,6 +39,21 @@ pub const ENC_DELTA_SPLIT: u8 = 9;
 /// split into 8 byte planes.
 pub const ENC_INT_DELTA_SPLIT: u8 = 10;
 
+/// Gauge: raw `f64` bits as 8 byte planes, each coded on its own (raw, constant or
+/// zstd), so that the compressible high planes are not drowned by the random low ones.
+pub const ENC_RAW64_PLANES: u8 = 11;
+/// Gauge: XOR words as 8 separately coded byte planes.
+pub const ENC_XOR_PLANES: u8 = 12;
+/// Counter: zigzag deltas as 8 separately coded byte planes.
+pub const ENC_DELTA_PLANES: u8 = 13;
+
+/// Plane coding: `count` raw bytes follow.
+pub const PLANE_RAW: u8 = 0;
+/// Plane coding: one byte follows, repeated `count` times.
+pub const PLANE_CONST: u8 = 1;
+/// Plane coding: a varint length and a zstd frame of `count` bytes follow.
+pub const PLANE_ZSTD: u8 = 2;
+
 /// Presence: implied by the series table (absent or full per series).
 pub const PRESENCE_SERIES: u8 = 0;
 /// Presence: a roaring bitmap of block-relative row offsets follows.
@@ -57,6 +72,9 @@ pub fn encoding_name(code: u8) -> &'static str {
         ENC_XOR_SPLIT => "xor-split",
         ENC_DELTA_SPLIT => "delta-split",
         ENC_INT_DELTA_SPLIT => "int-delta-split",
+        ENC_RAW64_PLANES => "raw64-planes",
+        ENC_XOR_PLANES => "xor-planes",
+        ENC_DELTA_PLANES => "delta-planes",
         _ => "unknown",
     }
 }
@@ -73,6 +91,11 @@ impl BlockCompressor {
         Ok(BlockCompressor {
             ctx: zstd::bulk::Compressor::new(level)?,
         })
+    }
+
+    /// Compresses `data` as one zstd frame.
+    pub fn compress_frame(&mut self, data: &[u8]) -> Result<Vec<u8>> {
+        Ok(self.ctx.compress(data)?)
     }
 
     /// Wraps `raw` in a block: zstd when that is smaller, else raw.
@@ -325,6 +348,75 @@ fn put_planes(words: &[u64], out: &mut Vec<u8>) {
     }
 }
 
+/// Appends `words` as 8 byte planes, each coded on its own: constant, zstd or raw,
+/// whichever is smallest.
+fn put_coded_planes(words: &[u64], enc: u8, comp: &mut BlockCompressor) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(words.len() * 8 + 32);
+    out.push(enc);
+    let mut plane_bytes = Vec::with_capacity(words.len());
+    for plane in 0..8 {
+        plane_bytes.clear();
+        plane_bytes.extend(words.iter().map(|w| (w >> (8 * plane)) as u8));
+        let first = plane_bytes.first().copied().unwrap_or(0);
+        if plane_bytes.iter().all(|&b| b == first) {
+            out.push(PLANE_CONST);
+            out.push(first);
+            continue;
+        }
+        let z = comp.compress_frame(&plane_bytes)?;
+        if z.len() + 10 < plane_bytes.len() {
+            out.push(PLANE_ZSTD);
+            crate::le::put_varint(&mut out, z.len() as u64);
+            out.extend_from_slice(&z);
+        } else {
+            out.push(PLANE_RAW);
+            out.extend_from_slice(&plane_bytes);
+        }
+    }
+    Ok(out)
+}
+
+/// Reads `count` words written by [`put_coded_planes`].
+fn read_coded_planes(r: &mut Reader<'_>, count: usize) -> Result<Vec<u64>> {
+    let mut out = vec![0u64; count];
+    let mut buf = Vec::new();
+    for plane in 0..8 {
+        let shift = 8 * plane;
+        match r.u8()? {
+            PLANE_RAW => {
+                for (w, &b) in out.iter_mut().zip(r.take(count)?) {
+                    *w |= u64::from(b) << shift;
+                }
+            }
+            PLANE_CONST => {
+                let b = u64::from(r.u8()?) << shift;
+                for w in &mut out {
+                    *w |= b;
+                }
+            }
+            PLANE_ZSTD => {
+                let len = r.count("plane frame length", r.remaining() as u64)?;
+                let frame = r.take(len)?;
+                buf.clear();
+                buf.reserve_exact(count);
+                zstd_into(frame, &mut buf)
+                    .map_err(|e| Error::corrupt(r.place(), format!("zstd plane: {e}")))?;
+                if buf.len() != count {
+                    return Err(Error::corrupt(
+                        r.place(),
+                        format!("plane of {} bytes, expected {count}", buf.len()),
+                    ));
+                }
+                for (w, &b) in out.iter_mut().zip(&buf) {
+                    *w |= u64::from(b) << shift;
+                }
+            }
+            other => return Err(Error::corrupt(r.place(), format!("plane coding {other}"))),
+        }
+    }
+    Ok(out)
+}
+
 /// Reads `count` words written by [`put_planes`].
 fn read_planes(r: &mut Reader<'_>, count: usize) -> Result<Vec<u64>> {
     let len = count
@@ -354,12 +446,27 @@ fn xor_words(values: &[f64]) -> Vec<u64> {
 }
 
 /// Encoded candidates for a counter block's values (after the presence header).
-pub fn counter_candidates(values: &[i64]) -> Vec<Vec<u8>> {
+pub fn counter_candidates(values: &[i64], comp: &mut BlockCompressor) -> Result<Vec<Vec<u8>>> {
     let mut delta = Vec::with_capacity(values.len() * 2 + 1);
     encode_counter(values, ENC_DELTA, &mut delta);
     let mut dod = Vec::with_capacity(values.len() * 2 + 1);
     encode_counter(values, ENC_DOD, &mut dod);
-    vec![delta, dod, delta_split(values, ENC_DELTA_SPLIT)]
+    let mut prev = 0i64;
+    let deltas: Vec<u64> = values
+        .iter()
+        .map(|&v| {
+            let d = zigzag(v.wrapping_sub(prev));
+            prev = v;
+            d
+        })
+        .collect();
+    let planes = put_coded_planes(&deltas, ENC_DELTA_PLANES, comp)?;
+    Ok(vec![
+        delta,
+        dod,
+        delta_split(values, ENC_DELTA_SPLIT),
+        planes,
+    ])
 }
 
 fn delta_split(values: &[i64], enc: u8) -> Vec<u8> {
@@ -379,7 +486,7 @@ fn delta_split(values: &[i64], enc: u8) -> Vec<u8> {
 }
 
 /// Encoded candidates for a gauge block's values (after the presence header).
-pub fn gauge_candidates(values: &[f64]) -> Vec<Vec<u8>> {
+pub fn gauge_candidates(values: &[f64], comp: &mut BlockCompressor) -> Result<Vec<Vec<u8>>> {
     let mut raw = Vec::with_capacity(values.len() * 8 + 1);
     raw.push(ENC_RAW64);
     for v in values {
@@ -396,7 +503,10 @@ pub fn gauge_candidates(values: &[f64]) -> Vec<Vec<u8>> {
     let mut xor_split = Vec::with_capacity(values.len() * 8 + 1);
     xor_split.push(ENC_XOR_SPLIT);
     put_planes(&xor_words(values), &mut xor_split);
-    let mut out = vec![raw, xor, raw_split, xor_split];
+    let bits: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
+    let raw_planes = put_coded_planes(&bits, ENC_RAW64_PLANES, comp)?;
+    let xor_planes = put_coded_planes(&xor_words(values), ENC_XOR_PLANES, comp)?;
+    let mut out = vec![raw, xor, raw_split, xor_split, raw_planes, xor_planes];
     if let Some(ints) = integral(values) {
         let mut d = Vec::with_capacity(values.len() * 2 + 1);
         encode_counter(&ints, ENC_DELTA, &mut d);
@@ -406,7 +516,7 @@ pub fn gauge_candidates(values: &[f64]) -> Vec<Vec<u8>> {
         out.push(d);
         out.push(delta_split(&ints, ENC_INT_DELTA_SPLIT));
     }
-    out
+    Ok(out)
 }
 
 /// Writes a presence header: series-implied, or a roaring bitmap of block-relative rows.
@@ -439,8 +549,11 @@ pub enum Values {
 /// Decodes `count` values of the given encoding.
 pub fn decode_values(r: &mut Reader<'_>, count: usize) -> Result<(u8, Values)> {
     let enc = r.u8()?;
-    // Each value takes at least one byte, so a count beyond the input is corrupt.
-    if count > r.remaining() {
+    // Each value takes at least one byte, so a count beyond the input is corrupt (coded
+    // planes excepted: a constant plane takes two bytes for any count, and callers bound
+    // `count` by the block's rows).
+    let planes = matches!(enc, ENC_RAW64_PLANES | ENC_XOR_PLANES | ENC_DELTA_PLANES);
+    if !planes && count > r.remaining() {
         return Err(Error::corrupt(
             r.place(),
             format!("{count} values cannot fit in {} bytes", r.remaining()),
@@ -467,6 +580,38 @@ pub fn decode_values(r: &mut Reader<'_>, count: usize) -> Result<(u8, Values)> {
             } else {
                 Values::Counter(out)
             }
+        }
+        ENC_RAW64_PLANES => Values::Gauge(
+            read_coded_planes(r, count)?
+                .into_iter()
+                .map(f64::from_bits)
+                .collect(),
+        ),
+        ENC_XOR_PLANES => {
+            let mut prev = 0u64;
+            let words = read_coded_planes(r, count)?;
+            Values::Gauge(
+                words
+                    .into_iter()
+                    .map(|x| {
+                        prev ^= x;
+                        f64::from_bits(prev)
+                    })
+                    .collect(),
+            )
+        }
+        ENC_DELTA_PLANES => {
+            let mut prev = 0i64;
+            let words = read_coded_planes(r, count)?;
+            Values::Counter(
+                words
+                    .into_iter()
+                    .map(|z| {
+                        prev = prev.wrapping_add(unzigzag(z));
+                        prev
+                    })
+                    .collect(),
+            )
         }
         ENC_RAW64_SPLIT => Values::Gauge(
             read_planes(r, count)?
@@ -597,7 +742,8 @@ mod tests {
     }
 
     fn round_trip_gauges(values: &[f64]) {
-        for cand in gauge_candidates(values) {
+        let mut comp = BlockCompressor::new(3).unwrap();
+        for cand in gauge_candidates(values, &mut comp).unwrap() {
             let mut r = Reader::new(&cand, Place::Meta);
             let (_, got) = decode_values(&mut r, values.len()).unwrap();
             let Values::Gauge(got) = got else { panic!() };
@@ -617,9 +763,22 @@ mod tests {
     }
 
     #[test]
+    fn constant_planes_round_trip() {
+        round_trip_gauges(&[42.0; 1000]);
+        let mut comp = BlockCompressor::new(3).unwrap();
+        let values = vec![7i64; 1000];
+        for cand in counter_candidates(&values, &mut comp).unwrap() {
+            let mut r = Reader::new(&cand, Place::Meta);
+            let (_, got) = decode_values(&mut r, values.len()).unwrap();
+            assert_eq!(got, Values::Counter(values.clone()));
+        }
+    }
+
+    #[test]
     fn counters_round_trip_extremes() {
         let values = [0, i64::MAX, i64::MIN, -1, 1, i64::MAX, 5, 10, 15];
-        for cand in counter_candidates(&values) {
+        let mut comp = BlockCompressor::new(3).unwrap();
+        for cand in counter_candidates(&values, &mut comp).unwrap() {
             let mut r = Reader::new(&cand, Place::Meta);
             let (_, got) = decode_values(&mut r, values.len()).unwrap();
             assert_eq!(got, Values::Counter(values.to_vec()));

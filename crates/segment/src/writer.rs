@@ -673,7 +673,7 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
                             MetricValue::Counter(c) => *c as f64,
                         })
                         .collect();
-                    gauge_candidates(&v)
+                    gauge_candidates(&v, &mut blocks.comp)?
                 }
                 MetricKind::Counter => {
                     let v: Vec<i64> = in_block
@@ -683,7 +683,7 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
                             MetricValue::Gauge(g) => *g as i64,
                         })
                         .collect();
-                    counter_candidates(&v)
+                    counter_candidates(&v, &mut blocks.comp)?
                 }
             };
             push_best(&mut blocks, &header, candidates)?;
