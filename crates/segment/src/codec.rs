@@ -63,6 +63,7 @@ pub const PRESENCE_ROARING: u8 = 1;
 pub fn encoding_name(code: u8) -> &'static str {
     match code {
         ENC_TS_DOD => "ts-dod",
+        ENC_TS_GRID => "ts-grid",
         ENC_DELTA => "delta",
         ENC_DOD => "dod",
         ENC_RAW64 => "raw64",
@@ -214,38 +215,123 @@ pub fn encode_timestamps(ts: &[i64], runs: &[usize], out: &mut Vec<u8>) {
     }
 }
 
-/// Decodes what [`encode_timestamps`] wrote, given the same runs.
-pub fn decode_timestamps(r: &mut Reader<'_>, runs: &[usize], out: &mut Vec<i64>) -> Result<()> {
-    let enc = r.u8()?;
-    if enc != ENC_TS_DOD {
-        return Err(Error::corrupt(
-            r.place(),
-            format!("timestamp encoding {enc}, expected {ENC_TS_DOD}"),
-        ));
+/// Timestamps: per series run, first value as a zigzag delta from the previous run's
+/// first value, then the run's most common step `d`, then each value's zigzag residual
+/// from a grid `anchor + k·d`; a residual larger than |d|/2 re-anchors the grid there.
+pub const ENC_TS_GRID: u8 = 14;
+
+fn most_common_delta(run: &[i64]) -> i64 {
+    let mut deltas: Vec<i64> = run.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
+    deltas.sort_unstable();
+    let mut best = (0usize, deltas.first().copied().unwrap_or(0));
+    let mut i = 0usize;
+    while let Some(&d) = deltas.get(i) {
+        let n = deltas
+            .get(i..)
+            .map_or(0, |rest| rest.iter().take_while(|&&x| x == d).count());
+        if n > best.0 {
+            best = (n, d);
+        }
+        i += n.max(1);
     }
+    best.1
+}
+
+/// Encodes timestamps of one block on a per-run grid (see [`ENC_TS_GRID`]).
+pub fn encode_timestamps_grid(ts: &[i64], runs: &[usize], out: &mut Vec<u8>) {
+    out.push(ENC_TS_GRID);
+    let mut prev_first = 0i64;
+    let mut at = 0usize;
+    for &len in runs {
+        let run = ts.get(at..at + len).unwrap_or(&[]);
+        at += len;
+        let Some((&first, rest)) = run.split_first() else {
+            continue;
+        };
+        put_zigzag(out, first.wrapping_sub(prev_first));
+        prev_first = first;
+        if rest.is_empty() {
+            continue;
+        }
+        let d = most_common_delta(run);
+        put_zigzag(out, d);
+        let (mut anchor, mut k) = (first, 0i64);
+        for &t in rest {
+            k += 1;
+            let residual = t.wrapping_sub(anchor.wrapping_add(k.wrapping_mul(d)));
+            put_zigzag(out, residual);
+            if residual.unsigned_abs() > d.unsigned_abs() / 2 {
+                anchor = t;
+                k = 0;
+            }
+        }
+    }
+}
+
+/// Decodes the values after a run's first one.
+fn decode_run_rest(
+    r: &mut Reader<'_>,
+    enc: u8,
+    first: i64,
+    len: usize,
+    out: &mut Vec<i64>,
+) -> Result<()> {
+    if len < 2 {
+        return Ok(());
+    }
+    if enc == ENC_TS_GRID {
+        let d = r.zigzag()?;
+        let (mut anchor, mut k) = (first, 0i64);
+        for _ in 1..len {
+            k += 1;
+            let residual = r.zigzag()?;
+            let t = anchor
+                .wrapping_add(k.wrapping_mul(d))
+                .wrapping_add(residual);
+            if residual.unsigned_abs() > d.unsigned_abs() / 2 {
+                anchor = t;
+                k = 0;
+            }
+            out.push(t);
+        }
+    } else {
+        let mut prev = first;
+        let mut prev_delta = 0i64;
+        for i in 1..len {
+            let v = r.zigzag()?;
+            prev_delta = if i == 1 {
+                v
+            } else {
+                prev_delta.wrapping_add(v)
+            };
+            prev = prev.wrapping_add(prev_delta);
+            out.push(prev);
+        }
+    }
+    Ok(())
+}
+
+fn timestamp_encoding(r: &mut Reader<'_>) -> Result<u8> {
+    match r.u8()? {
+        enc @ (ENC_TS_DOD | ENC_TS_GRID) => Ok(enc),
+        enc => Err(Error::corrupt(
+            r.place(),
+            format!("timestamp encoding {enc}, expected {ENC_TS_DOD} or {ENC_TS_GRID}"),
+        )),
+    }
+}
+
+/// Decodes a timestamp block, given its runs.
+pub fn decode_timestamps(r: &mut Reader<'_>, runs: &[usize], out: &mut Vec<i64>) -> Result<()> {
+    let enc = timestamp_encoding(r)?;
     let mut prev_first = 0i64;
     for &len in runs {
-        let mut prev = 0i64;
-        let mut prev_delta = 0i64;
-        for i in 0..len {
-            let v = r.zigzag()?;
-            let t = match i {
-                0 => {
-                    prev_first = prev_first.wrapping_add(v);
-                    prev_first
-                }
-                1 => {
-                    prev_delta = v;
-                    prev.wrapping_add(v)
-                }
-                _ => {
-                    prev_delta = prev_delta.wrapping_add(v);
-                    prev.wrapping_add(prev_delta)
-                }
-            };
-            out.push(t);
-            prev = t;
+        if len == 0 {
+            continue;
         }
+        prev_first = prev_first.wrapping_add(r.zigzag()?);
+        out.push(prev_first);
+        decode_run_rest(r, enc, prev_first, len, out)?;
     }
     Ok(())
 }
@@ -258,13 +344,7 @@ pub fn decode_timestamps_run(
     target: usize,
     out: &mut Vec<i64>,
 ) -> Result<()> {
-    let enc = r.u8()?;
-    if enc != ENC_TS_DOD {
-        return Err(Error::corrupt(
-            r.place(),
-            format!("timestamp encoding {enc}, expected {ENC_TS_DOD}"),
-        ));
-    }
+    let enc = timestamp_encoding(r)?;
     let mut prev_first = 0i64;
     for (k, &len) in runs.iter().enumerate() {
         if len == 0 {
@@ -272,23 +352,17 @@ pub fn decode_timestamps_run(
         }
         prev_first = prev_first.wrapping_add(r.zigzag()?);
         if k < target {
-            r.skip_varints(len - 1)?;
+            // DOD: len - 1 more varints; grid: the step and len - 1 residuals.
+            let more = if enc == ENC_TS_GRID && len >= 2 {
+                len
+            } else {
+                len - 1
+            };
+            r.skip_varints(more)?;
             continue;
         }
         out.push(prev_first);
-        let mut prev = prev_first;
-        let mut prev_delta = 0i64;
-        for i in 1..len {
-            let v = r.zigzag()?;
-            if i == 1 {
-                prev_delta = v;
-            } else {
-                prev_delta = prev_delta.wrapping_add(v);
-            }
-            prev = prev.wrapping_add(prev_delta);
-            out.push(prev);
-        }
-        return Ok(());
+        return decode_run_rest(r, enc, prev_first, len, out);
     }
     Err(Error::corrupt(r.place(), format!("run {target} missing")))
 }
@@ -720,6 +794,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn grid_takes_one_residual_per_jitter() {
+        let ts = [
+            0i64,
+            60_000,
+            120_002,
+            180_000,
+            240_000,
+            400_000,
+            460_000,
+            i64::MAX,
+            i64::MIN,
+        ];
+        let runs = [ts.len()];
+        let mut out = Vec::new();
+        encode_timestamps_grid(&ts, &runs, &mut out);
+        let mut got = Vec::new();
+        decode_timestamps(&mut Reader::new(&out, Place::Meta), &runs, &mut got).unwrap();
+        assert_eq!(got, ts);
+        // first, step, then residuals 0, 2, 0, 0, gap, 0, ...
+        assert_eq!(&out[..3], &[ENC_TS_GRID, 0, 0xc0]);
+    }
+
+    #[test]
     fn decodes_one_run_alone() {
         let ts = [5i64, 7, 9, 100, 90, 80, 70, -3];
         let runs = [3, 4, 1];
@@ -789,10 +886,16 @@ mod tests {
     fn timestamps_round_trip_runs() {
         let ts = [i64::MIN, i64::MAX, 0, 10, 20, 30, 5, -5, 1_700_000_000_000];
         let runs = [2, 4, 1, 2];
-        let mut out = Vec::new();
-        encode_timestamps(&ts, &runs, &mut out);
-        let mut got = Vec::new();
-        decode_timestamps(&mut Reader::new(&out, Place::Meta), &runs, &mut got).unwrap();
-        assert_eq!(got, ts);
+        for grid in [false, true] {
+            let mut out = Vec::new();
+            if grid {
+                encode_timestamps_grid(&ts, &runs, &mut out);
+            } else {
+                encode_timestamps(&ts, &runs, &mut out);
+            }
+            let mut got = Vec::new();
+            decode_timestamps(&mut Reader::new(&out, Place::Meta), &runs, &mut got).unwrap();
+            assert_eq!(got, ts);
+        }
     }
 }

@@ -11,7 +11,8 @@ use tidemark_bloom::BlockedBloomFilter;
 use tidemark_tsid::{SyntheticId, TSID_LEN, Tsid};
 
 use crate::codec::{
-    BlockCompressor, counter_candidates, encode_presence, encode_timestamps, gauge_candidates,
+    BlockCompressor, counter_candidates, encode_presence, encode_timestamps,
+    encode_timestamps_grid, gauge_candidates,
 };
 use crate::error::{Error, Result};
 use crate::format::{
@@ -400,11 +401,6 @@ struct Blocks {
 }
 
 impl Blocks {
-    fn push(&mut self, raw: &[u8]) -> Result<()> {
-        let block = self.comp.compress_block(raw)?;
-        self.push_compressed(&block, raw.len())
-    }
-
     fn push_compressed(&mut self, block: &[u8], raw_len: usize) -> Result<()> {
         let offset = self.out.len() as u64;
         put_u64(&mut self.dir, offset);
@@ -628,14 +624,16 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
         .map(|b| runs_of(b * block_rows, ((b + 1) * block_rows).min(n)))
         .collect();
 
-    let mut raw = Vec::new();
     for (b, runs) in block_runs.iter().enumerate() {
         let lo = b * block_rows;
         let hi = (lo + block_rows).min(n);
-        raw.clear();
         let lens: Vec<usize> = runs.iter().map(|(_, l)| *l).collect();
-        encode_timestamps(ts.get(lo..hi).unwrap_or(&[]), &lens, &mut raw);
-        blocks.push(&raw)?;
+        let block_ts = ts.get(lo..hi).unwrap_or(&[]);
+        let mut dod = Vec::new();
+        encode_timestamps(block_ts, &lens, &mut dod);
+        let mut grid = Vec::new();
+        encode_timestamps_grid(block_ts, &lens, &mut grid);
+        push_best(&mut blocks, &[], vec![dod, grid])?;
     }
     for (c, col) in col_values.iter().enumerate() {
         let kind = sorted_columns.get(c).map_or(MetricKind::Gauge, |(_, k)| *k);

@@ -79,12 +79,13 @@ fn otel_data_columns_stay_at_their_measured_level() {
     let ds = Dataset::otel(Options::default().points(21_000 * 10));
     let r = report(&ds);
     assert_eq!(r.metric_values, r.docs);
-    // The 0.85 target is missed on OTel (see docs/results/segment.md): noisy
-    // full-precision gauges are 63% of the points and leave little to gain. This pins
-    // the measured level (0.970 on this 10-interval sample) against regressions.
-    assert!(r.ratio() <= 0.98, "otel ratio {:.3}", r.ratio());
+    // The 0.85 target is missed on OTel (0.872 on the full hour, see
+    // docs/results/segment.md): noisy full-precision gauges are 63% of the points and
+    // leave little to gain. This pins the measured level (0.924 on this 10-interval
+    // sample, where the series table weighs more) against regressions.
+    assert!(r.ratio() <= 0.935, "otel ratio {:.3}", r.ratio());
     assert!(
-        r.row_columns_ratio() <= 0.98,
+        r.row_columns_ratio() <= 0.90,
         "otel row columns {:.3}",
         r.row_columns_ratio()
     );
