@@ -1,5 +1,5 @@
 //! Starts `tidemark-bloomd` in this process on a free port, talks RESP to it over a plain
-//! TCP socket, and shuts it down: `cargo run -p tidemark-bloomd --example basic`.
+//! TCP socket, and shuts it down: `cargo run -p tidemark-bloomd --example embedded_server`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
