@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use growable_bloom_filter::GrowableBloomBuilder;
-use tidemark_bloom::{BlockedBloomFilter, BloomFilter, ScalableBloomFilter};
+use tidemark_bloom::{BlockedBloomFilter, BloomFilter, Filter, Layout, ScalableBloomFilter};
 
 fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -50,28 +50,14 @@ trait Subject {
     }
 }
 
-struct Tidemark(BloomFilter);
-struct TidemarkBlocked(BlockedBloomFilter);
+/// Both tidemark layouts, behind one impl.
+struct Tidemark<L: Layout>(Filter<L>);
 struct TidemarkScalable(ScalableBloomFilter);
 struct FastBloom(fastbloom::BloomFilter);
 struct BloomfilterCrate(bloomfilter::Bloom<[u8; 16]>);
 struct Growable(growable_bloom_filter::GrowableBloom);
 
-impl Subject for Tidemark {
-    fn insert(&mut self, key: &[u8; 16]) {
-        self.0.insert(key);
-    }
-    fn contains(&self, key: &[u8; 16]) -> bool {
-        self.0.contains(key)
-    }
-    fn bits(&self) -> Option<u64> {
-        Some(self.0.num_bits())
-    }
-    fn contains_batch(&self, keys: &[[u8; 16]], out: &mut Vec<bool>) {
-        self.0.contains_batch(keys, out);
-    }
-}
-impl Subject for TidemarkBlocked {
+impl<L: Layout> Subject for Tidemark<L> {
     fn insert(&mut self, key: &[u8; 16]) {
         self.0.insert(key);
     }
@@ -151,9 +137,8 @@ fn subjects(n: usize, p: f64) -> Vec<(&'static str, Make)> {
         (
             "tidemark-blocked",
             Box::new(move || {
-                Box::new(TidemarkBlocked(
-                    BlockedBloomFilter::with_capacity(n64, p).unwrap(),
-                )) as Box<dyn Subject>
+                Box::new(Tidemark(BlockedBloomFilter::with_capacity(n64, p).unwrap()))
+                    as Box<dyn Subject>
             }),
         ),
         (
@@ -229,18 +214,18 @@ fn bench_config(
     let config = format!("{}/{}", label(n), p);
     let timed = criterion_enabled();
     for (name, make) in subjects(n, p) {
+        let mut s = make();
+        for k in present {
+            s.insert(k);
+        }
+        let hits = absent.iter().filter(|k| s.contains(k)).count();
+        out.push(Measured {
+            config: config.clone(),
+            name,
+            bits_per_item: s.bits().map(|b| b as f64 / n as f64),
+            rate: hits as f64 / absent.len() as f64,
+        });
         if !timed {
-            let mut s = make();
-            for k in present {
-                s.insert(k);
-            }
-            let hits = absent.iter().filter(|k| s.contains(k)).count();
-            out.push(Measured {
-                config: config.clone(),
-                name,
-                bits_per_item: s.bits().map(|b| b as f64 / n as f64),
-                rate: hits as f64 / absent.len() as f64,
-            });
             continue;
         }
         let mut group = c.benchmark_group(format!("insert/{config}"));
@@ -263,17 +248,6 @@ fn bench_config(
         });
         group.finish();
 
-        let mut s = make();
-        for k in present {
-            s.insert(k);
-        }
-        let hits = absent.iter().filter(|k| s.contains(k)).count();
-        out.push(Measured {
-            config: config.clone(),
-            name,
-            bits_per_item: s.bits().map(|b| b as f64 / n as f64),
-            rate: hits as f64 / absent.len() as f64,
-        });
         for (what, keys) in [("lookup-present", present), ("lookup-absent", absent)] {
             let mut group = c.benchmark_group(format!("{what}/{config}"));
             let mut cursor = 0usize;
