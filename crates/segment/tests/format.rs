@@ -217,3 +217,24 @@ proptest! {
         check_damaged(bytes, &expected);
     }
 }
+
+#[test]
+fn tombstones_reject_every_truncation_and_flipped_byte() {
+    let mut t = tidemark_segment::Tombstones::new(10_000);
+    for row in (0..10_000).step_by(7) {
+        t.delete(row).unwrap();
+    }
+    let t = t.next_generation().next_generation();
+    let bytes = t.to_bytes().unwrap();
+    assert_eq!(tidemark_segment::Tombstones::from_bytes(&bytes).unwrap(), t);
+    for len in 0..bytes.len() {
+        assert!(tidemark_segment::Tombstones::from_bytes(&bytes[..len]).is_err());
+    }
+    for at in 0..bytes.len() {
+        let mut b = bytes.clone();
+        b[at] ^= 0x41;
+        if let Ok(back) = tidemark_segment::Tombstones::from_bytes(&b) {
+            assert_eq!(back, t);
+        }
+    }
+}
