@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
@@ -24,12 +24,6 @@ const OPS: [(&str, usize); 5] = [
 /// (items, rate) → filter → median ns of [insert, present, absent, present batch,
 /// absent batch].
 type Table = BTreeMap<(u64, String), BTreeMap<String, [Option<f64>; 5]>>;
-
-fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
-}
 
 /// Median in ns of one criterion benchmark.
 fn median_ns(dir: &Path) -> Result<f64> {
@@ -61,7 +55,7 @@ pub fn run(args: &[String]) -> Result<()> {
         [flag] if flag == "--write" => true,
         _ => bail!("usage: cargo xtask bloom-report [--write]"),
     };
-    let root = project_root();
+    let root = crate::project_root();
     let criterion = root.join("target/criterion");
     let mut table: Table = BTreeMap::new();
     let entries = std::fs::read_dir(&criterion).with_context(|| {

@@ -3,8 +3,17 @@
 
 mod bloom_demo;
 mod bloom_report;
+mod datasets;
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+/// The workspace root (xtask lives one level below it).
+pub(crate) fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
 
 const HELP: &str = "\
 cargo xtask <task> [options]
@@ -16,6 +25,10 @@ tasks:
   bloom-report [--write]
       summarize `cargo bench -p tidemark-benches --bench bloom` (criterion medians and
       the size/rate table) as Markdown; --write puts it in docs/results/bloom.md
+  gen [k8s|otel|all] [--points N] [--series N] [--seed N] [--dup-rate F]
+      [--late-rate F] [--shuffle-keys] [--out DIR]
+      write a deterministic dataset as NDJSON with its mapping and the exact unique and
+      duplicate counts (default out: target/xtask/datasets)
   help
       this text
 ";
@@ -25,6 +38,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("bloom-demo") => bloom_demo::run(&args[1..]),
         Some("bloom-report") => bloom_report::run(&args[1..]),
+        Some("gen") => datasets::run(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{HELP}");
             Ok(())
