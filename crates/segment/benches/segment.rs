@@ -39,6 +39,7 @@ fn to_point(r: &Record, tsid: Tsid) -> Point {
                 ((*k).to_owned(), v)
             })
             .collect(),
+        extras: Vec::new(),
     }
 }
 

@@ -100,6 +100,15 @@ pub fn dump(bytes: &[u8]) -> Result<String> {
         );
     }
 
+    for (i, e) in seg.extra_columns().iter().enumerate() {
+        let _ = writeln!(
+            w,
+            "  extra {i} {:?} {} span_shift {}",
+            e.name,
+            e.kind.name(),
+            e.span_shift
+        );
+    }
     let _ = writeln!(w, "series table ({}):", seg.series_count());
     for (i, s) in seg.series().iter().take(LIST_MAX).enumerate() {
         let dims: Vec<String> = s
@@ -136,13 +145,18 @@ pub fn dump(bytes: &[u8]) -> Result<String> {
 
     let _ = writeln!(w, "blocks:");
     let mut listed = 0usize;
-    for column in 0..=f.column_count {
-        let name = match column.checked_sub(1) {
+    let ncols = seg.columns().len();
+    for column in 0..=(ncols + seg.extra_columns().len()) as u32 {
+        let name = match column.checked_sub(1).map(|c| c as usize) {
             None => "timestamps".to_owned(),
-            Some(c) => seg
+            Some(c) if c < ncols => seg
                 .columns()
-                .get(c as usize)
+                .get(c)
                 .map_or_else(String::new, |c| c.name.clone()),
+            Some(c) => seg
+                .extra_columns()
+                .get(c - ncols)
+                .map_or_else(String::new, |e| format!("extra {}", e.name)),
         };
         let span = seg.column_span_rows(column).unwrap_or(0);
         for block in 0..seg.column_block_count(column).unwrap_or(0) {

@@ -23,8 +23,8 @@ pub use format::{
     DEFAULT_BLOCK_ROWS, DIR_ENTRY_LEN, FOOTER_LEN, FORMAT_VERSION, Footer, HEADER_LEN, MAGIC,
     MAX_BLOCK_ROWS, MIN_FORMAT_VERSION, SectionRef,
 };
-pub use point::{Dim, MetricKind, MetricValue, Point, RowId};
+pub use point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point, RowId};
 pub use reader::{BlockRef, RowView, Segment, SizeBreakdown};
 pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
-pub use v1::{ColumnInfo, Presence, Series};
+pub use v1::{ColumnInfo, ExtraInfo, Presence, Series};
 pub use writer::{SegmentMeta, SegmentOptions, SegmentWriter};

@@ -130,6 +130,60 @@ impl PartialEq for MetricValue {
 
 impl Eq for MetricValue {}
 
+/// Kind of an extra (non-dimension, non-metric) column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExtraKind {
+    /// UTF-8 strings, dictionary-encoded per block.
+    Keyword,
+    /// Booleans, bit-packed.
+    Bool,
+}
+
+impl ExtraKind {
+    /// `"keyword"` or `"bool"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExtraKind::Keyword => "keyword",
+            ExtraKind::Bool => "bool",
+        }
+    }
+
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            ExtraKind::Keyword => 3,
+            ExtraKind::Bool => 4,
+        }
+    }
+
+    pub(crate) fn from_code(code: u8) -> Option<ExtraKind> {
+        match code {
+            3 => Some(ExtraKind::Keyword),
+            4 => Some(ExtraKind::Bool),
+            _ => None,
+        }
+    }
+}
+
+/// A value of an extra column: a field that is neither a dimension nor a metric (a
+/// status keyword, a flag), stored per row.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Extra {
+    /// A keyword.
+    Keyword(String),
+    /// A boolean.
+    Bool(bool),
+}
+
+impl Extra {
+    /// The column kind this value belongs to.
+    pub fn kind(&self) -> ExtraKind {
+        match self {
+            Extra::Keyword(_) => ExtraKind::Keyword,
+            Extra::Bool(_) => ExtraKind::Bool,
+        }
+    }
+}
+
 /// A data point: the series (tsid and its dimensions), a timestamp and named metrics.
 ///
 /// Rows read back from a segment come as points too, with dimensions sorted by name
@@ -144,6 +198,8 @@ pub struct Point {
     pub ts_millis: i64,
     /// Metric values, `(name, value)`; a metric a point lacks is simply absent.
     pub metrics: Vec<(String, MetricValue)>,
+    /// Extra keyword/boolean fields, `(name, value)`; optional per point.
+    pub extras: Vec<(String, Extra)>,
 }
 
 impl Point {
@@ -154,6 +210,7 @@ impl Point {
             dims: Vec::new(),
             ts_millis,
             metrics: Vec::new(),
+            extras: Vec::new(),
         }
     }
 
@@ -176,10 +233,25 @@ impl Point {
         self
     }
 
-    /// The same point with dimensions and metrics sorted by name, as a segment returns it.
+    /// Adds an extra keyword field.
+    pub fn keyword(mut self, name: impl Into<String>, value: impl Into<String>) -> Point {
+        self.extras
+            .push((name.into(), Extra::Keyword(value.into())));
+        self
+    }
+
+    /// Adds an extra boolean field.
+    pub fn flag(mut self, name: impl Into<String>, value: bool) -> Point {
+        self.extras.push((name.into(), Extra::Bool(value)));
+        self
+    }
+
+    /// The same point with dimensions, metrics and extras sorted by name, as a segment
+    /// returns it.
     pub fn normalized(mut self) -> Point {
         self.dims.sort_by(|a, b| a.0.cmp(&b.0));
         self.metrics.sort_by(|a, b| a.0.cmp(&b.0));
+        self.extras.sort_by(|a, b| a.0.cmp(&b.0));
         self
     }
 }

@@ -17,8 +17,8 @@ use crate::format::{
     MAX_SECTION_RAW, SECTION_PLACES, SectionRef,
 };
 use crate::le::Reader;
-use crate::point::{MetricKind, MetricValue, Point, RowId};
-use crate::v1::{ColumnInfo, Meta, Presence, Series, parse_meta, parse_series};
+use crate::point::{Extra, MetricKind, MetricValue, Point, RowId};
+use crate::v1::{ColumnInfo, ExtraInfo, Meta, Presence, Series, parse_meta, parse_series};
 
 enum Backing {
     Vec(Vec<u8>),
@@ -69,6 +69,8 @@ pub struct SizeBreakdown {
     pub timestamps: u64,
     /// Each metric column's blocks, by name, in column order.
     pub metrics: Vec<(String, u64)>,
+    /// Each extra column's blocks, by name, in column order.
+    pub extras: Vec<(String, u64)>,
     /// Block directory (20 bytes per column per block).
     pub directory: u64,
     /// Bloom filter section (0 when absent).
@@ -226,7 +228,9 @@ impl Segment {
         let dir = section(bytes, &footer, 2)?;
         let mut layout = Vec::with_capacity(meta.columns.len() + 1);
         let mut entries = 0u64;
-        let spans = std::iter::once(0u8).chain(meta.columns.iter().map(|c| c.span_shift));
+        let spans = std::iter::once(0u8)
+            .chain(meta.columns.iter().map(|c| c.span_shift))
+            .chain(meta.extras.iter().map(|e| e.span_shift));
         for shift in spans {
             let span = u64::from(footer.block_rows) << shift;
             let blocks = u32::try_from(footer.row_count.div_ceil(span))
@@ -303,6 +307,12 @@ impl Segment {
     /// The metric columns, in name order.
     pub fn columns(&self) -> &[ColumnInfo] {
         &self.meta.columns
+    }
+
+    /// The extra (keyword/boolean) columns, in name order. Their column numbers follow
+    /// the metric columns': extra `i` is column number `1 + columns().len() + i`.
+    pub fn extra_columns(&self) -> &[ExtraInfo] {
+        &self.meta.extras
     }
 
     /// The series with this tsid.
@@ -470,6 +480,7 @@ impl Segment {
             dims: series.dims.clone(),
             ts_millis,
             metrics,
+            extras: self.row_extras(row)?,
         })
     }
 
@@ -796,24 +807,7 @@ impl Segment {
             .get(column as usize)
             .map_or(MetricKind::Gauge, |c| c.kind);
         let mut r = Reader::new(&body, place);
-        let bitmap = decode_presence(&mut r, rows as u32)?;
-        let mut present: Vec<usize> = Vec::with_capacity(rows);
-        match bitmap {
-            Some(b) => present.extend(b.iter().map(|i| i as usize)),
-            None => {
-                let mut at = 0usize;
-                for (s, len) in self.runs_in(self.block_rows_range(column + 1, block)) {
-                    match self.series.get(s).and_then(|s| s.presence(column)) {
-                        Some(Presence::Full) => present.extend(at..at + len),
-                        Some(Presence::Partial) => {
-                            return Err(Error::corrupt(place, "partial series without a bitmap"));
-                        }
-                        None => {}
-                    }
-                    at += len;
-                }
-            }
-        }
+        let present = self.present_rows(&mut r, column, block)?;
         let (_, values) = decode_values(&mut r, present.len())?;
         if !r.is_empty() {
             return Err(Error::corrupt(
@@ -844,6 +838,87 @@ impl Segment {
             }
         }
         Ok(())
+    }
+
+    /// Reads a block's presence header: the block-relative rows that hold a value of
+    /// column index `index` (metric columns first, then extras).
+    fn present_rows(&self, r: &mut Reader<'_>, index: u32, block: u32) -> Result<Vec<usize>> {
+        let number = index + 1;
+        let rows = self.rows_in(number, block);
+        let mut present: Vec<usize> = Vec::with_capacity(rows);
+        match decode_presence(r, rows as u32)? {
+            Some(b) => present.extend(b.iter().map(|i| i as usize)),
+            None => {
+                let mut at = 0usize;
+                for (s, len) in self.runs_in(self.block_rows_range(number, block)) {
+                    match self.series.get(s).and_then(|s| s.presence(index)) {
+                        Some(Presence::Full) => present.extend(at..at + len),
+                        Some(Presence::Partial) => {
+                            return Err(Error::corrupt(
+                                Place::Block {
+                                    column: number,
+                                    block,
+                                },
+                                "partial series without a bitmap",
+                            ));
+                        }
+                        None => {}
+                    }
+                    at += len;
+                }
+            }
+        }
+        Ok(present)
+    }
+
+    /// Decodes extra column `extra` (0-based) of its block `block`, one entry per row.
+    fn decode_extra_block(&self, extra: u32, block: u32) -> Result<Vec<Option<Extra>>> {
+        let index = self.meta.columns.len() as u32 + extra;
+        let number = index + 1;
+        let place = Place::Block {
+            column: number,
+            block,
+        };
+        let mut out = vec![None; self.rows_in(number, block)];
+        let mut body = Vec::new();
+        if !self.block_body(number, block, &mut body)? {
+            return Ok(out);
+        }
+        let kind = self
+            .meta
+            .extras
+            .get(extra as usize)
+            .map_or(crate::point::ExtraKind::Keyword, |e| e.kind);
+        let mut r = Reader::new(&body, place);
+        let present = self.present_rows(&mut r, index, block)?;
+        let values = crate::codec::decode_extras(&mut r, kind, present.len())?;
+        if !r.is_empty() {
+            return Err(Error::corrupt(
+                place,
+                format!("{} trailing bytes", r.remaining()),
+            ));
+        }
+        for (&i, v) in present.iter().zip(values) {
+            if let Some(slot) = out.get_mut(i) {
+                *slot = Some(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The extras of `row`, by name.
+    fn row_extras(&self, row: RowId) -> Result<Vec<(String, Extra)>> {
+        let mut out = Vec::new();
+        let base = self.meta.columns.len() as u32 + 1;
+        for (e, info) in self.meta.extras.iter().enumerate() {
+            let span = self.column_span_rows(base + e as u32).unwrap_or(1).max(1);
+            let block = (row / span) as u32;
+            let values = self.decode_extra_block(e as u32, block)?;
+            if let Some(Some(v)) = values.get((row - u64::from(block) * span) as usize) {
+                out.push((info.name.clone(), v.clone()));
+            }
+        }
+        Ok(out)
     }
 
     fn decode_block(&self, block: u32, out: &mut DecodedBlock) -> Result<()> {
@@ -895,8 +970,9 @@ impl Segment {
             .columns
             .iter()
             .map(|c| (c.name.clone(), 0))
+            .chain(self.meta.extras.iter().map(|e| (e.name.clone(), 0)))
             .collect();
-        for column in 0..=self.footer.column_count {
+        for column in 0..self.layout.len() as u32 {
             let mut sum = 0u64;
             for block in 0..self.column_block_count(column).unwrap_or(0) {
                 if let Ok(e) = self.block_ref(column, block) {
@@ -913,6 +989,7 @@ impl Segment {
             }
         }
         SizeBreakdown {
+            extras: metrics.split_off(self.meta.columns.len().min(metrics.len())),
             header: HEADER_LEN as u64,
             meta: s[0].len,
             series_table: s[1].len,
@@ -948,6 +1025,12 @@ impl Segment {
         let mut block = DecodedBlock::default();
         for b in 0..self.footer.block_count {
             self.decode_block(b, &mut block)?;
+        }
+        let base = self.meta.columns.len() as u32 + 1;
+        for e in 0..self.meta.extras.len() as u32 {
+            for b in 0..self.column_block_count(base + e).unwrap_or(0) {
+                self.decode_extra_block(e, b)?;
+            }
         }
         if let Some(bloom) = self.bloom()? {
             bloom.verify(section(bytes, &self.footer, 3)?)?;

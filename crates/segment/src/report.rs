@@ -225,6 +225,17 @@ pub fn storage_report(segment: &Segment) -> Result<StorageReport> {
             values: *count,
         });
     }
+    // Extra keyword/boolean columns have no 8-byte form: counted identically.
+    let base = segment.columns().len() as u32 + 1;
+    for (e, (name, bytes)) in sizes.extras.iter().enumerate() {
+        let b = bytes + dir_of(base + e as u32);
+        components.push(Component {
+            name: format!("extra {name}"),
+            bytes: b,
+            naive_bytes: b,
+            values: 0,
+        });
+    }
     components.push(Component {
         name: FIXED.to_owned(),
         bytes: (HEADER_LEN + FOOTER_LEN) as u64,

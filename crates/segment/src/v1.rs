@@ -7,7 +7,7 @@ use tidemark_tsid::{TSID_LEN, Tsid};
 use crate::error::{Error, Place, Result};
 use crate::format::Footer;
 use crate::le::Reader;
-use crate::point::{Dim, MetricKind};
+use crate::point::{Dim, ExtraKind, MetricKind};
 use crate::writer::{STATE_FULL, STATE_PARTIAL, TAG_BOOL, TAG_INT, TAG_IP, TAG_KEYWORD, TAG_UINT};
 
 /// A metric column: its name and kind.
@@ -19,6 +19,17 @@ pub struct ColumnInfo {
     pub kind: MetricKind,
     /// The column's blocks span `block_rows << span_shift` rows (sparse columns get
     /// longer blocks, so that each holds about `block_rows` values).
+    pub span_shift: u8,
+}
+
+/// An extra column (keyword or boolean fields that are neither dimensions nor metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraInfo {
+    /// Field name.
+    pub name: String,
+    /// Keyword or boolean.
+    pub kind: ExtraKind,
+    /// The column's blocks span `block_rows << span_shift` rows.
     pub span_shift: u8,
 }
 
@@ -68,6 +79,7 @@ pub(crate) struct Meta {
     pub bloom_capacity: u64,
     pub dim_names: Vec<String>,
     pub columns: Vec<ColumnInfo>,
+    pub extras: Vec<ExtraInfo>,
 }
 
 fn read_str(r: &mut Reader<'_>) -> Result<String> {
@@ -120,6 +132,34 @@ pub(crate) fn parse_meta(bytes: &[u8], footer: &Footer) -> Result<Meta> {
             span_shift,
         });
     }
+    let nextras = r.u32()?;
+    if u64::from(nextras) + u64::from(ncols) > u64::from(crate::format::MAX_COLUMNS) {
+        return Err(Error::corrupt(
+            Place::Meta,
+            format!("{nextras} extra columns"),
+        ));
+    }
+    let mut extras = Vec::with_capacity((nextras as usize).min(r.remaining() / 4));
+    for _ in 0..nextras {
+        let code = r.u8()?;
+        let kind = ExtraKind::from_code(code)
+            .ok_or_else(|| Error::corrupt(Place::Meta, format!("unknown extra kind {code}")))?;
+        let span_shift = r.u8()?;
+        if span_shift > 16
+            || u64::from(footer.block_rows) << span_shift > u64::from(crate::format::MAX_BLOCK_ROWS)
+        {
+            return Err(Error::corrupt(
+                Place::Meta,
+                format!("span shift {span_shift} exceeds the block limit"),
+            ));
+        }
+        let name = read_str(&mut r)?;
+        extras.push(ExtraInfo {
+            name,
+            kind,
+            span_shift,
+        });
+    }
     if !r.is_empty() {
         return Err(Error::corrupt(
             Place::Meta,
@@ -131,6 +171,7 @@ pub(crate) fn parse_meta(bytes: &[u8], footer: &Footer) -> Result<Meta> {
         bloom_capacity,
         dim_names,
         columns,
+        extras,
     })
 }
 
@@ -247,7 +288,7 @@ pub(crate) fn parse_series(raw: &[u8], footer: &Footer, meta: &Meta) -> Result<V
         }
         s.dims = dims;
     }
-    let ncols = meta.columns.len() as u64;
+    let ncols = (meta.columns.len() + meta.extras.len()) as u64;
     for s in &mut out {
         let count = r.count("presence entries", ncols)?;
         let mut prev: Option<u32> = None;

@@ -11,7 +11,7 @@ use tidemark_bloom::BlockedBloomFilter;
 use tidemark_tsid::{SyntheticId, TSID_LEN, Tsid};
 
 use crate::codec::{
-    BlockCompressor, counter_candidates, encode_presence, encode_timestamps,
+    BlockCompressor, counter_candidates, encode_extras, encode_presence, encode_timestamps,
     encode_timestamps_grid, gauge_candidates,
 };
 use crate::error::{Error, Result};
@@ -20,7 +20,7 @@ use crate::format::{
     MAGIC, MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS, SECTION_COUNT, SectionRef,
 };
 use crate::le::{put_u16, put_u32, put_u64, put_varint, put_zigzag};
-use crate::point::{Dim, MetricKind, MetricValue, Point};
+use crate::point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point};
 
 /// Presence of a metric in all rows of a series.
 pub(crate) const STATE_FULL: u8 = 1;
@@ -144,6 +144,8 @@ struct RowBuf {
     ts: i64,
     start: u32,
     len: u32,
+    extra_start: u32,
+    extra_len: u32,
 }
 
 /// Collects points in any order and writes them as one segment.
@@ -175,6 +177,9 @@ pub struct SegmentWriter {
     columns: Vec<(String, MetricKind)>,
     rows: Vec<RowBuf>,
     values: Vec<(u32, MetricValue)>,
+    extra_index: HashMap<String, u32>,
+    extra_columns: Vec<(String, ExtraKind)>,
+    extra_values: Vec<(u32, Extra)>,
 }
 
 impl SegmentWriter {
@@ -193,6 +198,9 @@ impl SegmentWriter {
             columns: Vec::new(),
             rows: Vec::new(),
             values: Vec::new(),
+            extra_index: HashMap::new(),
+            extra_columns: Vec::new(),
+            extra_values: Vec::new(),
         })
     }
 
@@ -226,6 +234,7 @@ impl SegmentWriter {
             mut dims,
             ts_millis,
             metrics,
+            extras,
         } = point;
         let series = match self.series_index.get(&tsid) {
             Some(&s) => {
@@ -259,6 +268,17 @@ impl SegmentWriter {
         };
         let start = self.values.len();
         for (name, value) in metrics {
+            if let Some(&e) = self.extra_index.get(&name) {
+                self.values.truncate(start);
+                return Err(Error::MetricKindConflict {
+                    expected: self
+                        .extra_columns
+                        .get(e as usize)
+                        .map_or("?", |(_, k)| k.name()),
+                    found: value.kind().name(),
+                    name,
+                });
+            }
             let column = match self.column_index.get(&name) {
                 Some(&c) => {
                     let kind = self.columns.get(c as usize).map(|(_, k)| *k);
@@ -301,6 +321,13 @@ impl SegmentWriter {
             return Err(Error::DuplicateMetric { name });
         }
         let len = self.values.len() - start;
+        let extra_start = self.extra_values.len();
+        if let Err(e) = self.push_extras(extras) {
+            self.values.truncate(start);
+            self.extra_values.truncate(extra_start);
+            return Err(e);
+        }
+        let extra_len = self.extra_values.len() - extra_start;
         self.rows.push(RowBuf {
             series,
             ts: ts_millis,
@@ -310,7 +337,64 @@ impl SegmentWriter {
                 max: u64::from(u32::MAX),
             })?,
             len: len as u32,
+            extra_start: u32::try_from(extra_start).map_err(|_| Error::TooLarge {
+                what: "extra values",
+                found: extra_start as u64,
+                max: u64::from(u32::MAX),
+            })?,
+            extra_len: extra_len as u32,
         });
+        Ok(())
+    }
+
+    fn push_extras(&mut self, extras: Vec<(String, Extra)>) -> Result<()> {
+        let start = self.extra_values.len();
+        for (name, value) in extras {
+            if let Some(&c) = self.column_index.get(&name) {
+                return Err(Error::MetricKindConflict {
+                    expected: self.columns.get(c as usize).map_or("?", |(_, k)| k.name()),
+                    found: value.kind().name(),
+                    name,
+                });
+            }
+            let column = match self.extra_index.get(&name) {
+                Some(&c) => {
+                    let kind = self.extra_columns.get(c as usize).map(|(_, k)| *k);
+                    if kind != Some(value.kind()) {
+                        return Err(Error::MetricKindConflict {
+                            name,
+                            expected: kind.map_or("?", ExtraKind::name),
+                            found: value.kind().name(),
+                        });
+                    }
+                    c
+                }
+                None => {
+                    if self.columns.len() + self.extra_columns.len() >= MAX_COLUMNS as usize {
+                        return Err(Error::TooLarge {
+                            what: "columns",
+                            found: (self.columns.len() + self.extra_columns.len()) as u64 + 1,
+                            max: u64::from(MAX_COLUMNS),
+                        });
+                    }
+                    let c = self.extra_columns.len() as u32;
+                    self.extra_columns.push((name.clone(), value.kind()));
+                    self.extra_index.insert(name, c);
+                    c
+                }
+            };
+            self.extra_values.push((column, value));
+        }
+        let added = self.extra_values.get_mut(start..).unwrap_or(&mut []);
+        added.sort_by_key(|(c, _)| *c);
+        if let Some(w) = added.windows(2).find(|w| w[0].0 == w[1].0) {
+            let name = self
+                .extra_columns
+                .get(w[0].0 as usize)
+                .map(|(n, _)| n.clone())
+                .unwrap_or_default();
+            return Err(Error::DuplicateMetric { name });
+        }
         Ok(())
     }
 
@@ -464,6 +548,8 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
         columns,
         rows,
         values,
+        extra_columns,
+        extra_values,
         ..
     } = w;
     let level = options.zstd_level;
@@ -502,6 +588,24 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
             .map_or((0, 0), |r| (rank_of(r.series), r.ts))
     });
 
+    // Extra columns in name order too, numbered after the metric columns.
+    let mut extra_order: Vec<u32> = (0..extra_columns.len() as u32).collect();
+    extra_order.sort_by(|&a, &b| {
+        let name = |c: u32| extra_columns.get(c as usize).map(|(n, _)| n.as_str());
+        name(a).cmp(&name(b))
+    });
+    let mut extra_rank = vec![0u32; extra_columns.len()];
+    for (rank, &c) in extra_order.iter().enumerate() {
+        if let Some(slot) = extra_rank.get_mut(c as usize) {
+            *slot = rank as u32;
+        }
+    }
+    let sorted_extras: Vec<(String, ExtraKind)> = extra_order
+        .iter()
+        .filter_map(|&c| extra_columns.get(c as usize).cloned())
+        .collect();
+    let mut ext_values: Vec<Vec<(u32, &Extra)>> = vec![Vec::new(); extra_columns.len()];
+
     let n = rows.len();
     let mut ts = Vec::with_capacity(n);
     let mut row_series = Vec::with_capacity(n);
@@ -532,6 +636,15 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
                 col.push((row as u32, v));
             }
         }
+        let extras = extra_values
+            .get(r.extra_start as usize..(r.extra_start + r.extra_len) as usize)
+            .unwrap_or(&[]);
+        for (c, v) in extras {
+            let c = extra_rank.get(*c as usize).copied().unwrap_or(0);
+            if let Some(col) = ext_values.get_mut(c as usize) {
+                col.push((row as u32, v));
+            }
+        }
     }
 
     // Series table facts.
@@ -557,9 +670,20 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
         }
     }
     // Per series, (column, present count) in column order.
+    // Column indexes: metric columns 0..C, then extra columns C..C+E.
+    let ncols = col_values.len();
+    let column_rows: Vec<Vec<u32>> = col_values
+        .iter()
+        .map(|c| c.iter().map(|(r, _)| *r).collect())
+        .chain(
+            ext_values
+                .iter()
+                .map(|c| c.iter().map(|(r, _)| *r).collect()),
+        )
+        .collect();
     let mut presence: Vec<Vec<(u32, u64)>> = vec![Vec::new(); series_count];
-    for (c, col) in col_values.iter().enumerate() {
-        for &(row, _) in col {
+    for (c, col) in column_rows.iter().enumerate() {
+        for &row in col {
             let s = row_series.get(row as usize).copied().unwrap_or(0) as usize;
             if let Some(p) = presence.get_mut(s) {
                 match p.last_mut() {
@@ -589,7 +713,7 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
     let max_shift = (MAX_BLOCK_ROWS / options.block_rows)
         .checked_ilog2()
         .unwrap_or(0);
-    let spans: Vec<u32> = col_values
+    let spans: Vec<u32> = column_rows
         .iter()
         .map(|col| {
             let k = n / col.len().max(1);
@@ -687,6 +811,37 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
             push_best(&mut blocks, &header, candidates)?;
         }
     }
+    for (e, col) in ext_values.iter().enumerate() {
+        let span = block_rows << spans.get(ncols + e).copied().unwrap_or(0);
+        let kind = sorted_extras.get(e).map_or(ExtraKind::Keyword, |(_, k)| *k);
+        let mut at = 0usize;
+        for cb in 0..n.div_ceil(span) {
+            let lo = cb * span;
+            let hi = ((cb + 1) * span).min(n);
+            let start = at;
+            while col.get(at).is_some_and(|(row, _)| (*row as usize) < hi) {
+                at += 1;
+            }
+            let in_block = col.get(start..at).unwrap_or(&[]);
+            if in_block.is_empty() {
+                blocks.push_empty();
+                continue;
+            }
+            let partial = runs_of(lo, hi)
+                .iter()
+                .any(|&(s, _)| state(s, (ncols + e) as u32) == STATE_PARTIAL);
+            let mut raw = Vec::new();
+            if partial {
+                let bitmap: RoaringBitmap =
+                    in_block.iter().map(|(row, _)| row - lo as u32).collect();
+                encode_presence(Some(&bitmap), &mut raw)?;
+            } else {
+                encode_presence(None, &mut raw)?;
+            }
+            encode_extras(kind, in_block.iter().map(|(_, v)| *v), &mut raw);
+            push_best(&mut blocks, &[], vec![raw])?;
+        }
+    }
     let Blocks {
         mut out,
         dir,
@@ -717,6 +872,12 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
     }
     put_u32(&mut meta, len_u32(sorted_columns.len(), "metric columns")?);
     for ((name, kind), shift) in sorted_columns.iter().zip(&spans) {
+        meta.push(kind.code());
+        meta.push(*shift as u8);
+        put_str(&mut meta, name)?;
+    }
+    put_u32(&mut meta, len_u32(sorted_extras.len(), "extra columns")?);
+    for ((name, kind), shift) in sorted_extras.iter().zip(spans.get(ncols..).unwrap_or(&[])) {
         meta.push(kind.code());
         meta.push(*shift as u8);
         put_str(&mut meta, name)?;

@@ -15,7 +15,8 @@ fn fixture_path() -> PathBuf {
 }
 
 /// The tiny fixture: 3 series, 11 rows in blocks of 4, a counter, a gauge, a sparse
-/// gauge and a very sparse counter (a longer column block), with bloom and id index.
+/// gauge, a very sparse counter (a longer column block) and two extra columns, with
+/// bloom and id index.
 /// Tsids are fixed bytes, not computed, so that the fixture does not change with
 /// `tidemark-tsid`'s hashing.
 fn tiny_points() -> Vec<Point> {
@@ -42,6 +43,11 @@ fn tiny_points() -> Vec<Point> {
                 .gauge("mem_bytes", 2.5e8 + (i * 4096) as f64);
             if i % 2 == 0 {
                 p = p.gauge("temp", 41.5 + i as f64 * 0.25);
+            }
+            // Extra columns: a keyword on every row, a flag on one series.
+            p = p.keyword("phase", if i == 0 { "Pending" } else { "Running" });
+            if pod == "web-1" {
+                p = p.flag("ready", i % 2 == 1);
             }
             // A sparse counter: its column spans 4 << 3 = 32 rows per block.
             if pod == "web-2" && i == 3 {

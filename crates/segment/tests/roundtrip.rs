@@ -53,10 +53,20 @@ fn check_round_trip(points: &[Point], options: SegmentOptions) -> Segment {
             dims: r.series.dims.clone(),
             ts_millis: r.ts_millis,
             metrics,
+            extras: Vec::new(),
         });
     })
     .unwrap();
-    assert_eq!(scanned, expected);
+    // Scans expose metrics; extras are read with `row`.
+    let without_extras: Vec<Point> = expected
+        .iter()
+        .cloned()
+        .map(|mut p| {
+            p.extras.clear();
+            p
+        })
+        .collect();
+    assert_eq!(scanned, without_extras);
     if let (Some(min), Some(max)) = (seg.min_timestamp(), seg.max_timestamp()) {
         assert_eq!(min, expected.iter().map(|p| p.ts_millis).min().unwrap());
         assert_eq!(max, expected.iter().map(|p| p.ts_millis).max().unwrap());
@@ -131,6 +141,14 @@ fn round_trips_sparse_metrics_and_all_dimension_types() {
             if s == 3 {
                 p = p.gauge("c", (t as f64).sin());
             }
+            // Extras: a keyword on every row, a flag on some rows.
+            p = p.keyword(
+                "status",
+                ["ok", "degraded", "ok", "failed"][(t % 4) as usize],
+            );
+            if t % 5 == 0 {
+                p = p.flag("sampled", t % 10 == 0);
+            }
             points.push(p);
         }
     }
@@ -146,6 +164,7 @@ fn round_trips_sparse_metrics_and_all_dimension_types() {
     );
     assert_eq!(seg.series_count(), 7);
     assert_eq!(seg.columns().len(), 3);
+    assert_eq!(seg.extra_columns().len(), 2);
     let bloom = seg.bloom().unwrap().unwrap();
     assert!(bloom.fill_ratio() < 0.5, "fill {}", bloom.fill_ratio());
     // Absent points.
@@ -251,6 +270,23 @@ fn writer_rejects_bad_input() {
         Err(Error::DuplicateMetric { .. })
     ));
     assert!(matches!(
+        w.push(
+            Point::new(tsid(1), 8)
+                .dim("a", "x")
+                .keyword("m", "metric name taken")
+        ),
+        Err(Error::MetricKindConflict { .. })
+    ));
+    assert!(matches!(
+        w.push(
+            Point::new(tsid(1), 8)
+                .dim("a", "x")
+                .keyword("k", "a")
+                .keyword("k", "b")
+        ),
+        Err(Error::DuplicateMetric { .. })
+    ));
+    assert!(matches!(
         SegmentWriter::new(SegmentOptions::new().with_block_rows(0)),
         Err(Error::InvalidOption { .. })
     ));
@@ -323,7 +359,7 @@ proptest! {
     fn any_points_round_trip(
         rows in proptest::collection::btree_map(
             (0u8..6, -50i64..50),
-            (arb_metric(), proptest::option::of(any::<i64>())),
+            (arb_metric(), proptest::option::of(any::<i64>()), proptest::option::of(0u8..4)),
             0..300,
         ),
         block_rows in 1u32..70,
@@ -331,13 +367,19 @@ proptest! {
         let rows: BTreeMap<(u8, i64), _> = rows;
         let points: Vec<Point> = rows
             .into_iter()
-            .map(|((s, t), (g, c))| {
+            .map(|((s, t), (g, c, x))| {
                 let mut p = Point::new(tsid(s), t * 1000 + i64::from(s)).dim("s", i64::from(s));
                 if let Some(g) = g {
                     p.metrics.push(("g".to_owned(), g));
                 }
                 if let Some(c) = c {
                     p = p.counter("c", c);
+                }
+                match x {
+                    Some(0) => p = p.flag("x", true),
+                    Some(1) => p = p.flag("x", false),
+                    Some(k) => p = p.keyword("y", ["", "zürich"][usize::from(k - 2)]),
+                    None => {}
                 }
                 p
             })
