@@ -222,6 +222,33 @@ impl SegmentWriter {
     /// [`Error::InconsistentDimensions`], [`Error::MetricKindConflict`] and
     /// [`Error::TooLarge`]. A duplicate (tsid, timestamp) is reported when writing.
     pub fn push(&mut self, point: Point) -> Result<()> {
+        let marks = (
+            self.series.len(),
+            self.columns.len(),
+            self.extra_columns.len(),
+            self.values.len(),
+            self.extra_values.len(),
+        );
+        let result = self.push_inner(point);
+        if result.is_err() {
+            // Leave no trace of a refused point: no row-less series, no empty column.
+            let (series, columns, extras, values, extra_values) = marks;
+            for b in self.series.drain(series..) {
+                self.series_index.remove(&b.tsid);
+            }
+            for (name, _) in self.columns.drain(columns..) {
+                self.column_index.remove(&name);
+            }
+            for (name, _) in self.extra_columns.drain(extras..) {
+                self.extra_index.remove(&name);
+            }
+            self.values.truncate(values);
+            self.extra_values.truncate(extra_values);
+        }
+        result
+    }
+
+    fn push_inner(&mut self, point: Point) -> Result<()> {
         if self.rows.len() as u64 >= MAX_ROWS {
             return Err(Error::TooLarge {
                 what: "rows",

@@ -294,9 +294,25 @@ fn writer_rejects_bad_input() {
         SegmentWriter::new(SegmentOptions::new().with_bloom(1.5)),
         Err(Error::InvalidOption { .. })
     ));
+    // A refused point of a new series with a new column leaves nothing behind.
+    assert!(matches!(
+        w.push(
+            Point::new(tsid(9), 1)
+                .dim("a", "new")
+                .gauge("fresh", 1.0)
+                .gauge("fresh", 2.0)
+        ),
+        Err(Error::DuplicateMetric { .. })
+    ));
     // The failed pushes left nothing behind.
     assert_eq!(w.len(), 1);
-    assert_eq!(w.to_vec().unwrap().1.row_count, 1);
+    let (bytes, meta) = w.to_vec().unwrap();
+    assert_eq!(
+        (meta.row_count, meta.series_count, meta.column_count),
+        (1, 1, 1)
+    );
+    let seg = Segment::from_vec(bytes).unwrap();
+    assert!(seg.extra_columns().is_empty());
 }
 
 #[test]
