@@ -39,7 +39,6 @@ fn to_point(r: &Record, tsid: Tsid) -> Point {
                 ((*k).to_owned(), v)
             })
             .collect(),
-        extras: Vec::new(),
     }
 }
 

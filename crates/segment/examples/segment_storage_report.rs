@@ -37,7 +37,6 @@ fn to_point(r: &tidemark_datagen::Record, tsid: tidemark_tsid::Tsid) -> Point {
                 ((*k).to_owned(), v)
             })
             .collect(),
-        extras: Vec::new(),
     }
 }
 

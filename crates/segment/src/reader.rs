@@ -480,7 +480,6 @@ impl Segment {
             dims: series.dims.clone(),
             ts_millis,
             metrics,
-            extras: self.row_extras(row)?,
         })
     }
 
@@ -906,8 +905,12 @@ impl Segment {
         Ok(out)
     }
 
-    /// The extras of `row`, by name.
-    fn row_extras(&self, row: RowId) -> Result<Vec<(String, Extra)>> {
+    /// The extra (keyword/boolean) fields of `row`, by name; empty when the segment has
+    /// no extra column.
+    ///
+    /// # Errors
+    /// Format errors of the blocks read.
+    pub fn row_extras(&self, row: RowId) -> Result<Vec<(String, Extra)>> {
         let mut out = Vec::new();
         let base = self.meta.columns.len() as u32 + 1;
         for (e, info) in self.meta.extras.iter().enumerate() {

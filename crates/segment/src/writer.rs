@@ -222,6 +222,19 @@ impl SegmentWriter {
     /// [`Error::InconsistentDimensions`], [`Error::MetricKindConflict`] and
     /// [`Error::TooLarge`]. A duplicate (tsid, timestamp) is reported when writing.
     pub fn push(&mut self, point: Point) -> Result<()> {
+        self.push_with_extras(point, Vec::new())
+    }
+
+    /// Adds a point with extra keyword/boolean fields (neither dimensions nor metrics),
+    /// stored in their own columns and read back with [`Segment::row_extras`].
+    ///
+    /// [`Segment::row_extras`]: crate::Segment::row_extras
+    ///
+    /// # Errors
+    /// As [`push`](Self::push); [`Error::MetricKindConflict`] when a name is used both
+    /// as a metric and as an extra, or with two kinds; [`Error::DuplicateMetric`] for a
+    /// name given twice.
+    pub fn push_with_extras(&mut self, point: Point, extras: Vec<(String, Extra)>) -> Result<()> {
         let marks = (
             self.series.len(),
             self.columns.len(),
@@ -229,7 +242,7 @@ impl SegmentWriter {
             self.values.len(),
             self.extra_values.len(),
         );
-        let result = self.push_inner(point);
+        let result = self.push_inner(point, extras);
         if result.is_err() {
             // Leave no trace of a refused point: no row-less series, no empty column.
             let (series, columns, extras, values, extra_values) = marks;
@@ -248,7 +261,7 @@ impl SegmentWriter {
         result
     }
 
-    fn push_inner(&mut self, point: Point) -> Result<()> {
+    fn push_inner(&mut self, point: Point, extras: Vec<(String, Extra)>) -> Result<()> {
         if self.rows.len() as u64 >= MAX_ROWS {
             return Err(Error::TooLarge {
                 what: "rows",
@@ -261,7 +274,6 @@ impl SegmentWriter {
             mut dims,
             ts_millis,
             metrics,
-            extras,
         } = point;
         let series = match self.series_index.get(&tsid) {
             Some(&s) => {

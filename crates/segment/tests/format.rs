@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 use tidemark_segment::{
-    Dim, Error, FOOTER_LEN, Point, Segment, SegmentOptions, SegmentWriter, dump,
+    Dim, Error, Extra, FOOTER_LEN, Point, Segment, SegmentOptions, SegmentWriter, dump,
 };
 use tidemark_tsid::{SyntheticId, Tsid};
 
@@ -19,7 +19,7 @@ fn fixture_path() -> PathBuf {
 /// bloom and id index.
 /// Tsids are fixed bytes, not computed, so that the fixture does not change with
 /// `tidemark-tsid`'s hashing.
-fn tiny_points() -> Vec<Point> {
+fn tiny_input() -> Vec<(Point, Vec<(String, Extra)>)> {
     let mut points = Vec::new();
     for (k, (pod, node, n)) in [
         ("web-1", "node-a", 5),
@@ -45,15 +45,16 @@ fn tiny_points() -> Vec<Point> {
                 p = p.gauge("temp", 41.5 + i as f64 * 0.25);
             }
             // Extra columns: a keyword on every row, a flag on one series.
-            p = p.keyword("phase", if i == 0 { "Pending" } else { "Running" });
+            let phase = if i == 0 { "Pending" } else { "Running" };
+            let mut extras = vec![("phase".to_owned(), Extra::Keyword(phase.to_owned()))];
             if pod == "web-1" {
-                p = p.flag("ready", i % 2 == 1);
+                extras.push(("ready".to_owned(), Extra::Bool(i % 2 == 1)));
             }
             // A sparse counter: its column spans 4 << 3 = 32 rows per block.
             if pod == "web-2" && i == 3 {
                 p = p.counter("oom_kills", 1);
             }
-            points.push(p);
+            points.push((p, extras));
         }
     }
     points.reverse();
@@ -68,7 +69,9 @@ fn tiny_bytes() -> Vec<u8> {
             .with_id_index(true),
     )
     .unwrap();
-    w.extend(tiny_points()).unwrap();
+    for (p, extras) in tiny_input() {
+        w.push_with_extras(p, extras).unwrap();
+    }
     w.to_vec().unwrap().0
 }
 
@@ -88,9 +91,11 @@ fn committed_fixture_matches_the_writer_and_opens() {
     seg.verify().unwrap();
     assert_eq!(seg.row_count(), 11);
     assert_eq!(seg.series_count(), 3);
-    for p in tiny_points() {
+    for (p, mut extras) in tiny_input() {
         let row = seg.find(&p.tsid, p.ts_millis).unwrap().unwrap();
         assert_eq!(seg.row(row).unwrap(), p.clone().normalized());
+        extras.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(seg.row_extras(row).unwrap(), extras);
         assert_eq!(
             seg.lookup_id(&SyntheticId::new(p.tsid, p.ts_millis))
                 .unwrap(),
@@ -105,14 +110,16 @@ fn dump_of_the_fixture() {
     insta::assert_snapshot!(dump(&bytes).unwrap());
 }
 
-fn read_all(bytes: Vec<u8>) -> tidemark_segment::Result<Vec<Point>> {
+type Row = (Point, Vec<(String, Extra)>);
+
+fn read_all(bytes: Vec<u8>) -> tidemark_segment::Result<Vec<Row>> {
     let seg = Segment::from_vec(bytes)?;
     let mut out = Vec::new();
     for row in 0..seg.row_count() {
-        out.push(seg.row(row)?);
+        out.push((seg.row(row)?, seg.row_extras(row)?));
     }
     // The id paths must not panic either.
-    for p in &out {
+    for (p, _) in &out {
         let id = SyntheticId::new(p.tsid, p.ts_millis);
         seg.may_contain_id(&id)?;
         seg.lookup_id(&id)?;
@@ -126,7 +133,7 @@ fn read_all(bytes: Vec<u8>) -> tidemark_segment::Result<Vec<Point>> {
 }
 
 /// Damaged bytes must give an error somewhere or the very same points.
-fn check_damaged(bytes: Vec<u8>, expected: &[Point]) {
+fn check_damaged(bytes: Vec<u8>, expected: &[Row]) {
     let dumped = dump(&bytes);
     if let Ok(points) = read_all(bytes) {
         assert_eq!(points, expected);

@@ -6,7 +6,7 @@ use std::net::Ipv6Addr;
 
 use proptest::prelude::*;
 use tidemark_segment::{
-    Dim, Error, MetricValue, Point, Segment, SegmentOptions, SegmentWriter, Tombstones,
+    Dim, Error, Extra, MetricValue, Point, Segment, SegmentOptions, SegmentWriter, Tombstones,
 };
 use tidemark_tsid::{SyntheticId, Tsid};
 
@@ -17,11 +17,24 @@ fn tsid(i: u8) -> Tsid {
     Tsid::from_bytes(b)
 }
 
+type Extras = Vec<(String, Extra)>;
+
 /// Writes `points` and checks every row, find, contains_id, scans and the id sections.
 fn check_round_trip(points: &[Point], options: SegmentOptions) -> Segment {
+    check_round_trip_with(points, &[], options)
+}
+
+/// As [`check_round_trip`], with extra fields per point (`extras` is empty or parallel
+/// to `points`).
+fn check_round_trip_with(points: &[Point], extras: &[Extras], options: SegmentOptions) -> Segment {
     let mut w = SegmentWriter::new(options).unwrap();
-    for p in points {
-        w.push(p.clone()).unwrap();
+    let mut expected_extras = BTreeMap::new();
+    for (i, p) in points.iter().enumerate() {
+        let x = extras.get(i).cloned().unwrap_or_default();
+        let mut sorted = x.clone();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        expected_extras.insert((p.tsid, p.ts_millis), sorted);
+        w.push_with_extras(p.clone(), x).unwrap();
     }
     let (bytes, meta) = w.to_vec().unwrap();
     assert_eq!(meta.row_count, points.len() as u64);
@@ -32,6 +45,11 @@ fn check_round_trip(points: &[Point], options: SegmentOptions) -> Segment {
     for (row, p) in expected.iter().enumerate() {
         let got = seg.row(row as u64).unwrap();
         assert_eq!(&got, p, "row {row}");
+        assert_eq!(
+            seg.row_extras(row as u64).unwrap(),
+            expected_extras[&(p.tsid, p.ts_millis)],
+            "extras of row {row}"
+        );
         assert_eq!(seg.find(&p.tsid, p.ts_millis).unwrap(), Some(row as u64));
         let id = SyntheticId::new(p.tsid, p.ts_millis);
         assert!(seg.contains_id(&id).unwrap());
@@ -53,25 +71,23 @@ fn check_round_trip(points: &[Point], options: SegmentOptions) -> Segment {
             dims: r.series.dims.clone(),
             ts_millis: r.ts_millis,
             metrics,
-            extras: Vec::new(),
         });
     })
     .unwrap();
-    // Scans expose metrics; extras are read with `row`.
-    let without_extras: Vec<Point> = expected
-        .iter()
-        .cloned()
-        .map(|mut p| {
-            p.extras.clear();
-            p
-        })
-        .collect();
-    assert_eq!(scanned, without_extras);
+    assert_eq!(scanned, expected);
     if let (Some(min), Some(max)) = (seg.min_timestamp(), seg.max_timestamp()) {
         assert_eq!(min, expected.iter().map(|p| p.ts_millis).min().unwrap());
         assert_eq!(max, expected.iter().map(|p| p.ts_millis).max().unwrap());
     }
     seg
+}
+
+fn keyword(name: &str, v: &str) -> (String, Extra) {
+    (name.to_owned(), Extra::Keyword(v.to_owned()))
+}
+
+fn flag(name: &str, v: bool) -> (String, Extra) {
+    (name.to_owned(), Extra::Bool(v))
 }
 
 #[test]
@@ -111,6 +127,7 @@ fn round_trips_special_floats_and_integer_extremes() {
 #[test]
 fn round_trips_sparse_metrics_and_all_dimension_types() {
     let mut points = Vec::new();
+    let mut extras = Vec::new();
     for s in 0..7u8 {
         for t in 0..300i64 {
             let mut p = Point::new(tsid(s), 1_700_000_000_000 + t * 10_000 + i64::from(s))
@@ -142,21 +159,25 @@ fn round_trips_sparse_metrics_and_all_dimension_types() {
                 p = p.gauge("c", (t as f64).sin());
             }
             // Extras: a keyword on every row, a flag on some rows.
-            p = p.keyword(
+            let mut x = vec![keyword(
                 "status",
                 ["ok", "degraded", "ok", "failed"][(t % 4) as usize],
-            );
+            )];
             if t % 5 == 0 {
-                p = p.flag("sampled", t % 10 == 0);
+                x.push(flag("sampled", t % 10 == 0));
             }
             points.push(p);
+            extras.push(x);
         }
     }
     // Any input order.
     points.reverse();
     points.swap(5, 900);
-    let seg = check_round_trip(
+    extras.reverse();
+    extras.swap(5, 900);
+    let seg = check_round_trip_with(
         &points,
+        &extras,
         SegmentOptions::new()
             .with_block_rows(128)
             .with_bloom(0.01)
@@ -270,19 +291,16 @@ fn writer_rejects_bad_input() {
         Err(Error::DuplicateMetric { .. })
     ));
     assert!(matches!(
-        w.push(
-            Point::new(tsid(1), 8)
-                .dim("a", "x")
-                .keyword("m", "metric name taken")
+        w.push_with_extras(
+            Point::new(tsid(1), 8).dim("a", "x"),
+            vec![keyword("m", "metric name taken")]
         ),
         Err(Error::MetricKindConflict { .. })
     ));
     assert!(matches!(
-        w.push(
-            Point::new(tsid(1), 8)
-                .dim("a", "x")
-                .keyword("k", "a")
-                .keyword("k", "b")
+        w.push_with_extras(
+            Point::new(tsid(1), 8).dim("a", "x"),
+            vec![keyword("k", "a"), keyword("k", "b")]
         ),
         Err(Error::DuplicateMetric { .. })
     ));
@@ -381,6 +399,7 @@ proptest! {
         block_rows in 1u32..70,
     ) {
         let rows: BTreeMap<(u8, i64), _> = rows;
+        let mut extras = Vec::new();
         let points: Vec<Point> = rows
             .into_iter()
             .map(|((s, t), (g, c, x))| {
@@ -391,16 +410,16 @@ proptest! {
                 if let Some(c) = c {
                     p = p.counter("c", c);
                 }
-                match x {
-                    Some(0) => p = p.flag("x", true),
-                    Some(1) => p = p.flag("x", false),
-                    Some(k) => p = p.keyword("y", ["", "zürich"][usize::from(k - 2)]),
-                    None => {}
-                }
+                extras.push(match x {
+                    Some(0) => vec![flag("x", true)],
+                    Some(1) => vec![flag("x", false)],
+                    Some(k) => vec![keyword("y", ["", "zürich"][usize::from(k - 2)])],
+                    None => vec![],
+                });
                 p
             })
             .collect();
-        let seg = check_round_trip(&points, SegmentOptions::new().with_block_rows(block_rows).with_id_index(true));
+        let seg = check_round_trip_with(&points, &extras, SegmentOptions::new().with_block_rows(block_rows).with_id_index(true));
         // Timestamps between two points of a series are absent, also across blocks.
         for p in &points {
             prop_assert_eq!(seg.find(&p.tsid, p.ts_millis + 1).unwrap(), None);

@@ -34,7 +34,6 @@ fn to_point(r: &Record, tsid: Tsid) -> Point {
                 ((*k).to_owned(), v)
             })
             .collect(),
-        extras: Vec::new(),
     }
 }
 
