@@ -711,9 +711,15 @@ impl Segment {
                 got,
             });
         }
-        // A block holds at most 10 bytes per row (varints) or 8 per value (byte planes),
-        // a presence bitmap and headers.
-        let max_raw = self.rows_in(column, block) as u64 * 10 + 8 * 1024 + 64;
+        // A timestamp or metric block holds at most 10 bytes per row (varints) or 8 per
+        // value (byte planes), a presence bitmap and headers. Extra keyword blocks hold
+        // strings of up to MAX_EXTRA_KEYWORD_LEN bytes.
+        let rows = self.rows_in(column, block) as u64;
+        let max_raw = if column as usize > self.meta.columns.len() {
+            rows * (10 + crate::writer::MAX_EXTRA_KEYWORD_LEN as u64) + 8 * 1024 + 64
+        } else {
+            rows * 10 + 8 * 1024 + 64
+        };
         decompress_block_into(stored, u64::from(e.raw_len), max_raw, place, out)?;
         Ok(true)
     }

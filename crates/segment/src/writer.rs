@@ -22,6 +22,9 @@ use crate::format::{
 use crate::le::{put_u16, put_u32, put_u64, put_varint, put_zigzag};
 use crate::point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point};
 
+/// Longest extra keyword value, in bytes.
+pub const MAX_EXTRA_KEYWORD_LEN: usize = 65_535;
+
 /// Presence of a metric in all rows of a series.
 pub(crate) const STATE_FULL: u8 = 1;
 /// Presence of a metric in some rows of a series (a block bitmap tells which).
@@ -389,6 +392,15 @@ impl SegmentWriter {
     fn push_extras(&mut self, extras: Vec<(String, Extra)>) -> Result<()> {
         let start = self.extra_values.len();
         for (name, value) in extras {
+            if let Extra::Keyword(k) = &value {
+                if k.len() > MAX_EXTRA_KEYWORD_LEN {
+                    return Err(Error::TooLarge {
+                        what: "extra keyword bytes",
+                        found: k.len() as u64,
+                        max: MAX_EXTRA_KEYWORD_LEN as u64,
+                    });
+                }
+            }
             if let Some(&c) = self.column_index.get(&name) {
                 return Err(Error::MetricKindConflict {
                     expected: self.columns.get(c as usize).map_or("?", |(_, k)| k.name()),

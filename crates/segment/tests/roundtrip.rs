@@ -244,6 +244,23 @@ fn finds_nothing_between_points_across_block_boundaries() {
 }
 
 #[test]
+fn round_trips_long_extra_keywords() {
+    let points: Vec<Point> = (0..50)
+        .map(|t| Point::new(tsid(1), t).dim("s", "x").counter("c", t))
+        .collect();
+    let extras: Vec<Extras> = (0..50)
+        .map(|t| vec![keyword("note", &format!("{t}-{}", "é".repeat(2_000)))])
+        .collect();
+    check_round_trip_with(&points, &extras, SegmentOptions::new().with_block_rows(16));
+    let mut w = SegmentWriter::new(SegmentOptions::new()).unwrap();
+    let huge = keyword("note", &"x".repeat(70_000));
+    assert!(matches!(
+        w.push_with_extras(points[0].clone(), vec![huge]),
+        Err(Error::TooLarge { .. })
+    ));
+}
+
+#[test]
 fn empty_segment_round_trips() {
     let seg = check_round_trip(
         &[],
