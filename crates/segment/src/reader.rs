@@ -393,6 +393,11 @@ impl Segment {
     /// # Errors
     /// Format errors of the timestamp block read.
     pub fn find(&self, tsid: &Tsid, ts_millis: i64) -> Result<Option<RowId>> {
+        self.find_inner(tsid, ts_millis)
+            .map_err(|e| self.name_error(e))
+    }
+
+    fn find_inner(&self, tsid: &Tsid, ts_millis: i64) -> Result<Option<RowId>> {
         let Ok(index) = self.series.binary_search_by(|s| s.tsid.cmp(tsid)) else {
             return Ok(None);
         };
@@ -449,6 +454,10 @@ impl Segment {
     /// # Errors
     /// [`Error::RowOutOfRange`]; format errors of the blocks read.
     pub fn row(&self, row: RowId) -> Result<Point> {
+        self.row_inner(row).map_err(|e| self.name_error(e))
+    }
+
+    fn row_inner(&self, row: RowId) -> Result<Point> {
         let series = self.series_of_row(row).ok_or(Error::RowOutOfRange {
             row,
             row_count: self.footer.row_count,
@@ -490,13 +499,19 @@ impl Segment {
     pub fn scan_rows(&self, rows: Range<RowId>, mut f: impl FnMut(RowView<'_>)) -> Result<()> {
         let mut block = DecodedBlock::default();
         self.scan_filtered(rows, i64::MIN, i64::MAX, &mut block, &mut f)
+            .map_err(|e| self.name_error(e))
     }
 
     /// Calls `f` for every row whose timestamp is in `from..=to`, in row order.
     ///
     /// # Errors
     /// Format errors of the blocks read.
-    pub fn scan_time_range(
+    pub fn scan_time_range(&self, from: i64, to: i64, f: impl FnMut(RowView<'_>)) -> Result<()> {
+        self.scan_time_range_inner(from, to, f)
+            .map_err(|e| self.name_error(e))
+    }
+
+    fn scan_time_range_inner(
         &self,
         from: i64,
         to: i64,
@@ -521,6 +536,17 @@ impl Segment {
     /// # Errors
     /// Format errors of the blocks read.
     pub fn scan_series(
+        &self,
+        tsid: &Tsid,
+        from: i64,
+        to: i64,
+        f: impl FnMut(RowView<'_>),
+    ) -> Result<()> {
+        self.scan_series_inner(tsid, from, to, f)
+            .map_err(|e| self.name_error(e))
+    }
+
+    fn scan_series_inner(
         &self,
         tsid: &Tsid,
         from: i64,
@@ -917,6 +943,10 @@ impl Segment {
     /// # Errors
     /// Format errors of the blocks read.
     pub fn row_extras(&self, row: RowId) -> Result<Vec<(String, Extra)>> {
+        self.row_extras_inner(row).map_err(|e| self.name_error(e))
+    }
+
+    fn row_extras_inner(&self, row: RowId) -> Result<Vec<(String, Extra)>> {
         let mut out = Vec::new();
         let base = self.meta.columns.len() as u32 + 1;
         for (e, info) in self.meta.extras.iter().enumerate() {
@@ -1018,6 +1048,10 @@ impl Segment {
     /// # Errors
     /// The first problem found.
     pub fn verify(&self) -> Result<()> {
+        self.verify_inner().map_err(|e| self.name_error(e))
+    }
+
+    fn verify_inner(&self) -> Result<()> {
         let bytes = self.bytes();
         let data = bytes.get(..bytes.len() - FOOTER_LEN).unwrap_or(&[]);
         let got = crc32fast::hash(data);
@@ -1058,6 +1092,7 @@ impl Segment {
     /// Wraps an error with this segment's path, when it has one.
     pub fn name_error(&self, e: Error) -> Error {
         match &self.path {
+            Some(_) if matches!(e, Error::InFile { .. }) => e,
             Some(p) => e.in_file(p),
             None => e,
         }
