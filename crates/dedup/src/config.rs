@@ -1,0 +1,181 @@
+//! Engine configuration: the dedup strategy, the WAL durability policy and refresh size.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// How the engine decides whether a point is already stored in a segment.
+///
+/// Every strategy first looks in the live version map (points not yet in a segment) and
+/// skips segments whose [min, max] timestamp cannot hold the point, newest segment first.
+/// They differ in what each remaining segment is asked, and in what a segment stores:
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Strategy {
+    /// The baseline: segments carry an FST term index of their synthetic ids (as tantivy
+    /// and Lucene index an `_id` field); a lookup in it is exact.
+    Inverted,
+    /// The Elasticsearch 9.4 design: segments carry a bloom filter of their synthetic ids;
+    /// "no" means new, "maybe" is verified in the segment's columns.
+    Bloom,
+    /// The default: the segment's series table gives each series' [min, max] timestamp; a
+    /// series absent from the segment, or a timestamp outside its range, is certainly new
+    /// there. Otherwise one timestamp block of that series is searched. No per-point
+    /// structure is stored.
+    #[default]
+    SeriesRange,
+}
+
+impl Strategy {
+    /// All strategies, in a stable order.
+    pub const ALL: [Strategy; 3] = [Strategy::Inverted, Strategy::Bloom, Strategy::SeriesRange];
+
+    /// `"inverted"`, `"bloom"` or `"series-range"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Inverted => "inverted",
+            Strategy::Bloom => "bloom",
+            Strategy::SeriesRange => "series-range",
+        }
+    }
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Strategy> {
+        Strategy::ALL
+            .into_iter()
+            .find(|st| st.name() == s)
+            .ok_or_else(|| Error::InvalidConfig {
+                name: "strategy",
+                detail: format!("expected inverted, bloom or series-range, found {s:?}"),
+            })
+    }
+}
+
+/// When the write-ahead log is flushed to stable storage (`fsync`).
+///
+/// Every write call appends its records to the log file with one `write` before it
+/// returns, so a crash of the *process* never loses an acknowledged write whatever the
+/// policy; the policy decides what survives a crash of the *machine* (power loss).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// The default: `fsync` before every write call (a single operation or a whole batch) returns: an
+    /// acknowledged write survives power loss.
+    #[default]
+    PerRequest,
+    /// `fsync` during a write call when the last one is at least this old, and on
+    /// [`Engine::sync`](crate::Engine::sync), refresh and drop. Power loss may lose the
+    /// writes acknowledged since the last `fsync`: at most this long, plus however long
+    /// the engine then sat idle (there is no background timer thread yet).
+    Interval(Duration),
+}
+
+/// Configuration of an [`Engine`](crate::Engine), built with the `with_*` methods.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    pub(crate) strategy: Strategy,
+    pub(crate) durability: Durability,
+    pub(crate) refresh_rows: usize,
+    pub(crate) bloom_fpr: f64,
+    pub(crate) block_rows: u32,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            strategy: Strategy::default(),
+            durability: Durability::default(),
+            refresh_rows: 100_000,
+            bloom_fpr: 0.01,
+            block_rows: tidemark_segment::DEFAULT_BLOCK_ROWS,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// Defaults: `series-range`, fsync per request, a refresh every 100,000 buffered
+    /// points, a 1% bloom filter (for `bloom`), 1024 rows per segment block.
+    pub fn new() -> EngineConfig {
+        EngineConfig::default()
+    }
+
+    /// The dedup strategy. Segments are written with the section it needs (bloom filter
+    /// or id index); a segment lacking it (written under another strategy) is verified in
+    /// its columns instead, so reopening with another strategy stays correct.
+    pub fn with_strategy(mut self, strategy: Strategy) -> EngineConfig {
+        self.strategy = strategy;
+        self
+    }
+
+    /// The WAL `fsync` policy.
+    pub fn with_durability(mut self, durability: Durability) -> EngineConfig {
+        self.durability = durability;
+        self
+    }
+
+    /// Buffered points that trigger a refresh at the end of a write call (at least 1).
+    pub fn with_refresh_rows(mut self, rows: usize) -> EngineConfig {
+        self.refresh_rows = rows;
+        self
+    }
+
+    /// Target false-positive rate of the per-segment bloom filter, in (0, 1).
+    pub fn with_bloom_fpr(mut self, fpr: f64) -> EngineConfig {
+        self.bloom_fpr = fpr;
+        self
+    }
+
+    /// Rows per segment block (1..=65536): a verification decodes one such block.
+    pub fn with_block_rows(mut self, rows: u32) -> EngineConfig {
+        self.block_rows = rows;
+        self
+    }
+
+    /// The strategy.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// The durability policy.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.refresh_rows == 0 {
+            return Err(Error::InvalidConfig {
+                name: "refresh_rows",
+                detail: "expected at least 1, found 0".into(),
+            });
+        }
+        if !(self.bloom_fpr > 0.0 && self.bloom_fpr < 1.0) {
+            return Err(Error::InvalidConfig {
+                name: "bloom_fpr",
+                detail: format!("expected a rate in (0, 1), found {}", self.bloom_fpr),
+            });
+        }
+        if self.block_rows == 0 || self.block_rows > tidemark_segment::MAX_BLOCK_ROWS {
+            return Err(Error::InvalidConfig {
+                name: "block_rows",
+                detail: format!(
+                    "expected 1..={}, found {}",
+                    tidemark_segment::MAX_BLOCK_ROWS,
+                    self.block_rows
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn segment_options(&self) -> tidemark_segment::SegmentOptions {
+        let o = tidemark_segment::SegmentOptions::new().with_block_rows(self.block_rows);
+        match self.strategy {
+            Strategy::Inverted => o.with_id_index(true),
+            Strategy::Bloom => o.with_bloom(self.bloom_fpr),
+            Strategy::SeriesRange => o,
+        }
+    }
+}

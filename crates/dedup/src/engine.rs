@@ -1,0 +1,978 @@
+//! The engine: WAL, live version map, segments, tombstones and the dedup check.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use tidemark_segment::{Dim, Point, RowId, Segment, SegmentWriter, Tombstones};
+use tidemark_tsid::{SyntheticId, Tsid};
+
+use crate::config::{EngineConfig, Strategy};
+use crate::error::{Error, Result};
+use crate::manifest::{MANIFEST_NAME, Manifest, SegmentEntry};
+use crate::record::{self, Record};
+use crate::stats::DedupStats;
+use crate::wal::{Wal, parse_wal_name, wal_path};
+
+/// The longest name or keyword a segment can store (its strings are u16-length-prefixed).
+pub const MAX_STRING_LEN: usize = u16::MAX as usize;
+
+/// The most metric columns a segment (hence the buffer) may have.
+pub const MAX_COLUMNS: usize = 65_535;
+
+/// One operation of a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// Store the point unless its synthetic id is already stored (then: [`Outcome::Conflict`]).
+    Create(Point),
+    /// Store the point, replacing a stored point with the same synthetic id.
+    Index(Point),
+    /// Delete the point with this id.
+    Delete(SyntheticId),
+    /// Read the point with this id.
+    Get(SyntheticId),
+}
+
+/// What one operation did. A batch returns one per operation, in order.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// `create` stored a new point.
+    Created {
+        /// Its synthetic id.
+        id: SyntheticId,
+    },
+    /// `create` found the point already stored and did nothing: an idempotent no-op that a
+    /// retrying shipper can count as success.
+    Conflict {
+        /// The synthetic id already stored.
+        id: SyntheticId,
+    },
+    /// `index` stored the point.
+    Indexed {
+        /// Its synthetic id.
+        id: SyntheticId,
+        /// Whether a stored point with that id was replaced (tombstoned).
+        replaced: bool,
+    },
+    /// `delete` removed the point.
+    Deleted {
+        /// Its synthetic id.
+        id: SyntheticId,
+    },
+    /// `delete` or `get` found no such point.
+    NotFound {
+        /// The id looked up.
+        id: SyntheticId,
+    },
+    /// `get` found the point (dimensions and metrics sorted by name).
+    Found(Point),
+    /// The point is invalid and was not stored.
+    Rejected {
+        /// Its synthetic id.
+        id: SyntheticId,
+        /// Why.
+        reason: Rejection,
+    },
+}
+
+impl Outcome {
+    /// Whether the operation can be acknowledged as done: everything but a rejection
+    /// (a conflict means "already stored", a not-found delete means "already gone").
+    pub fn is_success(&self) -> bool {
+        !matches!(self, Outcome::Rejected { .. })
+    }
+}
+
+/// Why a point was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// Two dimensions share a name.
+    DuplicateDimension {
+        /// The name.
+        name: String,
+    },
+    /// Two metrics share a name.
+    DuplicateMetric {
+        /// The name.
+        name: String,
+    },
+    /// A buffered point of the same tsid has other dimensions (a tsid must identify its
+    /// dimension set).
+    InconsistentDimensions {
+        /// The tsid.
+        tsid: Tsid,
+    },
+    /// A buffered point (or this one) has a metric of that name with another kind
+    /// (`"gauge"` or `"counter"`).
+    KindConflict {
+        /// The column.
+        name: String,
+        /// Kind of the buffered values.
+        expected: &'static str,
+        /// Kind of this point's value.
+        found: &'static str,
+    },
+    /// The buffer would need more than [`MAX_COLUMNS`] metric columns.
+    TooManyColumns,
+    /// A name or keyword longer than [`MAX_STRING_LEN`] bytes.
+    TooLong {
+        /// Its length in bytes.
+        len_bytes: usize,
+    },
+}
+
+/// Something recovered from while opening, that the caller should log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Warning {
+    /// The write-ahead log ended with an incomplete or corrupt record (a write torn by a
+    /// crash); it was truncated at `offset`.
+    TornWalTail {
+        /// The log file.
+        path: PathBuf,
+        /// Where the log now ends.
+        offset: u64,
+        /// Bytes dropped.
+        dropped_bytes: u64,
+    },
+    /// A file left by an interrupted refresh (not named by the manifest) was removed.
+    RemovedOrphan {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Warning::TornWalTail {
+                path,
+                offset,
+                dropped_bytes,
+            } => write!(
+                f,
+                "torn write-ahead log tail: {} truncated at offset {offset} ({dropped_bytes} bytes dropped)",
+                path.display()
+            ),
+            Warning::RemovedOrphan { path } => {
+                write!(f, "removed orphan file {}", path.display())
+            }
+        }
+    }
+}
+
+/// A live segment and its tombstones.
+#[derive(Debug)]
+struct Slot {
+    id: u64,
+    path: PathBuf,
+    segment: Segment,
+    min_ts: i64,
+    max_ts: i64,
+    has_bloom: bool,
+    has_id_index: bool,
+    tombstones: Tombstones,
+    /// Generation of the tombstone file on disk, if any.
+    tomb_generation: Option<u64>,
+    /// Tombstones changed since they were written.
+    dirty: bool,
+}
+
+impl Slot {
+    fn open(dir: &Path, entry: &SegmentEntry) -> Result<Slot> {
+        let path = segment_path(dir, entry.id);
+        let segment = Segment::open(&path)?;
+        if segment.row_count() != entry.rows {
+            return Err(Error::RowCountMismatch {
+                path,
+                expected: entry.rows,
+                found: segment.row_count(),
+            });
+        }
+        let tombstones = match entry.tombstones {
+            Some(g) => Tombstones::read_file(&Tombstones::path_for(&path, g))?,
+            None => Tombstones::new(entry.rows),
+        };
+        let has_id_index = segment
+            .id_index()
+            .map_err(|e| segment.name_error(e))?
+            .is_some();
+        Ok(Slot {
+            id: entry.id,
+            min_ts: segment.min_timestamp().unwrap_or(i64::MAX),
+            max_ts: segment.max_timestamp().unwrap_or(i64::MIN),
+            has_bloom: segment.bloom_params().is_some(),
+            has_id_index,
+            path,
+            segment,
+            tombstones,
+            tomb_generation: entry.tombstones,
+            dirty: false,
+        })
+    }
+
+    fn entry(&self) -> SegmentEntry {
+        SegmentEntry {
+            id: self.id,
+            rows: self.segment.row_count(),
+            tombstones: self.tomb_generation,
+        }
+    }
+
+    fn err(&self, e: tidemark_segment::Error) -> Error {
+        Error::Segment(self.segment.name_error(e))
+    }
+}
+
+/// Where a live point is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Location {
+    Buffer,
+    Segment { slot: usize, row: RowId },
+}
+
+/// File name of segment `id`.
+fn segment_path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(format!("seg-{id:020}.tms"))
+}
+
+fn parse_segment_name(name: &str) -> Option<u64> {
+    name.strip_prefix("seg-")?
+        .strip_suffix(".tms")?
+        .parse()
+        .ok()
+}
+
+/// An exactly-once ingest engine over one directory.
+///
+/// Writes go to a write-ahead log and to an in-memory buffer, the *live version map*
+/// (synthetic id → buffered point). [`refresh`](Self::refresh) writes the buffer as an
+/// immutable segment, persists changed tombstones, starts a new log and switches the
+/// manifest atomically. Every `create` and `index` runs the dedup check of the configured
+/// [`Strategy`]. The engine is single-writer: methods take `&mut self`.
+///
+/// Directory layout: `MANIFEST`; `seg-<id>.tms` segments; `seg-<id>.tms.del.<gen>`
+/// tombstones; `wal-<generation>.log`, the current log.
+#[derive(Debug)]
+pub struct Engine {
+    dir: PathBuf,
+    config: EngineConfig,
+    /// Oldest first.
+    slots: Vec<Slot>,
+    buffer: HashMap<SyntheticId, Point>,
+    /// Dimensions of each tsid buffered since the last refresh (a segment needs one set).
+    buf_dims: HashMap<Tsid, Vec<(String, Dim)>>,
+    /// Kind name of each metric column buffered since the last refresh (a segment
+    /// column has one kind).
+    buf_columns: HashMap<String, &'static str>,
+    wal: Wal,
+    /// Records in the current log.
+    wal_records: u64,
+    next_segment: u64,
+    stats: DedupStats,
+    warnings: Vec<Warning>,
+    poisoned: bool,
+}
+
+impl Engine {
+    /// Creates an engine in `dir` (created if needed), which must not hold one already.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`], [`Error::AlreadyExists`], I/O errors.
+    pub fn create(dir: impl AsRef<Path>, config: EngineConfig) -> Result<Engine> {
+        config.check()?;
+        let dir = dir.as_ref().to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+        if dir.join(MANIFEST_NAME).exists() {
+            return Err(Error::AlreadyExists { path: dir });
+        }
+        // A log left by an interrupted `create` is not named by any manifest.
+        let stale = wal_path(&dir, 1);
+        if stale.exists() {
+            std::fs::remove_file(&stale).map_err(Error::io(&stale))?;
+        }
+        let wal = Wal::create(&dir, 1)?;
+        Manifest {
+            next_segment: 1,
+            wal_generation: 1,
+            segments: Vec::new(),
+        }
+        .write(&dir)?;
+        Ok(Engine::assemble(dir, config, Vec::new(), wal, 1))
+    }
+
+    /// Opens the engine in `dir`: reads the manifest, opens its segments and tombstones,
+    /// removes files an interrupted refresh left behind, and replays the write-ahead log.
+    /// A torn log tail is truncated and reported in [`warnings`](Self::warnings).
+    ///
+    /// # Errors
+    /// [`Error::NoManifest`], manifest and log format errors, segment errors naming the
+    /// segment file, I/O errors.
+    pub fn open(dir: impl AsRef<Path>, config: EngineConfig) -> Result<Engine> {
+        config.check()?;
+        let dir = dir.as_ref().to_path_buf();
+        let manifest = Manifest::read(&dir)?;
+        let slots = manifest
+            .segments
+            .iter()
+            .map(|e| Slot::open(&dir, e))
+            .collect::<Result<Vec<_>>>()?;
+        let removed = remove_orphans(&dir, &manifest)?;
+        let mut records = Vec::new();
+        let (wal, torn) = Wal::open(&dir, manifest.wal_generation, |payload, offset, path| {
+            records.push(record::decode(payload, offset, path)?);
+            Ok(())
+        })?;
+        let mut engine = Engine::assemble(dir, config, slots, wal, manifest.next_segment);
+        engine.warnings.extend(removed);
+        engine.warnings.extend(torn);
+        engine.wal_records = records.len() as u64;
+        for r in records {
+            let op = match r {
+                Record::Create(p) => Op::Create(p),
+                Record::Index(p) => Op::Index(p),
+                Record::Delete(id) => Op::Delete(id),
+            };
+            engine.apply(op, false)?;
+        }
+        // Replay is not ingest: count only what happens from now on.
+        engine.stats = DedupStats::new(engine.config.strategy);
+        Ok(engine)
+    }
+
+    /// Opens the engine in `dir`, or creates one if `dir` holds none.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open) and [`create`](Self::create).
+    pub fn open_or_create(dir: impl AsRef<Path>, config: EngineConfig) -> Result<Engine> {
+        match Engine::open(dir.as_ref(), config.clone()) {
+            Err(Error::NoManifest { .. }) => Engine::create(dir, config),
+            other => other,
+        }
+    }
+
+    fn assemble(
+        dir: PathBuf,
+        config: EngineConfig,
+        slots: Vec<Slot>,
+        wal: Wal,
+        next_segment: u64,
+    ) -> Engine {
+        Engine {
+            dir,
+            stats: DedupStats::new(config.strategy),
+            config,
+            slots,
+            buffer: HashMap::new(),
+            buf_dims: HashMap::new(),
+            buf_columns: HashMap::new(),
+            wal,
+            wal_records: 0,
+            next_segment,
+            warnings: Vec::new(),
+            poisoned: false,
+        }
+    }
+
+    /// The engine directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Dedup counters since the engine was opened (replay excluded).
+    pub fn stats(&self) -> &DedupStats {
+        &self.stats
+    }
+
+    /// What was recovered from while opening.
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    /// Live segments.
+    pub fn segment_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Points in the buffer (not yet in a segment).
+    pub fn buffered(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// Live points: buffered plus segment rows not tombstoned.
+    pub fn live_count(&self) -> u64 {
+        let stored: u64 = self
+            .slots
+            .iter()
+            .map(|s| s.segment.row_count().saturating_sub(s.tombstones.len()))
+            .sum();
+        stored + self.buffer.len() as u64
+    }
+
+    /// Runs `ops` in order and returns one outcome per operation. Their log records are
+    /// written with one `write` (and fsynced per the durability policy) before returning;
+    /// then, if the buffer reached the refresh size, a refresh runs.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] after an earlier log failure; I/O errors of the log (which
+    /// poison the engine); segment read errors naming the segment (the operations before
+    /// the failing one are applied and logged).
+    pub fn batch(&mut self, ops: impl IntoIterator<Item = Op>) -> Result<Vec<Outcome>> {
+        self.check_poisoned()?;
+        let mut out = Vec::new();
+        let mut failed = None;
+        for op in ops {
+            match self.apply(op, true) {
+                Ok(o) => out.push(o),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Err(e) = self.wal.commit(self.config.durability) {
+            self.poisoned = true;
+            return Err(e);
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if self.buffer.len() >= self.config.refresh_rows {
+            self.refresh()?;
+        }
+        Ok(out)
+    }
+
+    /// `create` of one point: see [`batch`](Self::batch).
+    ///
+    /// # Errors
+    /// As [`batch`](Self::batch).
+    pub fn create_point(&mut self, point: Point) -> Result<Outcome> {
+        self.one(Op::Create(point))
+    }
+
+    /// `index` of one point: see [`batch`](Self::batch).
+    ///
+    /// # Errors
+    /// As [`batch`](Self::batch).
+    pub fn index_point(&mut self, point: Point) -> Result<Outcome> {
+        self.one(Op::Index(point))
+    }
+
+    /// Deletes the point `id`: see [`batch`](Self::batch).
+    ///
+    /// # Errors
+    /// As [`batch`](Self::batch).
+    pub fn delete(&mut self, id: SyntheticId) -> Result<Outcome> {
+        self.one(Op::Delete(id))
+    }
+
+    /// The point `id`, if stored.
+    ///
+    /// # Errors
+    /// Segment read errors naming the segment.
+    pub fn get(&self, id: &SyntheticId) -> Result<Option<Point>> {
+        let mut scratch = DedupStats::default();
+        let loc = locate(
+            &self.slots,
+            &self.buffer,
+            self.config.strategy,
+            &mut scratch,
+            id,
+        )?;
+        self.read(id, loc)
+    }
+
+    fn one(&mut self, op: Op) -> Result<Outcome> {
+        let mut v = self.batch([op])?;
+        v.pop().ok_or(Error::Poisoned)
+    }
+
+    fn read(&self, id: &SyntheticId, loc: Option<Location>) -> Result<Option<Point>> {
+        match loc {
+            None => Ok(None),
+            Some(Location::Buffer) => Ok(self.buffer.get(id).cloned()),
+            Some(Location::Segment { slot, row }) => match self.slots.get(slot) {
+                Some(s) => Ok(Some(s.segment.row(row).map_err(|e| s.err(e))?.normalized())),
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// Every live point, sorted by synthetic id (tsid, then timestamp), dimensions and
+    /// metrics sorted by name.
+    ///
+    /// # Errors
+    /// Segment read errors naming the segment.
+    pub fn points(&self) -> Result<Vec<Point>> {
+        let mut out: Vec<Point> = self.buffer.values().cloned().collect();
+        for slot in &self.slots {
+            let names: Vec<String> = slot
+                .segment
+                .columns()
+                .iter()
+                .map(|c| c.name.clone())
+                .collect();
+            let dead = &slot.tombstones;
+            slot.segment
+                .scan_rows(0..slot.segment.row_count(), |rv| {
+                    if dead.is_deleted(rv.row) {
+                        return;
+                    }
+                    let metrics = names
+                        .iter()
+                        .zip(rv.metrics)
+                        .filter_map(|(n, v)| v.map(|v| (n.clone(), v)))
+                        .collect();
+                    // Built field by field: `Point` is gaining fields upstream.
+                    let mut p = Point::new(rv.series.tsid, rv.ts_millis);
+                    p.dims = rv.series.dims.clone();
+                    p.metrics = metrics;
+                    out.push(p.normalized());
+                })
+                .map_err(|e| slot.err(e))?;
+        }
+        out.sort_by_key(|p| (p.tsid, p.ts_millis));
+        Ok(out)
+    }
+
+    /// Fsyncs the write-ahead log.
+    ///
+    /// # Errors
+    /// I/O errors (which poison the engine).
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_poisoned()?;
+        self.wal.sync().inspect_err(|_| self.poisoned = true)
+    }
+
+    /// Syncs the log and closes the engine. Dropping it does the same, ignoring errors.
+    ///
+    /// # Errors
+    /// As [`sync`](Self::sync).
+    pub fn close(mut self) -> Result<()> {
+        self.sync()
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned {
+            Err(Error::Poisoned)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Validates a normalized point against itself and the buffer.
+    fn validate(&self, p: &Point) -> Option<Rejection> {
+        for (name, value) in &p.dims {
+            let long = match value {
+                Dim::Keyword(s) => s.len().max(name.len()),
+                _ => name.len(),
+            };
+            if long > MAX_STRING_LEN {
+                return Some(Rejection::TooLong { len_bytes: long });
+            }
+        }
+        if let Some((name, _)) = p.metrics.iter().find(|(n, _)| n.len() > MAX_STRING_LEN) {
+            return Some(Rejection::TooLong {
+                len_bytes: name.len(),
+            });
+        }
+        if let Some(w) = p.dims.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Some(Rejection::DuplicateDimension {
+                name: w[0].0.clone(),
+            });
+        }
+        if let Some(w) = p.metrics.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Some(Rejection::DuplicateMetric {
+                name: w[0].0.clone(),
+            });
+        }
+        if let Some(known) = self.buf_dims.get(&p.tsid) {
+            if *known != p.dims {
+                return Some(Rejection::InconsistentDimensions { tsid: p.tsid });
+            }
+        }
+        let mut new_columns = 0;
+        let mut mine: HashMap<&str, &'static str> = HashMap::new();
+        for (name, found) in column_kinds(p) {
+            let expected = self
+                .buf_columns
+                .get(name)
+                .copied()
+                .or_else(|| mine.get(name).copied());
+            match expected {
+                Some(expected) if expected != found => {
+                    return Some(Rejection::KindConflict {
+                        name: name.to_owned(),
+                        expected,
+                        found,
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    new_columns += 1;
+                    mine.insert(name, found);
+                }
+            }
+        }
+        if self.buf_columns.len() + new_columns > MAX_COLUMNS {
+            return Some(Rejection::TooManyColumns);
+        }
+        None
+    }
+
+    fn buffer_insert(&mut self, id: SyntheticId, p: Point) {
+        self.buf_dims
+            .entry(p.tsid)
+            .or_insert_with(|| p.dims.clone());
+        for (name, kind) in column_kinds(&p) {
+            if !self.buf_columns.contains_key(name) {
+                self.buf_columns.insert(name.to_owned(), kind);
+            }
+        }
+        self.buffer.insert(id, p);
+    }
+
+    fn kill(&mut self, id: SyntheticId, loc: Location) -> Result<()> {
+        match loc {
+            Location::Buffer => {
+                self.buffer.remove(&id);
+            }
+            Location::Segment { slot, row } => {
+                let s = self.slots.get_mut(slot).ok_or(Error::BadRow { id, row })?;
+                s.tombstones
+                    .delete(row)
+                    .map_err(|_| Error::BadRow { id, row })?;
+                s.dirty = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one operation; `log` appends its record to the pending log batch.
+    fn apply(&mut self, op: Op, log: bool) -> Result<Outcome> {
+        match op {
+            Op::Create(p) => {
+                let p = p.normalized();
+                let id = SyntheticId::new(p.tsid, p.ts_millis);
+                if let Some(reason) = self.validate(&p) {
+                    return Ok(Outcome::Rejected { id, reason });
+                }
+                self.stats.checks += 1;
+                if locate(
+                    &self.slots,
+                    &self.buffer,
+                    self.config.strategy,
+                    &mut self.stats,
+                    &id,
+                )?
+                .is_some()
+                {
+                    return Ok(Outcome::Conflict { id });
+                }
+                if log {
+                    self.wal
+                        .append_with(|out| record::encode_point(out, true, &p));
+                }
+                self.wal_records += 1;
+                self.buffer_insert(id, p);
+                Ok(Outcome::Created { id })
+            }
+            Op::Index(p) => {
+                let p = p.normalized();
+                let id = SyntheticId::new(p.tsid, p.ts_millis);
+                if let Some(reason) = self.validate(&p) {
+                    return Ok(Outcome::Rejected { id, reason });
+                }
+                self.stats.checks += 1;
+                let loc = locate(
+                    &self.slots,
+                    &self.buffer,
+                    self.config.strategy,
+                    &mut self.stats,
+                    &id,
+                )?;
+                if log {
+                    self.wal
+                        .append_with(|out| record::encode_point(out, false, &p));
+                }
+                self.wal_records += 1;
+                if let Some(l) = loc {
+                    self.kill(id, l)?;
+                }
+                self.buffer_insert(id, p);
+                Ok(Outcome::Indexed {
+                    id,
+                    replaced: loc.is_some(),
+                })
+            }
+            Op::Delete(id) => {
+                let mut scratch = DedupStats::default();
+                let loc = locate(
+                    &self.slots,
+                    &self.buffer,
+                    self.config.strategy,
+                    &mut scratch,
+                    &id,
+                )?;
+                let Some(l) = loc else {
+                    return Ok(Outcome::NotFound { id });
+                };
+                if log {
+                    self.wal.append_with(|out| record::encode_delete(out, &id));
+                }
+                self.wal_records += 1;
+                self.kill(id, l)?;
+                Ok(Outcome::Deleted { id })
+            }
+            Op::Get(id) => Ok(match self.get(&id)? {
+                Some(p) => Outcome::Found(p),
+                None => Outcome::NotFound { id },
+            }),
+        }
+    }
+
+    /// Writes the buffer as a new segment, persists changed tombstones, starts a new
+    /// write-ahead log generation and switches the manifest to name them, then deletes
+    /// the old log and tombstone files. Does nothing when there is nothing to persist.
+    ///
+    /// On error nothing changes in memory and the files written so far are removed; the
+    /// old manifest and log still describe the engine.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`]; segment write errors; I/O errors.
+    pub fn refresh(&mut self) -> Result<()> {
+        self.check_poisoned()?;
+        let dirty = self.slots.iter().any(|s| s.dirty);
+        if self.buffer.is_empty() && !dirty && self.wal_records == 0 {
+            return Ok(());
+        }
+        let mut created = Vec::new();
+        let result = self.refresh_inner(&mut created);
+        if result.is_err() {
+            for path in created {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        result
+    }
+
+    fn refresh_inner(&mut self, created: &mut Vec<PathBuf>) -> Result<()> {
+        // 1. The new segment.
+        let mut new_slot = None;
+        let mut next_segment = self.next_segment;
+        if !self.buffer.is_empty() {
+            let id = self.next_segment;
+            let mut writer = SegmentWriter::new(self.config.segment_options())?;
+            for p in self.buffer.values() {
+                writer.push(p.clone())?;
+            }
+            let path = segment_path(&self.dir, id);
+            created.push(path.clone());
+            let meta = writer.write_file(&path)?;
+            let entry = SegmentEntry {
+                id,
+                rows: meta.row_count,
+                tombstones: None,
+            };
+            new_slot = Some(Slot::open(&self.dir, &entry)?);
+            next_segment = id.saturating_add(1);
+        }
+        // 2. Changed tombstones, as their next generation.
+        let mut new_tombs = Vec::new();
+        for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| s.dirty) {
+            let next = s.tombstones.next_generation();
+            let written = next.write_beside(&s.path)?;
+            created.push(written);
+            new_tombs.push((i, next));
+        }
+        // 3. The next log generation.
+        let wal_gen = self.wal.generation().saturating_add(1);
+        let stale = wal_path(&self.dir, wal_gen);
+        if stale.exists() {
+            std::fs::remove_file(&stale).map_err(Error::io(&stale))?;
+        }
+        created.push(stale);
+        let wal = Wal::create(&self.dir, wal_gen)?;
+        // 4. The manifest switch: from here on the new files are the engine.
+        let mut segments: Vec<SegmentEntry> = self.slots.iter().map(Slot::entry).collect();
+        for (i, t) in &new_tombs {
+            if let Some(e) = segments.get_mut(*i) {
+                e.tombstones = Some(t.generation());
+            }
+        }
+        segments.extend(new_slot.as_ref().map(Slot::entry));
+        Manifest {
+            next_segment,
+            wal_generation: wal_gen,
+            segments,
+        }
+        .write(&self.dir)?;
+        created.clear();
+        // 5. Memory follows; then the old files go (best effort: open removes orphans).
+        let mut obsolete = vec![self.wal.path().to_path_buf()];
+        for (i, t) in new_tombs {
+            if let Some(s) = self.slots.get_mut(i) {
+                if let Some(g) = s.tomb_generation {
+                    obsolete.push(Tombstones::path_for(&s.path, g));
+                }
+                s.tomb_generation = Some(t.generation());
+                s.tombstones = t;
+                s.dirty = false;
+            }
+        }
+        self.slots.extend(new_slot);
+        self.next_segment = next_segment;
+        self.wal = wal;
+        self.wal_records = 0;
+        self.buffer.clear();
+        self.buf_dims.clear();
+        self.buf_columns.clear();
+        for path in obsolete {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if !self.poisoned {
+            let _ = self.wal.sync();
+        }
+    }
+}
+
+/// Each metric column of a point with its kind name.
+fn column_kinds(p: &Point) -> impl Iterator<Item = (&str, &'static str)> {
+    p.metrics.iter().map(|(n, v)| (n.as_str(), v.kind().name()))
+}
+
+/// The dedup check: where `id` is live, if anywhere. Counts into `stats` (callers pass a
+/// scratch value for lookups that are not dedup checks).
+fn locate(
+    slots: &[Slot],
+    buffer: &HashMap<SyntheticId, Point>,
+    strategy: Strategy,
+    stats: &mut DedupStats,
+    id: &SyntheticId,
+) -> Result<Option<Location>> {
+    if buffer.contains_key(id) {
+        stats.live_map_hits += 1;
+        return Ok(Some(Location::Buffer));
+    }
+    let tsid = id.tsid();
+    let ts = id.ts_millis();
+    for (i, slot) in slots.iter().enumerate().rev() {
+        if ts < slot.min_ts || ts > slot.max_ts {
+            stats.segments_pruned_by_time += 1;
+            continue;
+        }
+        let seg = &slot.segment;
+        let row = match strategy {
+            Strategy::Inverted if slot.has_id_index => {
+                let start = Instant::now();
+                let row = seg.lookup_id(id).map_err(|e| slot.err(e))?;
+                stats.verifications += 1;
+                stats.verification_nanos += start.elapsed().as_nanos() as u64;
+                row
+            }
+            Strategy::Bloom if slot.has_bloom => {
+                if !seg.may_contain_id(id).map_err(|e| slot.err(e))? {
+                    stats.bloom_negatives += 1;
+                    continue;
+                }
+                let row = verify(slot, stats, &tsid, ts)?;
+                if row.is_none() {
+                    stats.false_positives += 1;
+                }
+                row
+            }
+            Strategy::SeriesRange => {
+                match seg.series_by_tsid(&tsid) {
+                    Some(s) if (s.min_ts..=s.max_ts).contains(&ts) => {}
+                    _ => {
+                        stats.series_range_negatives += 1;
+                        continue;
+                    }
+                }
+                let row = verify(slot, stats, &tsid, ts)?;
+                if row.is_none() {
+                    stats.false_positives += 1;
+                }
+                row
+            }
+            // A segment written under another strategy lacks the section: verify.
+            _ => verify(slot, stats, &tsid, ts)?,
+        };
+        if let Some(row) = row {
+            if slot.tombstones.is_deleted(row) {
+                // At most one copy of an id is live, and this one is dead; an older
+                // segment may only hold dead copies, but looking costs little.
+                continue;
+            }
+            stats.true_duplicates += 1;
+            return Ok(Some(Location::Segment { slot: i, row }));
+        }
+    }
+    Ok(None)
+}
+
+fn verify(slot: &Slot, stats: &mut DedupStats, tsid: &Tsid, ts: i64) -> Result<Option<RowId>> {
+    let start = Instant::now();
+    let row = slot.segment.find(tsid, ts).map_err(|e| slot.err(e))?;
+    stats.verifications += 1;
+    stats.verification_nanos += start.elapsed().as_nanos() as u64;
+    Ok(row)
+}
+
+/// Removes files of this engine's naming patterns that the manifest does not name: a
+/// segment, tombstone or log written by a refresh that did not reach its manifest
+/// switch, the manifest's temporary file, and writers' temporary files.
+fn remove_orphans(dir: &Path, manifest: &Manifest) -> Result<Vec<Warning>> {
+    let live_segments: HashSet<u64> = manifest.segments.iter().map(|s| s.id).collect();
+    let live_tombs: HashSet<(u64, u64)> = manifest
+        .segments
+        .iter()
+        .filter_map(|s| s.tombstones.map(|g| (s.id, g)))
+        .collect();
+    let mut removed = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(Error::io(dir))?;
+    for entry in entries {
+        let entry = entry.map_err(Error::io(dir))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let temporary =
+            name == "MANIFEST.tmp" || (name.starts_with(".seg-") && name.contains(".tmp-"));
+        let orphan = if temporary {
+            true
+        } else if let Some(g) = parse_wal_name(name) {
+            g != manifest.wal_generation
+        } else if let Some(id) = parse_segment_name(name) {
+            !live_segments.contains(&id)
+        } else if let Some((seg, g)) = name.split_once(".del.") {
+            match (parse_segment_name(seg), g.parse::<u64>()) {
+                (Some(id), Ok(g)) => !live_tombs.contains(&(id, g)),
+                _ => false,
+            }
+        } else {
+            false
+        };
+        if orphan {
+            let path = entry.path();
+            std::fs::remove_file(&path).map_err(Error::io(&path))?;
+            removed.push(Warning::RemovedOrphan { path });
+        }
+    }
+    if !removed.is_empty() {
+        crate::fsutil::sync_dir(dir)?;
+    }
+    Ok(removed)
+}

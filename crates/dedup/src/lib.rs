@@ -1,0 +1,19 @@
+#![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
+
+mod config;
+mod engine;
+mod error;
+mod fsutil;
+mod le;
+mod manifest;
+mod record;
+mod stats;
+mod wal;
+
+pub use config::{Durability, EngineConfig, Strategy};
+pub use engine::{Engine, MAX_COLUMNS, MAX_STRING_LEN, Op, Outcome, Rejection, Warning};
+pub use error::{Error, Result};
+pub use manifest::{MANIFEST_MAGIC, MANIFEST_NAME, MANIFEST_VERSION};
+pub use stats::DedupStats;
+pub use wal::{MAX_RECORD_LEN, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION};

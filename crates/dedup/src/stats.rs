@@ -1,0 +1,52 @@
+//! Dedup counters.
+
+use crate::config::Strategy;
+
+/// Counters of the dedup check, for the engine's strategy, since the engine was opened.
+///
+/// A *check* is one `create` or `index` asking whether its point is already stored
+/// (`delete` and `get` look points up the same way but are not counted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DedupStats {
+    /// The strategy these counters describe.
+    pub strategy: Strategy,
+    /// Dedup checks.
+    pub checks: u64,
+    /// Checks answered by the live version map (the point is buffered, not yet in a segment).
+    pub live_map_hits: u64,
+    /// Segments skipped because their [min, max] timestamp cannot hold the point.
+    pub segments_pruned_by_time: u64,
+    /// `series-range`: segments ruled out because the series is absent or the timestamp is
+    /// outside the series' range in them.
+    pub series_range_negatives: u64,
+    /// `bloom`: segments whose bloom filter answered "no".
+    pub bloom_negatives: u64,
+    /// "Maybe" answers that verification found false: a bloom filter's (`bloom`), or a
+    /// series range holding the timestamp where the point is absent (`series-range`).
+    pub false_positives: u64,
+    /// Exact lookups in a segment: a binary search in a series' timestamp block, or a
+    /// lookup in the FST id index (`inverted`).
+    pub verifications: u64,
+    /// Checks that found the point live in a segment (live-map hits are counted apart).
+    pub true_duplicates: u64,
+    /// Time spent in verifications, in nanoseconds.
+    pub verification_nanos: u64,
+}
+
+impl DedupStats {
+    pub(crate) fn new(strategy: Strategy) -> DedupStats {
+        DedupStats {
+            strategy,
+            ..DedupStats::default()
+        }
+    }
+
+    /// False positives per check (0 when there was no check).
+    pub fn false_positive_rate(&self) -> f64 {
+        if self.checks == 0 {
+            0.0
+        } else {
+            self.false_positives as f64 / self.checks as f64
+        }
+    }
+}

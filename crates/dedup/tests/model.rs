@@ -1,0 +1,171 @@
+//! Property test: random interleavings of create/index/delete/get/batch/refresh/reopen
+//! against a `BTreeMap` model give identical outcomes and identical contents, for each
+//! dedup strategy.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tidemark_dedup::{Durability, Engine, EngineConfig, Op, Outcome, Strategy as DedupStrategy};
+use tidemark_segment::Point;
+use tidemark_tsid::{SyntheticId, Tsid};
+
+#[derive(Debug, Clone)]
+enum Item {
+    Create(u8, i64, i64),
+    Index(u8, i64, i64),
+    Delete(u8, i64),
+    Get(u8, i64),
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    One(Item),
+    Batch(Vec<Item>),
+    Refresh,
+    Reopen,
+}
+
+fn tsid(series: u8) -> Tsid {
+    let mut b = [series.wrapping_mul(37); 20];
+    b[0] = series;
+    Tsid::from_bytes(b)
+}
+
+fn point(series: u8, ts: i64, v: i64) -> Point {
+    let p = Point::new(tsid(series), ts * 1000)
+        .dim("host", format!("h{series}"))
+        .dim("dc", "eu")
+        .gauge("v", v as f64 * 0.5);
+    if v % 2 == 0 { p.counter("c", v) } else { p }
+}
+
+fn id(series: u8, ts: i64) -> SyntheticId {
+    SyntheticId::new(tsid(series), ts * 1000)
+}
+
+fn item() -> impl Strategy<Value = Item> {
+    let s = 0u8..4;
+    let ts = 0i64..24;
+    let v = 0i64..6;
+    prop_oneof![
+        4 => (s.clone(), ts.clone(), v.clone()).prop_map(|(s, t, v)| Item::Create(s, t, v)),
+        2 => (s.clone(), ts.clone(), v).prop_map(|(s, t, v)| Item::Index(s, t, v)),
+        2 => (s.clone(), ts.clone()).prop_map(|(s, t)| Item::Delete(s, t)),
+        1 => (s, ts).prop_map(|(s, t)| Item::Get(s, t)),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        10 => item().prop_map(Step::One),
+        3 => proptest::collection::vec(item(), 1..6).prop_map(Step::Batch),
+        2 => Just(Step::Refresh),
+        1 => Just(Step::Reopen),
+    ]
+}
+
+type Model = BTreeMap<(u8, i64), Point>;
+
+fn to_op(item: &Item) -> Op {
+    match *item {
+        Item::Create(s, t, v) => Op::Create(point(s, t, v)),
+        Item::Index(s, t, v) => Op::Index(point(s, t, v)),
+        Item::Delete(s, t) => Op::Delete(id(s, t)),
+        Item::Get(s, t) => Op::Get(id(s, t)),
+    }
+}
+
+fn expect(model: &mut Model, item: &Item) -> Outcome {
+    match *item {
+        Item::Create(s, t, v) => match model.entry((s, t)) {
+            std::collections::btree_map::Entry::Occupied(_) => Outcome::Conflict { id: id(s, t) },
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(point(s, t, v).normalized());
+                Outcome::Created { id: id(s, t) }
+            }
+        },
+        Item::Index(s, t, v) => {
+            let replaced = model.insert((s, t), point(s, t, v).normalized()).is_some();
+            Outcome::Indexed {
+                id: id(s, t),
+                replaced,
+            }
+        }
+        Item::Delete(s, t) => match model.remove(&(s, t)) {
+            Some(_) => Outcome::Deleted { id: id(s, t) },
+            None => Outcome::NotFound { id: id(s, t) },
+        },
+        Item::Get(s, t) => match model.get(&(s, t)) {
+            Some(p) => Outcome::Found(p.clone()),
+            None => Outcome::NotFound { id: id(s, t) },
+        },
+    }
+}
+
+fn check_contents(engine: &Engine, model: &Model) {
+    let mut want: Vec<Point> = model.values().cloned().collect();
+    want.sort_by_key(|p| (p.tsid, p.ts_millis));
+    assert_eq!(engine.points().unwrap(), want);
+    assert_eq!(engine.live_count(), model.len() as u64);
+}
+
+fn run(strategy: DedupStrategy, refresh_rows: usize, steps: &[Step]) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig::new()
+        .with_strategy(strategy)
+        .with_refresh_rows(refresh_rows)
+        .with_block_rows(4)
+        .with_durability(Durability::Interval(Duration::from_secs(3600)));
+    let mut engine = Engine::create(dir.path(), config.clone()).unwrap();
+    let mut model = Model::new();
+    for step in steps {
+        match step {
+            Step::One(item) => {
+                let got = engine.batch([to_op(item)]).unwrap();
+                assert_eq!(got, vec![expect(&mut model, item)], "{item:?}");
+            }
+            Step::Batch(items) => {
+                let got = engine.batch(items.iter().map(to_op)).unwrap();
+                let want: Vec<Outcome> = items.iter().map(|i| expect(&mut model, i)).collect();
+                assert_eq!(got, want, "{items:?}");
+            }
+            Step::Refresh => engine.refresh().unwrap(),
+            Step::Reopen => {
+                drop(engine);
+                engine = Engine::open(dir.path(), config.clone()).unwrap();
+                assert!(engine.warnings().is_empty(), "{:?}", engine.warnings());
+                check_contents(&engine, &model);
+            }
+        }
+    }
+    check_contents(&engine, &model);
+    // Re-ingesting everything the model holds adds nothing.
+    let again: Vec<Op> = model.values().cloned().map(Op::Create).collect();
+    for o in engine.batch(again).unwrap() {
+        assert!(matches!(o, Outcome::Conflict { .. }), "{o:?}");
+    }
+    drop(engine);
+    let engine = Engine::open(dir.path(), config).unwrap();
+    check_contents(&engine, &model);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn inverted_matches_a_btreemap(rows in 2usize..40, steps in proptest::collection::vec(step(), 1..60)) {
+        run(DedupStrategy::Inverted, rows, &steps);
+    }
+
+    #[test]
+    fn bloom_matches_a_btreemap(rows in 2usize..40, steps in proptest::collection::vec(step(), 1..60)) {
+        run(DedupStrategy::Bloom, rows, &steps);
+    }
+
+    #[test]
+    fn series_range_matches_a_btreemap(rows in 2usize..40, steps in proptest::collection::vec(step(), 1..60)) {
+        run(DedupStrategy::SeriesRange, rows, &steps);
+    }
+}
