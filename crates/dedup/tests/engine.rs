@@ -1,0 +1,493 @@
+//! Engine behaviour: outcomes, recovery (torn WAL tail, orphans, corrupt files), the
+//! dedup counters of each strategy, rejections and configuration errors.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+
+use tidemark_dedup::{
+    Engine, EngineConfig, Error, Op, Outcome, Rejection, Strategy, WAL_HEADER_LEN, Warning,
+};
+use tidemark_segment::Point;
+use tidemark_tsid::{SyntheticId, Tsid};
+
+fn tsid(series: u8) -> Tsid {
+    Tsid::from_bytes([series; 20])
+}
+
+fn point(series: u8, ts: i64) -> Point {
+    Point::new(tsid(series), ts)
+        .dim("host", format!("h{series}"))
+        .gauge("cpu", ts as f64)
+}
+
+fn id(series: u8, ts: i64) -> SyntheticId {
+    SyntheticId::new(tsid(series), ts)
+}
+
+fn config(strategy: Strategy) -> EngineConfig {
+    EngineConfig::new()
+        .with_strategy(strategy)
+        .with_block_rows(8)
+}
+
+fn wal_file(dir: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("wal-"))
+        .unwrap()
+}
+
+fn segment_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tms"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn batch_returns_one_outcome_per_item_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    let out = e
+        .batch([
+            Op::Create(point(1, 10)),
+            Op::Create(point(1, 10)),
+            Op::Index(point(1, 10).gauge("mem", 1.0)),
+            Op::Get(id(1, 10)),
+            Op::Delete(id(1, 10)),
+            Op::Delete(id(1, 10)),
+            Op::Get(id(1, 10)),
+            Op::Index(point(2, 5)),
+        ])
+        .unwrap();
+    assert_eq!(
+        out,
+        vec![
+            Outcome::Created { id: id(1, 10) },
+            Outcome::Conflict { id: id(1, 10) },
+            Outcome::Indexed {
+                id: id(1, 10),
+                replaced: true
+            },
+            Outcome::Found(point(1, 10).gauge("mem", 1.0).normalized()),
+            Outcome::Deleted { id: id(1, 10) },
+            Outcome::NotFound { id: id(1, 10) },
+            Outcome::NotFound { id: id(1, 10) },
+            Outcome::Indexed {
+                id: id(2, 5),
+                replaced: false
+            },
+        ]
+    );
+    assert!(out.iter().all(Outcome::is_success));
+}
+
+#[test]
+fn duplicates_are_found_across_refresh_and_reopen_for_every_strategy() {
+    for strategy in Strategy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = Engine::create(dir.path(), config(strategy)).unwrap();
+        let pts: Vec<Op> = (0..100)
+            .map(|i| Op::Create(point(i % 5, i as i64)))
+            .collect();
+        e.batch(pts.clone()).unwrap();
+        e.refresh().unwrap();
+        assert_eq!(e.segment_count(), 1);
+        drop(e);
+        let mut e = Engine::open(dir.path(), config(strategy)).unwrap();
+        for o in e.batch(pts).unwrap() {
+            assert!(matches!(o, Outcome::Conflict { .. }), "{strategy:?}: {o:?}");
+        }
+        assert_eq!(e.stats().true_duplicates, 100, "{strategy:?}");
+        assert_eq!(e.live_count(), 100);
+        assert_eq!(e.get(&id(3, 8)).unwrap(), Some(point(3, 8).normalized()));
+    }
+}
+
+#[test]
+fn unrefreshed_writes_survive_reopen_through_the_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(dir.path(), config(Strategy::Bloom)).unwrap();
+    e.create_point(point(1, 1)).unwrap();
+    e.refresh().unwrap();
+    e.create_point(point(1, 2)).unwrap();
+    e.index_point(point(1, 1).gauge("x", 2.0)).unwrap();
+    e.delete(id(1, 2)).unwrap();
+    e.create_point(point(1, 3)).unwrap();
+    drop(e);
+    let e = Engine::open(dir.path(), config(Strategy::Bloom)).unwrap();
+    assert_eq!(
+        e.points().unwrap(),
+        vec![
+            point(1, 1).gauge("x", 2.0).normalized(),
+            point(1, 3).normalized()
+        ]
+    );
+    assert_eq!(e.buffered(), 2);
+}
+
+#[test]
+fn a_torn_wal_tail_is_truncated_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    e.create_point(point(1, 1)).unwrap();
+    e.create_point(point(1, 2)).unwrap();
+    drop(e);
+    let wal = wal_file(dir.path());
+    let full = std::fs::metadata(&wal).unwrap().len();
+    // Cut the last record in half: a write torn by a crash.
+    let cut = full - 10;
+    OpenOptions::new()
+        .write(true)
+        .open(&wal)
+        .unwrap()
+        .set_len(cut)
+        .unwrap();
+    let mut e = Engine::open(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    assert_eq!(e.points().unwrap(), vec![point(1, 1).normalized()]);
+    match e.warnings() {
+        [
+            Warning::TornWalTail {
+                path,
+                offset,
+                dropped_bytes,
+            },
+        ] => {
+            assert_eq!(path, &wal);
+            assert_eq!(offset + dropped_bytes, cut);
+            assert!(*offset > WAL_HEADER_LEN);
+        }
+        w => panic!("{w:?}"),
+    }
+    assert!(e.warnings()[0].to_string().contains("truncated"));
+    // Writing after the truncation appends cleanly.
+    e.create_point(point(1, 2)).unwrap();
+    drop(e);
+    let e = Engine::open(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    assert!(e.warnings().is_empty());
+    assert_eq!(e.points().unwrap().len(), 2);
+}
+
+#[test]
+fn garbage_after_the_last_record_is_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(dir.path(), config(Strategy::Inverted)).unwrap();
+    e.create_point(point(1, 1)).unwrap();
+    drop(e);
+    let wal = wal_file(dir.path());
+    let mut f = OpenOptions::new().append(true).open(&wal).unwrap();
+    f.write_all(&[0xff; 3]).unwrap();
+    f.write_all(&[5, 0, 0, 0, 1, 2, 3, 4, 9, 9, 9, 9, 9])
+        .unwrap();
+    drop(f);
+    let e = Engine::open(dir.path(), config(Strategy::Inverted)).unwrap();
+    assert_eq!(e.points().unwrap().len(), 1);
+    assert!(matches!(
+        e.warnings(),
+        [Warning::TornWalTail {
+            dropped_bytes: 16,
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn every_truncation_of_the_wal_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    for i in 0..4 {
+        e.create_point(point(1, i)).unwrap();
+    }
+    drop(e);
+    let wal = wal_file(dir.path());
+    let bytes = std::fs::read(&wal).unwrap();
+    let mut last = 0;
+    for len in WAL_HEADER_LEN as usize..=bytes.len() {
+        std::fs::write(&wal, &bytes[..len]).unwrap();
+        let e = Engine::open(dir.path(), config(Strategy::SeriesRange)).unwrap();
+        let n = e.points().unwrap().len();
+        assert!(n >= last, "points never disappear as the log grows");
+        last = n;
+    }
+    assert_eq!(last, 4);
+}
+
+#[test]
+fn a_corrupt_segment_is_reported_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    e.create_point(point(1, 1)).unwrap();
+    e.refresh().unwrap();
+    drop(e);
+    let seg = segment_files(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let n = bytes.len();
+    bytes[n - 12] ^= 0xff;
+    std::fs::write(&seg, &bytes).unwrap();
+    let err = Engine::open(dir.path(), config(Strategy::SeriesRange)).unwrap_err();
+    assert!(matches!(err, Error::Segment(_)), "{err:?}");
+    let name = seg.file_name().unwrap().to_str().unwrap();
+    assert!(err.to_string().contains(name), "{err}");
+}
+
+#[test]
+fn a_corrupt_manifest_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Engine::create(dir.path(), config(Strategy::SeriesRange)).unwrap());
+    let m = dir.path().join("MANIFEST");
+    let mut bytes = std::fs::read(&m).unwrap();
+    bytes[10] ^= 1;
+    std::fs::write(&m, &bytes).unwrap();
+    let err = Engine::open(dir.path(), config(Strategy::SeriesRange)).unwrap_err();
+    assert!(matches!(err, Error::ChecksumMismatch { .. }), "{err:?}");
+}
+
+#[test]
+fn files_of_an_interrupted_refresh_are_removed_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    e.create_point(point(1, 1)).unwrap();
+    e.refresh().unwrap();
+    e.create_point(point(1, 2)).unwrap();
+    drop(e);
+    // What a crash between writing files and switching the manifest leaves.
+    let seg = segment_files(dir.path()).pop().unwrap();
+    let orphan_seg = dir.path().join("seg-00000000000000000099.tms");
+    std::fs::copy(&seg, &orphan_seg).unwrap();
+    let orphan_del = dir.path().join("seg-00000000000000000001.tms.del.00000007");
+    std::fs::write(&orphan_del, b"x").unwrap();
+    let orphan_wal = dir.path().join("wal-00000000000000000099.log");
+    std::fs::write(&orphan_wal, b"x").unwrap();
+    std::fs::write(dir.path().join("MANIFEST.tmp"), b"x").unwrap();
+    let unrelated = dir.path().join("notes.txt");
+    std::fs::write(&unrelated, b"keep").unwrap();
+    let e = Engine::open(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    assert_eq!(e.warnings().len(), 4, "{:?}", e.warnings());
+    assert!(!orphan_seg.exists() && !orphan_del.exists() && !orphan_wal.exists());
+    assert!(unrelated.exists());
+    assert_eq!(e.points().unwrap().len(), 2);
+}
+
+#[test]
+fn deletes_persist_as_tombstones_across_refresh_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(dir.path(), config(Strategy::Bloom)).unwrap();
+    e.batch((0..20).map(|i| Op::Create(point(1, i)))).unwrap();
+    e.refresh().unwrap();
+    e.delete(id(1, 3)).unwrap();
+    e.index_point(point(1, 4).gauge("mem", 4.0)).unwrap();
+    e.refresh().unwrap();
+    e.delete(id(1, 5)).unwrap();
+    e.refresh().unwrap();
+    drop(e);
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    // Only the newest tombstone generation of the first segment remains.
+    assert_eq!(
+        names.iter().filter(|n| n.contains(".del.")).count(),
+        1,
+        "{names:?}"
+    );
+    assert_eq!(names.iter().filter(|n| n.starts_with("wal-")).count(), 1);
+    let mut e = Engine::open(dir.path(), config(Strategy::Bloom)).unwrap();
+    assert_eq!(e.live_count(), 18);
+    assert_eq!(e.get(&id(1, 3)).unwrap(), None);
+    assert_eq!(
+        e.get(&id(1, 4)).unwrap(),
+        Some(point(1, 4).gauge("mem", 4.0).normalized())
+    );
+    assert_eq!(
+        e.create_point(point(1, 3)).unwrap(),
+        Outcome::Created { id: id(1, 3) }
+    );
+}
+
+#[test]
+fn refresh_runs_when_the_buffer_reaches_its_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(
+        dir.path(),
+        config(Strategy::SeriesRange).with_refresh_rows(10),
+    )
+    .unwrap();
+    e.batch((0..25).map(|i| Op::Create(point(1, i)))).unwrap();
+    assert_eq!((e.segment_count(), e.buffered()), (1, 0));
+    for i in 25..35 {
+        e.create_point(point(1, i)).unwrap();
+    }
+    assert_eq!((e.segment_count(), e.buffered()), (2, 0));
+}
+
+#[test]
+fn series_range_rules_out_absent_series_and_out_of_range_timestamps() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    e.batch((0..10).map(|i| Op::Create(point(1, i * 10))))
+        .unwrap();
+    e.batch((0..10).map(|i| Op::Create(point(2, 1000 + i))))
+        .unwrap();
+    e.refresh().unwrap();
+    drop(e);
+    // Counters start at open.
+    let mut e = Engine::open(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    e.create_point(point(3, 50)).unwrap(); // absent series
+    e.create_point(point(1, 95)).unwrap(); // past series 1's max (90), inside the segment's
+    e.create_point(point(1, 45)).unwrap(); // inside the range, absent: a false positive
+    e.create_point(point(1, 40)).unwrap(); // a true duplicate
+    e.create_point(point(1, 5000)).unwrap(); // past the segment: pruned by time
+    e.create_point(point(1, 5000)).unwrap(); // live map
+    let s = *e.stats();
+    assert_eq!(s.checks, 6);
+    assert_eq!(s.series_range_negatives, 2);
+    assert_eq!(s.false_positives, 1);
+    assert_eq!(s.true_duplicates, 1);
+    assert_eq!(s.verifications, 2);
+    assert_eq!(s.segments_pruned_by_time, 1);
+    assert_eq!(s.live_map_hits, 1);
+    assert_eq!(s.bloom_negatives, 0);
+}
+
+#[test]
+fn bloom_negatives_and_false_positives_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(dir.path(), config(Strategy::Bloom).with_bloom_fpr(0.01)).unwrap();
+    e.batch((0..1000).map(|i| Op::Create(point((i % 10) as u8, i * 2))))
+        .unwrap();
+    e.refresh().unwrap();
+    drop(e);
+    let mut e = Engine::open(dir.path(), config(Strategy::Bloom)).unwrap();
+    // Odd timestamps inside the segment's range: all new.
+    e.batch((0..999).map(|i| Op::Create(point((i % 10) as u8, i * 2 + 1))))
+        .unwrap();
+    let s = *e.stats();
+    assert_eq!(s.checks, 999);
+    assert_eq!(s.bloom_negatives + s.false_positives, 999);
+    assert!(s.false_positives < 50, "{s:?}");
+    assert_eq!(s.true_duplicates, 0);
+    assert_eq!(s.verifications, s.false_positives);
+}
+
+#[test]
+fn inverted_looks_up_the_id_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(dir.path(), config(Strategy::Inverted)).unwrap();
+    e.batch((0..50).map(|i| Op::Create(point(1, i)))).unwrap();
+    e.refresh().unwrap();
+    drop(e);
+    let mut e = Engine::open(dir.path(), config(Strategy::Inverted)).unwrap();
+    e.batch((0..100).map(|i| Op::Create(point(1, i)))).unwrap();
+    let s = *e.stats();
+    // 50..100 lie past the segment's max timestamp: pruned, not looked up.
+    assert_eq!((s.true_duplicates, s.verifications), (50, 50));
+    assert_eq!((s.segments_pruned_by_time, s.live_map_hits), (50, 0));
+}
+
+#[test]
+fn segments_of_another_strategy_are_verified_in_their_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    e.batch((0..50).map(|i| Op::Create(point(1, i)))).unwrap();
+    e.refresh().unwrap();
+    drop(e);
+    for strategy in [Strategy::Bloom, Strategy::Inverted] {
+        let mut e = Engine::open(dir.path(), config(strategy)).unwrap();
+        for o in e.batch((0..50).map(|i| Op::Create(point(1, i)))).unwrap() {
+            assert!(matches!(o, Outcome::Conflict { .. }), "{strategy:?}");
+        }
+    }
+}
+
+#[test]
+fn invalid_points_are_rejected_per_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Engine::create(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    let out = e
+        .batch([
+            Op::Create(point(1, 1).dim("host", "again")),
+            Op::Create(point(1, 2).gauge("cpu", 2.0)),
+            Op::Create(point(1, 3)),
+            Op::Create(Point::new(tsid(1), 4).dim("host", "other")),
+            Op::Create(Point::new(tsid(2), 1).dim("host", "h2").counter("cpu", 1)),
+            Op::Create(point(2, 2).gauge("x".repeat(70_000), 1.0)),
+        ])
+        .unwrap();
+    assert!(matches!(
+        &out[0],
+        Outcome::Rejected { reason: Rejection::DuplicateDimension { name }, .. } if name == "host"
+    ));
+    assert!(matches!(
+        &out[1],
+        Outcome::Rejected { reason: Rejection::DuplicateMetric { name }, .. } if name == "cpu"
+    ));
+    assert_eq!(out[2], Outcome::Created { id: id(1, 3) });
+    assert!(matches!(
+        &out[3],
+        Outcome::Rejected {
+            reason: Rejection::InconsistentDimensions { .. },
+            ..
+        }
+    ));
+    assert!(matches!(
+        &out[4],
+        Outcome::Rejected {
+            reason: Rejection::KindConflict {
+                expected: "gauge",
+                found: "counter",
+                ..
+            },
+            ..
+        }
+    ));
+    assert!(matches!(
+        &out[5],
+        Outcome::Rejected {
+            reason: Rejection::TooLong { len_bytes: 70_000 },
+            ..
+        }
+    ));
+    assert!(!out[0].is_success());
+    // Nothing rejected reached the log or the segment.
+    e.refresh().unwrap();
+    drop(e);
+    let e = Engine::open(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    assert_eq!(e.points().unwrap(), vec![point(1, 3).normalized()]);
+}
+
+#[test]
+fn create_and_open_check_the_directory_and_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Engine::open(dir.path(), EngineConfig::new()).unwrap_err();
+    assert!(matches!(err, Error::NoManifest { .. }), "{err:?}");
+    drop(Engine::create(dir.path(), EngineConfig::new()).unwrap());
+    let err = Engine::create(dir.path(), EngineConfig::new()).unwrap_err();
+    assert!(matches!(err, Error::AlreadyExists { .. }), "{err:?}");
+    for bad in [
+        EngineConfig::new().with_refresh_rows(0),
+        EngineConfig::new().with_bloom_fpr(1.0),
+        EngineConfig::new().with_block_rows(0),
+    ] {
+        let err = Engine::open(dir.path(), bad).unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig { .. }), "{err:?}");
+    }
+    let e = Engine::open_or_create(dir.path().join("sub"), EngineConfig::new()).unwrap();
+    assert_eq!(e.live_count(), 0);
+    assert_eq!("bloom".parse::<Strategy>().unwrap(), Strategy::Bloom);
+    assert!("btree".parse::<Strategy>().is_err());
+}
+
+#[test]
+fn a_missing_wal_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Engine::create(dir.path(), EngineConfig::new()).unwrap());
+    std::fs::remove_file(wal_file(dir.path())).unwrap();
+    let err = Engine::open(dir.path(), EngineConfig::new()).unwrap_err();
+    assert!(matches!(err, Error::MissingWal { .. }), "{err:?}");
+}
