@@ -81,6 +81,8 @@ pub struct EngineConfig {
     pub(crate) refresh_rows: usize,
     pub(crate) bloom_fpr: f64,
     pub(crate) block_rows: u32,
+    pub(crate) merge_factor: usize,
+    pub(crate) auto_merge: bool,
 }
 
 impl Default for EngineConfig {
@@ -91,13 +93,16 @@ impl Default for EngineConfig {
             refresh_rows: 100_000,
             bloom_fpr: 0.01,
             block_rows: tidemark_segment::DEFAULT_BLOCK_ROWS,
+            merge_factor: 10,
+            auto_merge: true,
         }
     }
 }
 
 impl EngineConfig {
     /// Defaults: `series-range`, fsync per request, a refresh every 100,000 buffered
-    /// points, a 1% bloom filter (for `bloom`), 1024 rows per segment block.
+    /// points, a 1% bloom filter (for `bloom`), 1024 rows per segment block, a merge
+    /// when 10 segments share a size tier.
     pub fn new() -> EngineConfig {
         EngineConfig::default()
     }
@@ -134,6 +139,20 @@ impl EngineConfig {
         self
     }
 
+    /// Segments of one size tier that trigger a merge (at least 2; default 10). See
+    /// [`Engine::maybe_merge`](crate::Engine::maybe_merge).
+    pub fn with_merge_factor(mut self, factor: usize) -> EngineConfig {
+        self.merge_factor = factor;
+        self
+    }
+
+    /// Whether the merge policy runs after each size-triggered refresh (default true).
+    /// Merges run on the calling thread for now.
+    pub fn with_auto_merge(mut self, on: bool) -> EngineConfig {
+        self.auto_merge = on;
+        self
+    }
+
     /// The strategy.
     pub fn strategy(&self) -> Strategy {
         self.strategy
@@ -149,6 +168,12 @@ impl EngineConfig {
             return Err(Error::InvalidConfig {
                 name: "refresh_rows",
                 detail: "expected at least 1, found 0".into(),
+            });
+        }
+        if self.merge_factor < 2 {
+            return Err(Error::InvalidConfig {
+                name: "merge_factor",
+                detail: format!("expected at least 2, found {}", self.merge_factor),
             });
         }
         if !(self.bloom_fpr > 0.0 && self.bloom_fpr < 1.0) {

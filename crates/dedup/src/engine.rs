@@ -221,6 +221,34 @@ impl Slot {
         }
     }
 
+    /// Appends the rows not tombstoned (in memory) to `out`, normalized.
+    fn live_points(&self, out: &mut Vec<Point>) -> Result<()> {
+        let names: Vec<String> = self
+            .segment
+            .columns()
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        let dead = &self.tombstones;
+        self.segment
+            .scan_rows(0..self.segment.row_count(), |rv| {
+                if dead.is_deleted(rv.row) {
+                    return;
+                }
+                let metrics = names
+                    .iter()
+                    .zip(rv.metrics)
+                    .filter_map(|(n, v)| v.map(|v| (n.clone(), v)))
+                    .collect();
+                // Built field by field: `Point` may gain fields upstream.
+                let mut p = Point::new(rv.series.tsid, rv.ts_millis);
+                p.dims = rv.series.dims.clone();
+                p.metrics = metrics;
+                out.push(p.normalized());
+            })
+            .map_err(|e| self.err(e))
+    }
+
     fn err(&self, e: tidemark_segment::Error) -> Error {
         Error::Segment(self.segment.name_error(e))
     }
@@ -446,6 +474,9 @@ impl Engine {
         }
         if self.buffer.len() >= self.config.refresh_rows {
             self.refresh()?;
+            if self.config.auto_merge {
+                self.maybe_merge()?;
+            }
         }
         Ok(out)
     }
@@ -514,33 +545,159 @@ impl Engine {
     pub fn points(&self) -> Result<Vec<Point>> {
         let mut out: Vec<Point> = self.buffer.values().cloned().collect();
         for slot in &self.slots {
-            let names: Vec<String> = slot
-                .segment
-                .columns()
-                .iter()
-                .map(|c| c.name.clone())
-                .collect();
-            let dead = &slot.tombstones;
-            slot.segment
-                .scan_rows(0..slot.segment.row_count(), |rv| {
-                    if dead.is_deleted(rv.row) {
-                        return;
-                    }
-                    let metrics = names
-                        .iter()
-                        .zip(rv.metrics)
-                        .filter_map(|(n, v)| v.map(|v| (n.clone(), v)))
-                        .collect();
-                    // Built field by field: `Point` is gaining fields upstream.
-                    let mut p = Point::new(rv.series.tsid, rv.ts_millis);
-                    p.dims = rv.series.dims.clone();
-                    p.metrics = metrics;
-                    out.push(p.normalized());
-                })
-                .map_err(|e| slot.err(e))?;
+            slot.live_points(&mut out)?;
         }
         out.sort_by_key(|p| (p.tsid, p.ts_millis));
         Ok(out)
+    }
+
+    /// Row counts of the live segments, oldest first: `(rows, dead rows)`.
+    pub fn segment_rows(&self) -> Vec<(u64, u64)> {
+        self.slots
+            .iter()
+            .map(|s| (s.segment.row_count(), s.tombstones.len()))
+            .collect()
+    }
+
+    /// Runs the tiered merge policy until no tier holds
+    /// [`merge_factor`](EngineConfig::with_merge_factor) segments, and returns the number
+    /// of merges done. A segment's tier is ⌊log_factor(live rows)⌋; when a tier holds
+    /// `factor` segments, its `factor` oldest are merged into one.
+    ///
+    /// # Errors
+    /// As [`merge`](Self::merge).
+    pub fn maybe_merge(&mut self) -> Result<usize> {
+        let mut merges = 0;
+        while let Some(group) = self.merge_candidates() {
+            self.merge(&group)?;
+            merges += 1;
+        }
+        Ok(merges)
+    }
+
+    fn merge_candidates(&self) -> Option<Vec<usize>> {
+        let factor = self.config.merge_factor;
+        let mut tiers: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+        for (i, s) in self.slots.iter().enumerate() {
+            let live = s.segment.row_count().saturating_sub(s.tombstones.len());
+            tiers
+                .entry(live.max(1).ilog(factor as u64))
+                .or_default()
+                .push(i);
+        }
+        tiers
+            .into_values()
+            .find(|v| v.len() >= factor)
+            .map(|v| v.into_iter().take(factor).collect())
+    }
+
+    /// Merges every live segment into one (a no-op with fewer than two, unless one has
+    /// dead rows to drop).
+    ///
+    /// # Errors
+    /// As [`merge`](Self::merge).
+    pub fn merge_all(&mut self) -> Result<()> {
+        let all: Vec<usize> = (0..self.slots.len()).collect();
+        let single_clean =
+            all.len() == 1 && self.slots.first().is_some_and(|s| s.tombstones.is_empty());
+        if all.is_empty() || single_clean {
+            return Ok(());
+        }
+        self.merge(&all)
+    }
+
+    /// Merges the segments at `positions` (indexes into the live list, oldest first) into
+    /// one new segment holding their live rows, written with the current strategy's
+    /// sections (the bloom filter or id index is rebuilt), placed where the oldest of
+    /// them was. The manifest then names it instead of them, atomically; their files and
+    /// tombstones are deleted. Tombstones not yet persisted are applied by leaving the
+    /// dead rows out; the write-ahead log is kept, since replaying it over the merged
+    /// segment gives the same state.
+    ///
+    /// On error nothing changes. Segments holding one tsid with different dimensions, or
+    /// one metric name with two kinds, cannot be merged ([`Error::Segment`]).
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`]; segment read and write errors; I/O errors.
+    pub fn merge(&mut self, positions: &[usize]) -> Result<()> {
+        self.check_poisoned()?;
+        let mut positions: Vec<usize> = positions.to_vec();
+        positions.sort_unstable();
+        positions.dedup();
+        if positions.iter().any(|&i| i >= self.slots.len()) || positions.is_empty() {
+            return Ok(());
+        }
+        let mut points = Vec::new();
+        for &i in &positions {
+            if let Some(s) = self.slots.get(i) {
+                s.live_points(&mut points)?;
+            }
+        }
+        let id = self.next_segment;
+        let mut new_slot = None;
+        if !points.is_empty() {
+            let mut writer = SegmentWriter::new(self.config.segment_options())?;
+            writer.extend(points)?;
+            let path = segment_path(&self.dir, id);
+            let dir = &self.dir;
+            let written = (|| -> Result<Slot> {
+                let meta = writer.write_file(&path)?;
+                let entry = SegmentEntry {
+                    id,
+                    rows: meta.row_count,
+                    tombstones: None,
+                };
+                Slot::open(dir, &entry)
+            })();
+            match written {
+                Ok(slot) => new_slot = Some(slot),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&path);
+                    return Err(e);
+                }
+            }
+        }
+        let first = positions.first().copied().unwrap_or(0);
+        let mut segments = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            if i == first {
+                segments.extend(new_slot.as_ref().map(Slot::entry));
+            }
+            if positions.binary_search(&i).is_err() {
+                segments.push(s.entry());
+            }
+        }
+        let manifest = Manifest {
+            next_segment: id.saturating_add(1),
+            wal_generation: self.wal.generation(),
+            segments,
+        };
+        if let Err(e) = manifest.write(&self.dir) {
+            if let Some(s) = &new_slot {
+                let _ = std::fs::remove_file(&s.path);
+            }
+            return Err(e);
+        }
+        // Memory follows the manifest; then the old files go.
+        let old: Vec<Slot> = positions
+            .iter()
+            .rev()
+            .map(|&i| self.slots.remove(i))
+            .collect();
+        if let Some(slot) = new_slot {
+            self.slots.insert(first.min(self.slots.len()), slot);
+        }
+        self.next_segment = id.saturating_add(1);
+        for s in old {
+            let path = s.path.clone();
+            let tombs = s.tomb_generation;
+            drop(s);
+            let _ = std::fs::remove_file(&path);
+            if let Some(g) = tombs {
+                let _ = std::fs::remove_file(Tombstones::path_for(&path, g));
+            }
+        }
+        Ok(())
     }
 
     /// Fsyncs the write-ahead log.

@@ -491,3 +491,76 @@ fn a_missing_wal_is_an_error() {
     let err = Engine::open(dir.path(), EngineConfig::new()).unwrap_err();
     assert!(matches!(err, Error::MissingWal { .. }), "{err:?}");
 }
+
+#[test]
+fn merge_all_keeps_live_rows_and_drops_dead_ones_and_old_files() {
+    for strategy in Strategy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(strategy).with_auto_merge(false);
+        let mut e = Engine::create(dir.path(), cfg.clone()).unwrap();
+        for round in 0..4 {
+            e.batch((0..30).map(|i| Op::Create(point(round, i))))
+                .unwrap();
+            e.refresh().unwrap();
+        }
+        e.delete(id(0, 3)).unwrap();
+        e.refresh().unwrap(); // a persisted tombstone
+        e.delete(id(1, 4)).unwrap(); // a tombstone only in memory (and the WAL)
+        e.index_point(point(2, 5).gauge("mem", 1.0)).unwrap();
+        assert_eq!(e.segment_count(), 4);
+        let before = e.points().unwrap();
+        e.merge_all().unwrap();
+        assert_eq!(e.segment_count(), 1);
+        assert_eq!(e.segment_rows(), vec![(117, 0)]); // 120 - 2 deleted - 1 now buffered
+        assert_eq!(e.points().unwrap(), before);
+        assert_eq!(segment_files(dir.path()).len(), 1);
+        let dels = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|f| {
+                let f = f.as_ref().unwrap().file_name();
+                f.to_str().unwrap().contains(".del.")
+            })
+            .count();
+        assert_eq!(dels, 0);
+        drop(e);
+        // The WAL (delete, index) replays over the merged segment to the same state.
+        let mut e = Engine::open(dir.path(), cfg).unwrap();
+        assert!(e.warnings().is_empty());
+        assert_eq!(e.points().unwrap(), before);
+        assert_eq!(
+            e.create_point(point(3, 7)).unwrap(),
+            Outcome::Conflict { id: id(3, 7) }
+        );
+        assert_eq!(
+            e.create_point(point(1, 4)).unwrap(),
+            Outcome::Created { id: id(1, 4) }
+        );
+    }
+}
+
+#[test]
+fn the_tiered_policy_merges_segments_of_similar_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(Strategy::SeriesRange)
+        .with_refresh_rows(10)
+        .with_merge_factor(3);
+    let mut e = Engine::create(dir.path(), cfg).unwrap();
+    let mut ts = 0;
+    for _ in 0..9 {
+        e.batch((0..10).map(|_| {
+            ts += 1;
+            Op::Create(point(1, ts))
+        }))
+        .unwrap();
+    }
+    // Nine refreshes of 10 rows (tier 2 for factor 3): merged three at a time into
+    // segments of 30 rows (tier 3), and those three into one of 90 (tier 4).
+    assert_eq!(e.segment_rows(), vec![(90, 0)]);
+    assert_eq!(e.live_count(), 90);
+    e.batch((0..10).map(|_| {
+        ts += 1;
+        Op::Create(point(1, ts))
+    }))
+    .unwrap();
+    assert_eq!(e.segment_rows(), vec![(90, 0), (10, 0)]);
+}

@@ -1,5 +1,5 @@
-//! Property test: random interleavings of create/index/delete/get/batch/refresh/reopen
-//! against a `BTreeMap` model give identical outcomes and identical contents, for each
+//! Property test: random interleavings of create/index/delete/get/batch/refresh/merge/
+//! reopen against a `BTreeMap` model give identical outcomes and identical contents, for each
 //! dedup strategy.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -24,6 +24,9 @@ enum Step {
     One(Item),
     Batch(Vec<Item>),
     Refresh,
+    /// Merge the segments whose positions (oldest first) have their bit set.
+    Merge(u8),
+    MergeAll,
     Reopen,
 }
 
@@ -62,6 +65,8 @@ fn step() -> impl Strategy<Value = Step> {
         10 => item().prop_map(Step::One),
         3 => proptest::collection::vec(item(), 1..6).prop_map(Step::Batch),
         2 => Just(Step::Refresh),
+        1 => any::<u8>().prop_map(Step::Merge),
+        1 => Just(Step::MergeAll),
         1 => Just(Step::Reopen),
     ]
 }
@@ -111,12 +116,13 @@ fn check_contents(engine: &Engine, model: &Model) {
     assert_eq!(engine.live_count(), model.len() as u64);
 }
 
-fn run(strategy: DedupStrategy, refresh_rows: usize, steps: &[Step]) {
+fn run(strategy: DedupStrategy, refresh_rows: usize, merge_factor: usize, steps: &[Step]) {
     let dir = tempfile::tempdir().unwrap();
     let config = EngineConfig::new()
         .with_strategy(strategy)
         .with_refresh_rows(refresh_rows)
         .with_block_rows(4)
+        .with_merge_factor(merge_factor)
         .with_durability(Durability::Interval(Duration::from_secs(3600)));
     let mut engine = Engine::create(dir.path(), config.clone()).unwrap();
     let mut model = Model::new();
@@ -132,6 +138,16 @@ fn run(strategy: DedupStrategy, refresh_rows: usize, steps: &[Step]) {
                 assert_eq!(got, want, "{items:?}");
             }
             Step::Refresh => engine.refresh().unwrap(),
+            Step::Merge(mask) => {
+                let positions: Vec<usize> = (0..8).filter(|b| mask & (1 << b) != 0).collect();
+                engine.merge(&positions).unwrap();
+                check_contents(&engine, &model);
+            }
+            Step::MergeAll => {
+                engine.merge_all().unwrap();
+                assert!(engine.segment_count() <= 1);
+                check_contents(&engine, &model);
+            }
             Step::Reopen => {
                 drop(engine);
                 engine = Engine::open(dir.path(), config.clone()).unwrap();
@@ -155,17 +171,17 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     #[test]
-    fn inverted_matches_a_btreemap(rows in 2usize..40, steps in proptest::collection::vec(step(), 1..60)) {
-        run(DedupStrategy::Inverted, rows, &steps);
+    fn inverted_matches_a_btreemap(rows in 2usize..40, factor in 2usize..5, steps in proptest::collection::vec(step(), 1..60)) {
+        run(DedupStrategy::Inverted, rows, factor, &steps);
     }
 
     #[test]
-    fn bloom_matches_a_btreemap(rows in 2usize..40, steps in proptest::collection::vec(step(), 1..60)) {
-        run(DedupStrategy::Bloom, rows, &steps);
+    fn bloom_matches_a_btreemap(rows in 2usize..40, factor in 2usize..5, steps in proptest::collection::vec(step(), 1..60)) {
+        run(DedupStrategy::Bloom, rows, factor, &steps);
     }
 
     #[test]
-    fn series_range_matches_a_btreemap(rows in 2usize..40, steps in proptest::collection::vec(step(), 1..60)) {
-        run(DedupStrategy::SeriesRange, rows, &steps);
+    fn series_range_matches_a_btreemap(rows in 2usize..40, factor in 2usize..5, steps in proptest::collection::vec(step(), 1..60)) {
+        run(DedupStrategy::SeriesRange, rows, factor, &steps);
     }
 }
