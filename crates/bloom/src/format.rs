@@ -253,6 +253,7 @@ fn expect_end(r: &Reader<'_>, bytes: &[u8]) -> Result<()> {
 /// [`new_without_checksum`](Self::new_without_checksum)).
 #[derive(Debug, Clone, Copy)]
 pub struct FilterRef<'a, L: Layout> {
+    bytes: &'a [u8],
     words: LeWords<'a>,
     num_bits: u64,
     num_hashes: u32,
@@ -307,6 +308,7 @@ impl<'a, L: Layout> FilterRef<'a, L> {
         let words = take_words(&mut r, num_bits)?;
         expect_end(&r, bytes)?;
         Ok(FilterRef {
+            bytes,
             words,
             num_bits,
             num_hashes,
@@ -316,12 +318,12 @@ impl<'a, L: Layout> FilterRef<'a, L> {
         })
     }
 
-    /// Rescans the checksum.
+    /// Rescans the checksum of the bytes this view was opened on.
     ///
     /// # Errors
     /// [`Error::ChecksumMismatch`].
-    pub fn verify(&self, bytes: &[u8]) -> Result<()> {
-        check_crc(bytes)
+    pub fn verify(&self) -> Result<()> {
+        check_crc(self.bytes)
     }
 
     /// Whether `item` is possibly present.
@@ -501,6 +503,7 @@ pub(crate) fn decode_scalable(bytes: &[u8], checksum: bool) -> Result<ScalablePa
 /// A read-only scalable filter over encoded bytes, without copying its bit arrays.
 #[derive(Debug, Clone)]
 pub struct ScalableBloomFilterRef<'a> {
+    bytes: &'a [u8],
     parts: ScalableParts<'a>,
 }
 
@@ -511,6 +514,7 @@ impl<'a> ScalableBloomFilterRef<'a> {
     /// Any decoding error of [`Error`].
     pub fn new(bytes: &'a [u8]) -> Result<Self> {
         Ok(ScalableBloomFilterRef {
+            bytes,
             parts: decode_scalable(bytes, true)?,
         })
     }
@@ -521,8 +525,17 @@ impl<'a> ScalableBloomFilterRef<'a> {
     /// As [`new`](Self::new), except [`Error::ChecksumMismatch`].
     pub fn new_without_checksum(bytes: &'a [u8]) -> Result<Self> {
         Ok(ScalableBloomFilterRef {
+            bytes,
             parts: decode_scalable(bytes, false)?,
         })
+    }
+
+    /// Rescans the checksum of the bytes this view was opened on.
+    ///
+    /// # Errors
+    /// [`Error::ChecksumMismatch`].
+    pub fn verify(&self) -> Result<()> {
+        check_crc(self.bytes)
     }
 
     pub(crate) fn params(&self) -> ScalableParams {
