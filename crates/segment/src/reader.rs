@@ -1076,7 +1076,7 @@ impl Segment {
             }
         }
         if let Some(bloom) = self.bloom()? {
-            bloom.verify(section(bytes, &self.footer, 3)?)?;
+            bloom.verify()?;
         }
         if let Some(map) = self.id_index()? {
             if map.len() as u64 != self.footer.row_count {
