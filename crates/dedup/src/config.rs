@@ -83,6 +83,8 @@ pub struct EngineConfig {
     pub(crate) block_rows: u32,
     pub(crate) merge_factor: usize,
     pub(crate) auto_merge: bool,
+    pub(crate) refresh_zstd_level: i32,
+    pub(crate) merge_zstd_level: i32,
 }
 
 impl Default for EngineConfig {
@@ -95,6 +97,8 @@ impl Default for EngineConfig {
             block_rows: tidemark_segment::DEFAULT_BLOCK_ROWS,
             merge_factor: 10,
             auto_merge: true,
+            refresh_zstd_level: 1,
+            merge_zstd_level: 3,
         }
     }
 }
@@ -153,6 +157,14 @@ impl EngineConfig {
         self
     }
 
+    /// zstd levels (1..=22) of the segments a refresh writes (default 1: fast, as they
+    /// are small and soon merged) and of merged segments (default 3).
+    pub fn with_zstd_levels(mut self, refresh: i32, merge: i32) -> EngineConfig {
+        self.refresh_zstd_level = refresh;
+        self.merge_zstd_level = merge;
+        self
+    }
+
     /// The strategy.
     pub fn strategy(&self) -> Strategy {
         self.strategy
@@ -182,6 +194,17 @@ impl EngineConfig {
                 detail: format!("expected a rate in (0, 1), found {}", self.bloom_fpr),
             });
         }
+        for (name, level) in [
+            ("refresh_zstd_level", self.refresh_zstd_level),
+            ("merge_zstd_level", self.merge_zstd_level),
+        ] {
+            if !(1..=22).contains(&level) {
+                return Err(Error::InvalidConfig {
+                    name,
+                    detail: format!("expected 1..=22, found {level}"),
+                });
+            }
+        }
         if self.block_rows == 0 || self.block_rows > tidemark_segment::MAX_BLOCK_ROWS {
             return Err(Error::InvalidConfig {
                 name: "block_rows",
@@ -195,8 +218,15 @@ impl EngineConfig {
         Ok(())
     }
 
-    pub(crate) fn segment_options(&self) -> tidemark_segment::SegmentOptions {
-        let o = tidemark_segment::SegmentOptions::new().with_block_rows(self.block_rows);
+    pub(crate) fn segment_options(&self, merge: bool) -> tidemark_segment::SegmentOptions {
+        let level = if merge {
+            self.merge_zstd_level
+        } else {
+            self.refresh_zstd_level
+        };
+        let o = tidemark_segment::SegmentOptions::new()
+            .with_block_rows(self.block_rows)
+            .with_zstd_level(level);
         match self.strategy {
             Strategy::Inverted => o.with_id_index(true),
             Strategy::Bloom => o.with_bloom(self.bloom_fpr),

@@ -289,12 +289,12 @@ pub struct Engine {
     config: EngineConfig,
     /// Oldest first.
     slots: Vec<Slot>,
-    buffer: HashMap<SyntheticId, Point>,
+    buffer: Buffer,
     /// Dimensions of each tsid buffered since the last refresh (a segment needs one set).
-    buf_dims: HashMap<Tsid, Vec<(String, Dim)>>,
+    buf_dims: HashMap<Tsid, Vec<(String, Dim)>, FastHash>,
     /// Kind name of each metric column buffered since the last refresh (a segment
     /// column has one kind).
-    buf_columns: HashMap<String, &'static str>,
+    buf_columns: HashMap<String, &'static str, FastHash>,
     wal: Wal,
     /// Records in the current log.
     wal_records: u64,
@@ -302,7 +302,50 @@ pub struct Engine {
     stats: DedupStats,
     warnings: Vec<Warning>,
     poisoned: bool,
+    /// Set once a refresh moved the buffer into its segment writer.
+    buffer_handed_over: bool,
 }
+
+/// A fast hasher for synthetic ids, whose tsid bytes are already hash output: it folds
+/// 8-byte words with a multiply (not DoS-resistant; the ids are not attacker-chosen
+/// hash-flooding material beyond what the tsid hash already mixes).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in chunks.by_ref() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+        for &b in chunks.remainder() {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(23) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn write_i64(&mut self, v: i64) {
+        self.write_u64(v as u64);
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+type FastHash = std::hash::BuildHasherDefault<IdHasher>;
+
+/// The live version map: buffered points by synthetic id.
+type Buffer = HashMap<SyntheticId, Point, FastHash>;
 
 impl Engine {
     /// Creates an engine in `dir` (created if needed), which must not hold one already.
@@ -393,14 +436,15 @@ impl Engine {
             stats: DedupStats::new(config.strategy),
             config,
             slots,
-            buffer: HashMap::new(),
-            buf_dims: HashMap::new(),
-            buf_columns: HashMap::new(),
+            buffer: Buffer::default(),
+            buf_dims: HashMap::default(),
+            buf_columns: HashMap::default(),
             wal,
             wal_records: 0,
             next_segment,
             warnings: Vec::new(),
             poisoned: false,
+            buffer_handed_over: false,
         }
     }
 
@@ -636,7 +680,7 @@ impl Engine {
         let id = self.next_segment;
         let mut new_slot = None;
         if !points.is_empty() {
-            let mut writer = SegmentWriter::new(self.config.segment_options())?;
+            let mut writer = SegmentWriter::new(self.config.segment_options(true))?;
             writer.extend(points)?;
             let path = segment_path(&self.dir, id);
             let dir = &self.dir;
@@ -900,8 +944,9 @@ impl Engine {
     /// write-ahead log generation and switches the manifest to name them, then deletes
     /// the old log and tombstone files. Does nothing when there is nothing to persist.
     ///
-    /// On error nothing changes in memory and the files written so far are removed; the
-    /// old manifest and log still describe the engine.
+    /// On error the files written so far are removed and the old manifest and log still
+    /// describe the engine; an error after the buffer went to the segment writer poisons
+    /// the engine ([`Error::Poisoned`] until reopened, which replays the log).
     ///
     /// # Errors
     /// [`Error::Poisoned`]; segment write errors; I/O errors.
@@ -912,10 +957,14 @@ impl Engine {
             return Ok(());
         }
         let mut created = Vec::new();
+        self.buffer_handed_over = false;
         let result = self.refresh_inner(&mut created);
         if result.is_err() {
             for path in created {
                 let _ = std::fs::remove_file(path);
+            }
+            if self.buffer_handed_over {
+                self.poisoned = true;
             }
         }
         result
@@ -927,10 +976,11 @@ impl Engine {
         let mut next_segment = self.next_segment;
         if !self.buffer.is_empty() {
             let id = self.next_segment;
-            let mut writer = SegmentWriter::new(self.config.segment_options())?;
-            for p in self.buffer.values() {
-                writer.push(p.clone())?;
-            }
+            let mut writer = SegmentWriter::new(self.config.segment_options(false))?;
+            // The points move into the writer: no copy. From here an error poisons the
+            // engine (reopening replays the log, which still holds them).
+            self.buffer_handed_over = true;
+            writer.extend(self.buffer.drain().map(|(_, p)| p))?;
             let path = segment_path(&self.dir, id);
             created.push(path.clone());
             let meta = writer.write_file(&path)?;
@@ -1016,7 +1066,7 @@ fn column_kinds(p: &Point) -> impl Iterator<Item = (&str, &'static str)> {
 /// scratch value for lookups that are not dedup checks).
 fn locate(
     slots: &[Slot],
-    buffer: &HashMap<SyntheticId, Point>,
+    buffer: &Buffer,
     strategy: Strategy,
     stats: &mut DedupStats,
     id: &SyntheticId,
