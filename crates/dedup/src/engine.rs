@@ -498,31 +498,66 @@ impl Engine {
     /// the failing one are applied and logged).
     pub fn batch(&mut self, ops: impl IntoIterator<Item = Op>) -> Result<Vec<Outcome>> {
         self.check_poisoned()?;
+        let applied = self.apply_all(ops);
+        self.commit()?;
+        let out = applied?;
+        self.after_commit()?;
+        Ok(out)
+    }
+
+    /// Group commit: applies several batches in order, then writes all their log records
+    /// with one `write` (and at most one fsync), then refreshes if due. One result per
+    /// batch. An error shared by the whole group goes to the first batch as is and to the
+    /// others as [`Error::Shared`].
+    pub(crate) fn group(&mut self, batches: Vec<Vec<Op>>) -> Vec<Result<Vec<Outcome>>> {
+        let n = batches.len();
+        let shared = |first: Error| -> Vec<Result<Vec<Outcome>>> {
+            let detail = first.to_string();
+            let mut v = vec![Err(first)];
+            v.extend((1..n).map(|_| {
+                Err(Error::Shared {
+                    detail: detail.clone(),
+                })
+            }));
+            v
+        };
+        if let Err(e) = self.check_poisoned() {
+            return shared(e);
+        }
+        let results: Vec<Result<Vec<Outcome>>> =
+            batches.into_iter().map(|b| self.apply_all(b)).collect();
+        if let Err(e) = self.commit() {
+            return shared(e);
+        }
+        if let Err(e) = self.after_commit() {
+            return shared(e);
+        }
+        results
+    }
+
+    fn apply_all(&mut self, ops: impl IntoIterator<Item = Op>) -> Result<Vec<Outcome>> {
         let mut out = Vec::new();
-        let mut failed = None;
         for op in ops {
-            match self.apply(op, true) {
-                Ok(o) => out.push(o),
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
+            out.push(self.apply(op, true)?);
         }
-        if let Err(e) = self.wal.commit(self.config.durability) {
-            self.poisoned = true;
-            return Err(e);
-        }
-        if let Some(e) = failed {
-            return Err(e);
-        }
+        Ok(out)
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        let durability = self.config.durability;
+        self.wal
+            .commit(durability)
+            .inspect_err(|_| self.poisoned = true)
+    }
+
+    fn after_commit(&mut self) -> Result<()> {
         if self.buffer.len() >= self.config.refresh_rows {
             self.refresh()?;
             if self.config.auto_merge {
                 self.maybe_merge()?;
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// `create` of one point: see [`batch`](Self::batch).

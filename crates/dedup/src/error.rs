@@ -124,6 +124,17 @@ pub enum Error {
         /// The row.
         row: u64,
     },
+    /// An error of a group commit on the engine thread of a
+    /// [`SharedEngine`](crate::SharedEngine), reported to every batch of the group but the
+    /// first (which gets the error itself).
+    #[error("the group commit of this batch failed: {detail}")]
+    Shared {
+        /// The error, as text.
+        detail: String,
+    },
+    /// The engine thread of a [`SharedEngine`](crate::SharedEngine) has stopped.
+    #[error("the engine thread has stopped")]
+    Stopped,
     /// An earlier write-ahead log failure left memory ahead of the disk; writes are refused
     /// until the engine is reopened (which replays what reached the log).
     #[error("engine poisoned by an earlier write-ahead log failure; reopen it")]

@@ -8,6 +8,7 @@ mod fsutil;
 mod le;
 mod manifest;
 mod record;
+mod shared;
 mod stats;
 mod wal;
 
@@ -15,5 +16,6 @@ pub use config::{Durability, EngineConfig, Strategy};
 pub use engine::{Engine, MAX_COLUMNS, MAX_STRING_LEN, Op, Outcome, Rejection, Warning};
 pub use error::{Error, Result};
 pub use manifest::{MANIFEST_MAGIC, MANIFEST_NAME, MANIFEST_VERSION};
+pub use shared::{SharedEngine, Writer};
 pub use stats::DedupStats;
 pub use wal::{MAX_RECORD_LEN, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION};

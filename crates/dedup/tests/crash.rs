@@ -108,7 +108,17 @@ fn crash_and_recover(strategy: Strategy, seed: u64) {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        std::thread::sleep(Duration::from_millis(20 + rng % 300));
+        // Kill once the child has acknowledged a random amount more (the ack file grows
+        // by ~6 bytes per point), whatever the speed of the machine and its fsyncs.
+        let start = std::fs::metadata(&acks_path).map_or(0, |m| m.len());
+        let target = start + 600 + rng % 60_000;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while c.try_wait().unwrap().is_none()
+            && std::fs::metadata(&acks_path).map_or(0, |m| m.len()) < target
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_micros(200));
+        }
         c.kill().unwrap(); // SIGKILL on Unix
         c.wait().unwrap();
         // Every acknowledged point survived the kill, exactly once.

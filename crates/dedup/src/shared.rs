@@ -1,0 +1,185 @@
+//! Several writer threads on one engine: a documented single-writer design fed by a
+//! channel, with group commit.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
+
+use crate::engine::{Engine, Op, Outcome};
+use crate::error::{Error, Result};
+
+/// The most batches one group commit takes from the queue.
+const MAX_GROUP: usize = 64;
+
+enum Request {
+    Batch(Vec<Op>, Sender<Result<Vec<Outcome>>>),
+    Refresh(Sender<Result<()>>),
+}
+
+/// An [`Engine`] owned by one engine thread, shared by any number of [`Writer`]s.
+///
+/// Every operation runs on the engine thread, in the order the requests reach it, so two
+/// threads writing the same point at once cannot both store it: one gets `Created`, the
+/// other `Conflict`. Batches waiting in the queue are committed together: their log
+/// records go out with one `write` and at most one fsync (group commit), which is what
+/// makes [`Durability::PerRequest`](crate::Durability::PerRequest) cheap under
+/// concurrency.
+///
+/// ```
+/// use tidemark_dedup::{Engine, EngineConfig, Op, SharedEngine};
+/// use tidemark_segment::Point;
+/// use tidemark_tsid::Tsid;
+///
+/// let dir = tempfile::tempdir()?;
+/// let shared = SharedEngine::new(Engine::create(dir.path(), EngineConfig::new())?);
+/// let handles: Vec<_> = (0..4)
+///     .map(|_| {
+///         let w = shared.writer();
+///         std::thread::spawn(move || {
+///             let p = Point::new(Tsid::from_bytes([1; 20]), 5).dim("a", "b");
+///             w.batch(vec![Op::Create(p)])
+///         })
+///     })
+///     .collect();
+/// for h in handles {
+///     h.join().expect("writer thread")?;
+/// }
+/// let engine = shared.into_inner()?;
+/// assert_eq!(engine.live_count(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct SharedEngine {
+    tx: Option<Sender<Request>>,
+    thread: Option<JoinHandle<Engine>>,
+}
+
+/// A handle sending batches to a [`SharedEngine`]'s thread; cheap to clone, `Send`.
+#[derive(Debug, Clone)]
+pub struct Writer {
+    tx: Sender<Request>,
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Request::Batch(ops, _) => write!(f, "Batch({} ops)", ops.len()),
+            Request::Refresh(_) => f.write_str("Refresh"),
+        }
+    }
+}
+
+impl SharedEngine {
+    /// Moves `engine` to a new engine thread.
+    pub fn new(mut engine: Engine) -> SharedEngine {
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            serve(&mut engine, &rx);
+            engine
+        });
+        SharedEngine {
+            tx: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// A new writer handle.
+    ///
+    /// # Errors
+    /// None: a writer of a stopped engine reports [`Error::Stopped`] on use.
+    pub fn writer(&self) -> Writer {
+        match &self.tx {
+            Some(tx) => Writer { tx: tx.clone() },
+            None => Writer {
+                tx: mpsc::channel().0,
+            },
+        }
+    }
+
+    /// Waits until every writer is dropped and the queue is drained, stops the engine
+    /// thread and returns the engine.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`] if the engine thread panicked.
+    pub fn into_inner(mut self) -> Result<Engine> {
+        self.tx = None;
+        match self.thread.take() {
+            Some(t) => t.join().map_err(|_| Error::Stopped),
+            None => Err(Error::Stopped),
+        }
+    }
+}
+
+impl Drop for SharedEngine {
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Writer {
+    /// Runs `ops` on the engine thread, as [`Engine::batch`] does, and waits for the
+    /// outcomes (one per operation, in order).
+    ///
+    /// # Errors
+    /// As [`Engine::batch`]; [`Error::Shared`] for an error of the group commit this batch
+    /// was part of; [`Error::Stopped`].
+    pub fn batch(&self, ops: Vec<Op>) -> Result<Vec<Outcome>> {
+        let (tx, rx) = mpsc::channel();
+        self.tx
+            .send(Request::Batch(ops, tx))
+            .map_err(|_| Error::Stopped)?;
+        rx.recv().map_err(|_| Error::Stopped)?
+    }
+
+    /// Runs [`Engine::refresh`] on the engine thread.
+    ///
+    /// # Errors
+    /// As [`Engine::refresh`]; [`Error::Stopped`].
+    pub fn refresh(&self) -> Result<()> {
+        let (tx, rx) = mpsc::channel();
+        self.tx
+            .send(Request::Refresh(tx))
+            .map_err(|_| Error::Stopped)?;
+        rx.recv().map_err(|_| Error::Stopped)?
+    }
+}
+
+fn serve(engine: &mut Engine, rx: &Receiver<Request>) {
+    let mut pending: Option<Request> = None;
+    loop {
+        let first = match pending.take() {
+            Some(r) => r,
+            None => match rx.recv() {
+                Ok(r) => r,
+                Err(_) => return,
+            },
+        };
+        match first {
+            Request::Refresh(reply) => {
+                let _ = reply.send(engine.refresh());
+            }
+            Request::Batch(ops, reply) => {
+                let mut ops_group = vec![ops];
+                let mut replies = vec![reply];
+                while ops_group.len() < MAX_GROUP {
+                    match rx.try_recv() {
+                        Ok(Request::Batch(ops, reply)) => {
+                            ops_group.push(ops);
+                            replies.push(reply);
+                        }
+                        Ok(other) => {
+                            pending = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                for (result, reply) in engine.group(ops_group).into_iter().zip(replies) {
+                    let _ = reply.send(result);
+                }
+            }
+        }
+    }
+}
