@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tidemark_segment::{Dim, Point, RowId, Segment, SegmentWriter, Tombstones};
@@ -168,7 +169,9 @@ impl std::fmt::Display for Warning {
 struct Slot {
     id: u64,
     path: PathBuf,
-    segment: Segment,
+    segment: Arc<Segment>,
+    /// Part of a background merge in flight: the policy leaves it alone.
+    merging: bool,
     min_ts: i64,
     max_ts: i64,
     has_bloom: bool,
@@ -183,7 +186,7 @@ struct Slot {
 impl Slot {
     fn open(dir: &Path, entry: &SegmentEntry) -> Result<Slot> {
         let path = segment_path(dir, entry.id);
-        let segment = Segment::open(&path)?;
+        let segment = Arc::new(Segment::open(&path)?);
         if segment.row_count() != entry.rows {
             return Err(Error::RowCountMismatch {
                 path,
@@ -210,6 +213,7 @@ impl Slot {
             tombstones,
             tomb_generation: entry.tombstones,
             dirty: false,
+            merging: false,
         })
     }
 
@@ -223,34 +227,95 @@ impl Slot {
 
     /// Appends the rows not tombstoned (in memory) to `out`, normalized.
     fn live_points(&self, out: &mut Vec<Point>) -> Result<()> {
-        let names: Vec<String> = self
-            .segment
-            .columns()
-            .iter()
-            .map(|c| c.name.clone())
-            .collect();
-        let dead = &self.tombstones;
-        self.segment
-            .scan_rows(0..self.segment.row_count(), |rv| {
-                if dead.is_deleted(rv.row) {
-                    return;
-                }
-                let metrics = names
-                    .iter()
-                    .zip(rv.metrics)
-                    .filter_map(|(n, v)| v.map(|v| (n.clone(), v)))
-                    .collect();
-                // Built field by field: `Point` may gain fields upstream.
-                let mut p = Point::new(rv.series.tsid, rv.ts_millis);
-                p.dims = rv.series.dims.clone();
-                p.metrics = metrics;
-                out.push(p.normalized());
-            })
-            .map_err(|e| self.err(e))
+        live_points(&self.segment, &self.tombstones, out)
     }
 
     fn err(&self, e: tidemark_segment::Error) -> Error {
         Error::Segment(self.segment.name_error(e))
+    }
+}
+
+/// Appends the rows of `segment` not in `dead` to `out`, normalized.
+fn live_points(segment: &Segment, dead: &Tombstones, out: &mut Vec<Point>) -> Result<()> {
+    let names: Vec<String> = segment.columns().iter().map(|c| c.name.clone()).collect();
+    segment
+        .scan_rows(0..segment.row_count(), |rv| {
+            if dead.is_deleted(rv.row) {
+                return;
+            }
+            let metrics = names
+                .iter()
+                .zip(rv.metrics)
+                .filter_map(|(n, v)| v.map(|v| (n.clone(), v)))
+                .collect();
+            // Built field by field: `Point` may gain fields upstream.
+            let mut p = Point::new(rv.series.tsid, rv.ts_millis);
+            p.dims = rv.series.dims.clone();
+            p.metrics = metrics;
+            out.push(p.normalized());
+        })
+        .map_err(|e| Error::Segment(segment.name_error(e)))
+}
+
+/// A merge prepared by [`Engine::plan_merge`], to run on any thread with
+/// [`run`](Self::run) while the engine keeps ingesting, then installed with
+/// [`Engine::install_merge`].
+#[derive(Debug)]
+pub struct MergeJob {
+    ids: Vec<u64>,
+    inputs: Vec<(Arc<Segment>, Tombstones)>,
+    new_id: u64,
+    path: PathBuf,
+    options: tidemark_segment::SegmentOptions,
+}
+
+/// A merged segment written by [`MergeJob::run`], not yet installed.
+#[derive(Debug)]
+pub struct MergedSegment {
+    ids: Vec<u64>,
+    snapshots: Vec<Tombstones>,
+    new_id: u64,
+    path: PathBuf,
+    rows: u64,
+}
+
+impl MergeJob {
+    /// Segments merged.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether the job merges nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Writes the merged segment (the live rows of the inputs as of
+    /// [`Engine::plan_merge`]). It is not part of the engine until installed.
+    ///
+    /// # Errors
+    /// Segment read and write errors (the partial file is removed).
+    pub fn run(self) -> Result<MergedSegment> {
+        let mut points = Vec::new();
+        for (segment, dead) in &self.inputs {
+            live_points(segment, dead, &mut points)?;
+        }
+        let rows = points.len() as u64;
+        if !points.is_empty() {
+            let mut writer = SegmentWriter::new(self.options)?;
+            writer.extend(points)?;
+            if let Err(e) = writer.write_file(&self.path) {
+                let _ = std::fs::remove_file(&self.path);
+                return Err(e.into());
+            }
+        }
+        Ok(MergedSegment {
+            ids: self.ids,
+            snapshots: self.inputs.into_iter().map(|(_, t)| t).collect(),
+            new_id: self.new_id,
+            path: self.path,
+            rows,
+        })
     }
 }
 
@@ -304,6 +369,7 @@ pub struct Engine {
     poisoned: bool,
     /// Set once a refresh moved the buffer into its segment writer.
     buffer_handed_over: bool,
+    background_merges: bool,
 }
 
 /// A fast hasher for synthetic ids, whose tsid bytes are already hash output: it folds
@@ -445,6 +511,7 @@ impl Engine {
             warnings: Vec::new(),
             poisoned: false,
             buffer_handed_over: false,
+            background_merges: false,
         }
     }
 
@@ -553,11 +620,17 @@ impl Engine {
     fn after_commit(&mut self) -> Result<()> {
         if self.buffer.len() >= self.config.refresh_rows {
             self.refresh()?;
-            if self.config.auto_merge {
+            if self.config.auto_merge && !self.background_merges {
                 self.maybe_merge()?;
             }
         }
         Ok(())
+    }
+
+    /// Whether merges are left to the caller (a [`SharedEngine`](crate::SharedEngine)
+    /// runs them on a merge thread) instead of running after a refresh.
+    pub(crate) fn set_background_merges(&mut self, on: bool) {
+        self.background_merges = on;
     }
 
     /// `create` of one point: see [`batch`](Self::batch).
@@ -657,7 +730,7 @@ impl Engine {
     fn merge_candidates(&self) -> Option<Vec<usize>> {
         let factor = self.config.merge_factor;
         let mut tiers: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
-        for (i, s) in self.slots.iter().enumerate() {
+        for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| !s.merging) {
             let live = s.segment.row_count().saturating_sub(s.tombstones.len());
             tiers
                 .entry(live.max(1).ilog(factor as u64))
@@ -668,6 +741,138 @@ impl Engine {
             .into_values()
             .find(|v| v.len() >= factor)
             .map(|v| v.into_iter().take(factor).collect())
+    }
+
+    /// Picks segments for a merge by the tiered policy (ignoring segments already in a
+    /// merge) and prepares a [`MergeJob`] to run on another thread, or `None`.
+    pub fn plan_merge(&mut self) -> Option<MergeJob> {
+        let positions = self.merge_candidates()?;
+        let id = self.next_segment;
+        self.next_segment = id.saturating_add(1);
+        let mut ids = Vec::new();
+        let mut inputs = Vec::new();
+        for &i in &positions {
+            if let Some(s) = self.slots.get_mut(i) {
+                s.merging = true;
+                ids.push(s.id);
+                inputs.push((Arc::clone(&s.segment), s.tombstones.clone()));
+            }
+        }
+        Some(MergeJob {
+            ids,
+            inputs,
+            new_id: id,
+            path: segment_path(&self.dir, id),
+            options: self.config.segment_options(true),
+        })
+    }
+
+    /// Installs a merged segment in place of its inputs: rows deleted since the job was
+    /// planned are tombstoned in it (and written at once, as the log may no longer hold
+    /// those deletes), then the manifest switches atomically and the inputs' files go. A
+    /// merge whose inputs were merged away meanwhile is discarded; so is a failed one.
+    ///
+    /// # Errors
+    /// The error of a failed merge (its inputs stay); segment and I/O errors.
+    pub fn install_merge(&mut self, merged: Result<MergedSegment>) -> Result<()> {
+        let m = match merged {
+            Ok(m) => m,
+            Err(e) => {
+                self.slots.iter_mut().for_each(|s| s.merging = false);
+                return Err(e);
+            }
+        };
+        let result = self.install_inner(&m);
+        for s in &mut self.slots {
+            if m.ids.contains(&s.id) {
+                s.merging = false;
+            }
+        }
+        if !matches!(result, Ok(true)) {
+            let _ = std::fs::remove_file(&m.path);
+            let _ = std::fs::remove_file(Tombstones::path_for(&m.path, 1));
+        }
+        result.map(|_| ())
+    }
+
+    /// `Ok(false)` when discarded.
+    fn install_inner(&mut self, m: &MergedSegment) -> Result<bool> {
+        self.check_poisoned()?;
+        let mut positions = Vec::new();
+        for id in &m.ids {
+            match self.slots.iter().position(|s| s.id == *id) {
+                Some(i) => positions.push(i),
+                None => return Ok(false),
+            }
+        }
+        let mut new_slot = None;
+        if m.rows > 0 {
+            let entry = SegmentEntry {
+                id: m.new_id,
+                rows: m.rows,
+                tombstones: None,
+            };
+            let mut slot = Slot::open(&self.dir, &entry)?;
+            // Deletes that happened while the merge ran.
+            for (&i, snapshot) in positions.iter().zip(&m.snapshots) {
+                let Some(old) = self.slots.get(i) else {
+                    continue;
+                };
+                for row in old.tombstones.dead().iter() {
+                    let row = u64::from(row);
+                    if snapshot.is_deleted(row) {
+                        continue;
+                    }
+                    let p = old.segment.row(row).map_err(|e| old.err(e))?;
+                    let found = slot
+                        .segment
+                        .find(&p.tsid, p.ts_millis)
+                        .map_err(|e| slot.err(e))?;
+                    if let Some(r) = found {
+                        slot.tombstones.delete(r).map_err(|_| Error::BadRow {
+                            id: SyntheticId::new(p.tsid, p.ts_millis),
+                            row: r,
+                        })?;
+                    }
+                }
+            }
+            if !slot.tombstones.is_empty() {
+                let next = slot.tombstones.next_generation();
+                next.write_beside(&slot.path)?;
+                slot.tomb_generation = Some(next.generation());
+                slot.tombstones = next;
+            }
+            new_slot = Some(slot);
+        }
+        positions.sort_unstable();
+        let first = positions.first().copied().unwrap_or(0);
+        let mut segments = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            if i == first {
+                segments.extend(new_slot.as_ref().map(Slot::entry));
+            }
+            if positions.binary_search(&i).is_err() {
+                segments.push(s.entry());
+            }
+        }
+        Manifest {
+            next_segment: self.next_segment,
+            wal_generation: self.wal.generation(),
+            segments,
+        }
+        .write(&self.dir)?;
+        let old: Vec<Slot> = positions
+            .iter()
+            .rev()
+            .map(|&i| self.slots.remove(i))
+            .collect();
+        if let Some(slot) = new_slot {
+            self.slots.insert(first.min(self.slots.len()), slot);
+        }
+        for s in old {
+            remove_slot_files(s);
+        }
+        Ok(true)
     }
 
     /// Merges every live segment into one (a no-op with fewer than two, unless one has
@@ -768,13 +973,7 @@ impl Engine {
         }
         self.next_segment = id.saturating_add(1);
         for s in old {
-            let path = s.path.clone();
-            let tombs = s.tomb_generation;
-            drop(s);
-            let _ = std::fs::remove_file(&path);
-            if let Some(g) = tombs {
-                let _ = std::fs::remove_file(Tombstones::path_for(&path, g));
-            }
+            remove_slot_files(s);
         }
         Ok(())
     }
@@ -1095,6 +1294,18 @@ impl Drop for Engine {
 /// Each metric column of a point with its kind name.
 fn column_kinds(p: &Point) -> impl Iterator<Item = (&str, &'static str)> {
     p.metrics.iter().map(|(n, v)| (n.as_str(), v.kind().name()))
+}
+
+/// Deletes a replaced segment's files (best effort: open removes orphans). Readers of a
+/// background merge may still map it; on Unix the mapping outlives the name.
+fn remove_slot_files(s: Slot) {
+    let path = s.path.clone();
+    let tombs = s.tomb_generation;
+    drop(s);
+    let _ = std::fs::remove_file(&path);
+    if let Some(g) = tombs {
+        let _ = std::fs::remove_file(Tombstones::path_for(&path, g));
+    }
 }
 
 /// The dedup check: where `id` is live, if anywhere. Counts into `stats` (callers pass a

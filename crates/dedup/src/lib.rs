@@ -13,7 +13,9 @@ mod stats;
 mod wal;
 
 pub use config::{Durability, EngineConfig, Strategy};
-pub use engine::{Engine, MAX_COLUMNS, MAX_STRING_LEN, Op, Outcome, Rejection, Warning};
+pub use engine::{
+    Engine, MAX_COLUMNS, MAX_STRING_LEN, MergeJob, MergedSegment, Op, Outcome, Rejection, Warning,
+};
 pub use error::{Error, Result};
 pub use manifest::{MANIFEST_MAGIC, MANIFEST_NAME, MANIFEST_VERSION};
 pub use shared::{SharedEngine, Writer};

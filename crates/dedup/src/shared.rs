@@ -4,7 +4,7 @@
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 
-use crate::engine::{Engine, Op, Outcome};
+use crate::engine::{Engine, MergedSegment, Op, Outcome};
 use crate::error::{Error, Result};
 
 /// The most batches one group commit takes from the queue.
@@ -13,6 +13,8 @@ const MAX_GROUP: usize = 64;
 enum Request {
     Batch(Vec<Op>, Sender<Result<Vec<Outcome>>>),
     Refresh(Sender<Result<()>>),
+    MergeDone(Result<MergedSegment>),
+    Shutdown,
 }
 
 /// An [`Engine`] owned by one engine thread, shared by any number of [`Writer`]s.
@@ -23,6 +25,11 @@ enum Request {
 /// records go out with one `write` and at most one fsync (group commit), which is what
 /// makes [`Durability::PerRequest`](crate::Durability::PerRequest) cheap under
 /// concurrency.
+///
+/// Merges (when [`EngineConfig::with_auto_merge`](crate::EngineConfig::with_auto_merge)
+/// is on) run on a merge thread, one at a time: the engine thread only plans them and
+/// installs the result (tombstoning rows deleted meanwhile), so ingest is not blocked
+/// while the merged segment is written.
 ///
 /// ```
 /// use tidemark_dedup::{Engine, EngineConfig, Op, SharedEngine};
@@ -64,6 +71,8 @@ impl std::fmt::Debug for Request {
         match self {
             Request::Batch(ops, _) => write!(f, "Batch({} ops)", ops.len()),
             Request::Refresh(_) => f.write_str("Refresh"),
+            Request::MergeDone(_) => f.write_str("MergeDone"),
+            Request::Shutdown => f.write_str("Shutdown"),
         }
     }
 }
@@ -72,8 +81,12 @@ impl SharedEngine {
     /// Moves `engine` to a new engine thread.
     pub fn new(mut engine: Engine) -> SharedEngine {
         let (tx, rx) = mpsc::channel();
+        let background = engine.config().auto_merge;
+        engine.set_background_merges(background);
+        let merge_tx = tx.clone();
         let thread = std::thread::spawn(move || {
-            serve(&mut engine, &rx);
+            serve(&mut engine, &rx, background.then_some(&merge_tx));
+            engine.set_background_merges(false);
             engine
         });
         SharedEngine {
@@ -95,13 +108,16 @@ impl SharedEngine {
         }
     }
 
-    /// Waits until every writer is dropped and the queue is drained, stops the engine
-    /// thread and returns the engine.
+    /// Stops the engine thread once the requests already queued are done (and a merge in
+    /// flight is installed), and returns the engine. Writers used afterwards get
+    /// [`Error::Stopped`].
     ///
     /// # Errors
     /// [`Error::Stopped`] if the engine thread panicked.
     pub fn into_inner(mut self) -> Result<Engine> {
-        self.tx = None;
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(Request::Shutdown);
+        }
         match self.thread.take() {
             Some(t) => t.join().map_err(|_| Error::Stopped),
             None => Err(Error::Stopped),
@@ -111,7 +127,9 @@ impl SharedEngine {
 
 impl Drop for SharedEngine {
     fn drop(&mut self) {
-        self.tx = None;
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(Request::Shutdown);
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -146,9 +164,14 @@ impl Writer {
     }
 }
 
-fn serve(engine: &mut Engine, rx: &Receiver<Request>) {
+fn serve(engine: &mut Engine, rx: &Receiver<Request>, merges: Option<&Sender<Request>>) {
     let mut pending: Option<Request> = None;
+    let mut merging = false;
+    let mut stopping = false;
     loop {
+        if stopping && !merging {
+            return;
+        }
         let first = match pending.take() {
             Some(r) => r,
             None => match rx.recv() {
@@ -157,8 +180,19 @@ fn serve(engine: &mut Engine, rx: &Receiver<Request>) {
             },
         };
         match first {
+            Request::Shutdown => stopping = true,
+            Request::MergeDone(result) => {
+                merging = false;
+                // A failed or discarded merge leaves its inputs in place: nothing is lost,
+                // and the policy will try again.
+                let _ = engine.install_merge(result);
+            }
             Request::Refresh(reply) => {
                 let _ = reply.send(engine.refresh());
+            }
+            Request::Batch(ops, reply) if stopping => {
+                let _ = ops;
+                let _ = reply.send(Err(Error::Stopped));
             }
             Request::Batch(ops, reply) => {
                 let mut ops_group = vec![ops];
@@ -179,6 +213,15 @@ fn serve(engine: &mut Engine, rx: &Receiver<Request>) {
                 for (result, reply) in engine.group(ops_group).into_iter().zip(replies) {
                     let _ = reply.send(result);
                 }
+            }
+        }
+        if let (Some(tx), false, false) = (merges, merging, stopping) {
+            if let Some(job) = engine.plan_merge() {
+                merging = true;
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    let _ = tx.send(Request::MergeDone(job.run()));
+                });
             }
         }
     }

@@ -564,3 +564,56 @@ fn the_tiered_policy_merges_segments_of_similar_size() {
     .unwrap();
     assert_eq!(e.segment_rows(), vec![(90, 0), (10, 0)]);
 }
+
+#[test]
+fn a_background_merge_keeps_deletes_made_while_it_ran() {
+    for strategy in Strategy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(strategy).with_auto_merge(false).with_merge_factor(3);
+        let mut e = Engine::create(dir.path(), cfg.clone()).unwrap();
+        for round in 0..3 {
+            e.batch((0..10).map(|i| Op::Create(point(round, i))))
+                .unwrap();
+            e.refresh().unwrap();
+        }
+        e.delete(id(0, 0)).unwrap(); // before the plan: left out of the merge
+        let job = e.plan_merge().unwrap();
+        assert_eq!(job.len(), 3);
+        assert!(e.plan_merge().is_none(), "inputs are taken");
+        e.delete(id(0, 1)).unwrap();
+        e.refresh().unwrap(); // persists that delete and trims the log
+        e.delete(id(1, 1)).unwrap(); // in memory and in the log only
+        e.index_point(point(2, 2).gauge("mem", 2.0)).unwrap();
+        e.create_point(point(3, 0)).unwrap();
+        let merged = job.run().unwrap();
+        e.install_merge(Ok(merged)).unwrap();
+        assert_eq!(e.segment_count(), 1);
+        let expected = e.points().unwrap();
+        assert_eq!(expected.len(), 30 - 3 + 1);
+        assert!(e.get(&id(0, 1)).unwrap().is_none());
+        drop(e);
+        let e = Engine::open(dir.path(), cfg).unwrap();
+        assert!(e.warnings().is_empty(), "{:?}", e.warnings());
+        assert_eq!(e.points().unwrap(), expected, "{strategy:?}");
+    }
+}
+
+#[test]
+fn a_merge_whose_inputs_are_gone_is_discarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(Strategy::SeriesRange)
+        .with_auto_merge(false)
+        .with_merge_factor(2);
+    let mut e = Engine::create(dir.path(), cfg.clone()).unwrap();
+    for round in 0..2 {
+        e.batch((0..10).map(|i| Op::Create(point(round, i))))
+            .unwrap();
+        e.refresh().unwrap();
+    }
+    let job = e.plan_merge().unwrap();
+    e.merge_all().unwrap();
+    let before = e.points().unwrap();
+    e.install_merge(job.run()).unwrap();
+    assert_eq!(e.points().unwrap(), before);
+    assert_eq!(segment_files(dir.path()).len(), 1);
+}

@@ -27,6 +27,9 @@ enum Step {
     /// Merge the segments whose positions (oldest first) have their bit set.
     Merge(u8),
     MergeAll,
+    /// Plan a background merge (if none is in flight); `FinishMerge` runs and installs it.
+    PlanMerge,
+    FinishMerge,
     Reopen,
 }
 
@@ -67,6 +70,8 @@ fn step() -> impl Strategy<Value = Step> {
         2 => Just(Step::Refresh),
         1 => any::<u8>().prop_map(Step::Merge),
         1 => Just(Step::MergeAll),
+        2 => Just(Step::PlanMerge),
+        2 => Just(Step::FinishMerge),
         1 => Just(Step::Reopen),
     ]
 }
@@ -126,6 +131,7 @@ fn run(strategy: DedupStrategy, refresh_rows: usize, merge_factor: usize, steps:
         .with_durability(Durability::Interval(Duration::from_secs(3600)));
     let mut engine = Engine::create(dir.path(), config.clone()).unwrap();
     let mut model = Model::new();
+    let mut job = None;
     for step in steps {
         match step {
             Step::One(item) => {
@@ -148,7 +154,20 @@ fn run(strategy: DedupStrategy, refresh_rows: usize, merge_factor: usize, steps:
                 assert!(engine.segment_count() <= 1);
                 check_contents(&engine, &model);
             }
+            Step::PlanMerge => {
+                if job.is_none() {
+                    job = engine.plan_merge();
+                }
+            }
+            Step::FinishMerge => {
+                if let Some(j) = job.take() {
+                    let merged = tidemark_dedup::MergeJob::run(j);
+                    engine.install_merge(merged).unwrap();
+                    check_contents(&engine, &model);
+                }
+            }
             Step::Reopen => {
+                job = None;
                 drop(engine);
                 engine = Engine::open(dir.path(), config.clone()).unwrap();
                 assert!(engine.warnings().is_empty(), "{:?}", engine.warnings());
