@@ -67,9 +67,10 @@ pub enum Durability {
     #[default]
     PerRequest,
     /// `fsync` during a write call when the last one is at least this old, and on
-    /// [`Engine::sync`](crate::Engine::sync), refresh and drop. Power loss may lose the
-    /// writes acknowledged since the last `fsync`: at most this long, plus however long
-    /// the engine then sat idle (there is no background timer thread yet).
+    /// [`Engine::sync`](crate::Engine::sync), refresh and drop; a
+    /// [`SharedEngine`](crate::SharedEngine) also fsyncs when idle for this long. Power
+    /// loss may lose the writes acknowledged in the last interval (and, for a plain
+    /// [`Engine`](crate::Engine), which has no timer, those since its last write call).
     Interval(Duration),
 }
 

@@ -1,9 +1,10 @@
 //! Several writer threads on one engine: a documented single-writer design fed by a
 //! channel, with group commit.
 
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 
+use crate::config::Durability;
 use crate::engine::{Engine, MergedSegment, Op, Outcome};
 use crate::error::{Error, Result};
 
@@ -30,6 +31,10 @@ enum Request {
 /// is on) run on a merge thread, one at a time: the engine thread only plans them and
 /// installs the result (tombstoning rows deleted meanwhile), so ingest is not blocked
 /// while the merged segment is written.
+///
+/// With [`Durability::Interval`], the engine thread also fsyncs the log when it has been
+/// idle for the interval, so an acknowledged write reaches stable storage within about
+/// one interval even if no other write follows.
 ///
 /// ```
 /// use tidemark_dedup::{Engine, EngineConfig, Op, SharedEngine};
@@ -168,13 +173,27 @@ fn serve(engine: &mut Engine, rx: &Receiver<Request>, merges: Option<&Sender<Req
     let mut pending: Option<Request> = None;
     let mut merging = false;
     let mut stopping = false;
+    let tick = match engine.config().durability() {
+        Durability::Interval(every) => Some(every),
+        _ => None,
+    };
     loop {
         if stopping && !merging {
             return;
         }
-        let first = match pending.take() {
-            Some(r) => r,
-            None => match rx.recv() {
+        let first = match (pending.take(), tick) {
+            (Some(r), _) => r,
+            (None, Some(every)) => match rx.recv_timeout(every) {
+                Ok(r) => r,
+                Err(RecvTimeoutError::Timeout) => {
+                    // Idle for an interval: make what was acknowledged durable. A failure
+                    // poisons the engine, and the next batch reports it.
+                    let _ = engine.sync();
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+            },
+            (None, None) => match rx.recv() {
                 Ok(r) => r,
                 Err(_) => return,
             },

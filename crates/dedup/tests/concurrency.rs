@@ -94,3 +94,22 @@ fn refresh_runs_on_the_engine_thread_and_into_inner_returns_the_engine() {
     let engine = shared.into_inner().unwrap();
     assert_eq!((engine.live_count(), engine.segment_count()), (1, 1));
 }
+
+#[test]
+fn an_idle_shared_engine_with_interval_durability_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = EngineConfig::new()
+        .with_durability(Durability::Interval(std::time::Duration::from_millis(2)));
+    let shared = SharedEngine::new(Engine::create(dir.path(), cfg.clone()).unwrap());
+    let w = shared.writer();
+    w.batch(vec![Op::Create(point(1))]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20)); // idle ticks sync the log
+    w.batch(vec![Op::Create(point(2))]).unwrap();
+    drop(shared);
+    assert!(
+        w.batch(vec![Op::Create(point(3))]).is_err(),
+        "the engine stopped"
+    );
+    let engine = Engine::open(dir.path(), cfg).unwrap();
+    assert_eq!(engine.live_count(), 2);
+}
