@@ -465,7 +465,6 @@ impl Engine {
         let mut engine = Engine::assemble(dir, config, slots, wal, manifest.next_segment);
         engine.warnings.extend(removed);
         engine.warnings.extend(torn);
-        engine.wal_records = records.len() as u64;
         for r in records {
             let op = match r {
                 Record::Create(p) => Op::Create(p),
@@ -890,7 +889,8 @@ impl Engine {
         self.merge(&all)
     }
 
-    /// Merges the segments at `positions` (indexes into the live list, oldest first) into
+    /// Merges the segments at `positions` (indexes into the live list, oldest first;
+    /// positions past its end are ignored) into
     /// one new segment holding their live rows, written with the current strategy's
     /// sections (the bloom filter or id index is rebuilt), placed where the oldest of
     /// them was. The manifest then names it instead of them, atomically; their files and
@@ -905,10 +905,15 @@ impl Engine {
     /// [`Error::Poisoned`]; segment read and write errors; I/O errors.
     pub fn merge(&mut self, positions: &[usize]) -> Result<()> {
         self.check_poisoned()?;
-        let mut positions: Vec<usize> = positions.to_vec();
+        // Positions past the end are ignored.
+        let mut positions: Vec<usize> = positions
+            .iter()
+            .copied()
+            .filter(|&i| i < self.slots.len())
+            .collect();
         positions.sort_unstable();
         positions.dedup();
-        if positions.iter().any(|&i| i >= self.slots.len()) || positions.is_empty() {
+        if positions.is_empty() {
             return Ok(());
         }
         let mut points = Vec::new();

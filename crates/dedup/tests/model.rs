@@ -187,7 +187,7 @@ fn run(strategy: DedupStrategy, refresh_rows: usize, merge_factor: usize, steps:
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(128))]
 
     #[test]
     fn inverted_matches_a_btreemap(rows in 2usize..40, factor in 2usize..5, steps in proptest::collection::vec(step(), 1..60)) {
