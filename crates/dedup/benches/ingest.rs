@@ -131,7 +131,12 @@ fn bench(c: &mut Criterion) {
     for stream in [Stream::InOrder, Stream::Retries30, Stream::Late10] {
         let ops = stream.ops();
         group.throughput(Throughput::Elements(ops.len() as u64));
-        for strategy in [Strategy::SeriesRange, Strategy::Bloom, Strategy::Inverted] {
+        for strategy in [
+            Strategy::SeriesRange,
+            Strategy::Bloom,
+            Strategy::Inverted,
+            Strategy::SeriesRangeBloom,
+        ] {
             {
                 let dir = tempfile::tempdir().unwrap();
                 let mut e = Engine::create(dir.path(), config(strategy)).unwrap();

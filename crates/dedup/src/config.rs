@@ -24,18 +24,29 @@ pub enum Strategy {
     /// structure is stored.
     #[default]
     SeriesRange,
+    /// `series-range`, plus a per-segment bloom filter asked when a point falls inside its
+    /// series' range, before verification: for late and out-of-order data, where a
+    /// series-range "maybe" is often false. Costs the filter's bytes (see
+    /// `docs/results/dedup.md` for whether it pays).
+    SeriesRangeBloom,
 }
 
 impl Strategy {
     /// All strategies, in a stable order.
-    pub const ALL: [Strategy; 3] = [Strategy::Inverted, Strategy::Bloom, Strategy::SeriesRange];
+    pub const ALL: [Strategy; 4] = [
+        Strategy::Inverted,
+        Strategy::Bloom,
+        Strategy::SeriesRange,
+        Strategy::SeriesRangeBloom,
+    ];
 
-    /// `"inverted"`, `"bloom"` or `"series-range"`.
+    /// `"inverted"`, `"bloom"`, `"series-range"` or `"series-range+bloom"`.
     pub fn name(self) -> &'static str {
         match self {
             Strategy::Inverted => "inverted",
             Strategy::Bloom => "bloom",
             Strategy::SeriesRange => "series-range",
+            Strategy::SeriesRangeBloom => "series-range+bloom",
         }
     }
 }
@@ -49,7 +60,9 @@ impl std::str::FromStr for Strategy {
             .find(|st| st.name() == s)
             .ok_or_else(|| Error::InvalidConfig {
                 name: "strategy",
-                detail: format!("expected inverted, bloom or series-range, found {s:?}"),
+                detail: format!(
+                    "expected inverted, bloom, series-range or series-range+bloom, found {s:?}"
+                ),
             })
     }
 }
@@ -232,6 +245,7 @@ impl EngineConfig {
             Strategy::Inverted => o.with_id_index(true),
             Strategy::Bloom => o.with_bloom(self.bloom_fpr),
             Strategy::SeriesRange => o,
+            Strategy::SeriesRangeBloom => o.with_bloom(self.bloom_fpr),
         }
     }
 }

@@ -1353,13 +1353,20 @@ fn locate(
                 }
                 row
             }
-            Strategy::SeriesRange => {
+            Strategy::SeriesRange | Strategy::SeriesRangeBloom => {
                 match seg.series_by_tsid(&tsid) {
                     Some(s) if (s.min_ts..=s.max_ts).contains(&ts) => {}
                     _ => {
                         stats.series_range_negatives += 1;
                         continue;
                     }
+                }
+                if strategy == Strategy::SeriesRangeBloom
+                    && slot.has_bloom
+                    && !seg.may_contain_id(id).map_err(|e| slot.err(e))?
+                {
+                    stats.bloom_negatives += 1;
+                    continue;
                 }
                 let row = verify(slot, stats, &tsid, ts)?;
                 if row.is_none() {

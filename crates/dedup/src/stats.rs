@@ -16,13 +16,14 @@ pub struct DedupStats {
     pub live_map_hits: u64,
     /// Segments skipped because their [min, max] timestamp cannot hold the point.
     pub segments_pruned_by_time: u64,
-    /// `series-range`: segments ruled out because the series is absent or the timestamp is
+    /// `series-range` (and `series-range+bloom`): segments ruled out because the series is absent or the timestamp is
     /// outside the series' range in them.
     pub series_range_negatives: u64,
-    /// `bloom`: segments whose bloom filter answered "no".
+    /// `bloom`, `series-range+bloom`: segments whose bloom filter answered "no".
     pub bloom_negatives: u64,
-    /// "Maybe" answers that verification found false: a bloom filter's (`bloom`), or a
-    /// series range holding the timestamp where the point is absent (`series-range`).
+    /// "Maybe" answers that verification found false: a bloom filter's (`bloom`), a
+    /// series range holding the timestamp where the point is absent (`series-range`), or
+    /// both (`series-range+bloom`).
     pub false_positives: u64,
     /// Exact lookups in a segment: a binary search in a series' timestamp block, or a
     /// lookup in the FST id index (`inverted`).

@@ -200,6 +200,11 @@ proptest! {
     }
 
     #[test]
+    fn series_range_bloom_matches_a_btreemap(rows in 2usize..40, factor in 2usize..5, steps in proptest::collection::vec(step(), 1..60)) {
+        run(DedupStrategy::SeriesRangeBloom, rows, factor, &steps);
+    }
+
+    #[test]
     fn series_range_matches_a_btreemap(rows in 2usize..40, factor in 2usize..5, steps in proptest::collection::vec(step(), 1..60)) {
         run(DedupStrategy::SeriesRange, rows, factor, &steps);
     }
