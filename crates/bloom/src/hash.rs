@@ -39,10 +39,11 @@ impl Seed {
     #[inline]
     pub fn hash(&self, item: &[u8]) -> u128 {
         // The one-shot form skips the streaming buffer; same output as write + finish128
-        // (pinned by `hash_is_pinned` and `one_shot_equals_streaming`).
-        SipHasher13::new_with_keys(self.k0, self.k1)
-            .hash(item)
-            .as_u128()
+        // (pinned by `hash_is_pinned` and `one_shot_equals_streaming`). The two words
+        // are combined by value, not through `Hash128::as_u128`, which byte-swaps them on
+        // big-endian targets: bit positions must not depend on the platform.
+        let h = SipHasher13::new_with_keys(self.k0, self.k1).hash(item);
+        u128::from(h.h1) | (u128::from(h.h2) << 64)
     }
 }
 
@@ -92,7 +93,11 @@ mod tests {
             let item: Vec<u8> = (0..len as u8).collect();
             let mut h = SipHasher13::new_with_keys(Seed::DEFAULT.k0, Seed::DEFAULT.k1);
             h.write(&item);
-            assert_eq!(hash128(&item), h.finish128().as_u128());
+            let words = h.finish128();
+            assert_eq!(
+                hash128(&item),
+                u128::from(words.h1) | (u128::from(words.h2) << 64)
+            );
         }
     }
 
