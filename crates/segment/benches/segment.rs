@@ -9,48 +9,15 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use tidemark_datagen::{Dataset, Dim as GenDim, MetricVal, Options, Record};
-use tidemark_segment::{Dim, MetricValue, Point, Segment, SegmentOptions, SegmentWriter};
+#[path = "../tests/support/datagen_points.rs"]
+mod datagen_points;
+
+use tidemark_datagen::{Dataset, Options};
+use tidemark_segment::{Point, Segment, SegmentOptions, SegmentWriter};
 use tidemark_tsid::{SyntheticId, Tsid};
 
-fn to_point(r: &Record, tsid: Tsid) -> Point {
-    Point {
-        tsid,
-        dims: r
-            .dims
-            .iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    GenDim::Keyword(s) => Dim::Keyword(s.clone()),
-                    GenDim::Int(i) => Dim::Int(*i),
-                };
-                ((*k).to_owned(), v)
-            })
-            .collect(),
-        ts_millis: r.ts_millis,
-        metrics: r
-            .metrics
-            .iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    MetricVal::Gauge(g) => MetricValue::Gauge(*g),
-                    MetricVal::Counter(c) => MetricValue::Counter(*c),
-                };
-                ((*k).to_owned(), v)
-            })
-            .collect(),
-    }
-}
-
 fn points(ds: &Dataset) -> Vec<Point> {
-    let mut tsids = ds.tsid_computer().unwrap();
-    let mut cache: Vec<Option<Tsid>> = vec![None; ds.series_count() as usize];
-    ds.records()
-        .map(|r| {
-            let tsid = *cache[r.series as usize].get_or_insert_with(|| r.tsid(&mut tsids).unwrap());
-            to_point(&r, tsid)
-        })
-        .collect()
+    datagen_points::unique_points(ds).unwrap()
 }
 
 fn segment(points: &[Point], options: SegmentOptions) -> Segment {

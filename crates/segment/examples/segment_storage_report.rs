@@ -7,38 +7,13 @@
 
 use std::time::Instant;
 
-use tidemark_datagen::{Dataset, Dim as GenDim, MetricVal, Options};
-use tidemark_segment::report::storage_report;
-use tidemark_segment::{Dim, MetricValue, Point, Segment, SegmentOptions, SegmentWriter};
+#[path = "../tests/support/datagen_points.rs"]
+mod datagen_points;
 
-fn to_point(r: &tidemark_datagen::Record, tsid: tidemark_tsid::Tsid) -> Point {
-    Point {
-        tsid,
-        dims: r
-            .dims
-            .iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    GenDim::Keyword(s) => Dim::Keyword(s.clone()),
-                    GenDim::Int(i) => Dim::Int(*i),
-                };
-                ((*k).to_owned(), v)
-            })
-            .collect(),
-        ts_millis: r.ts_millis,
-        metrics: r
-            .metrics
-            .iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    MetricVal::Gauge(g) => MetricValue::Gauge(*g),
-                    MetricVal::Counter(c) => MetricValue::Counter(*c),
-                };
-                ((*k).to_owned(), v)
-            })
-            .collect(),
-    }
-}
+use datagen_points::TsidCache;
+use tidemark_datagen::{Dataset, Options};
+use tidemark_segment::report::storage_report;
+use tidemark_segment::{Segment, SegmentOptions, SegmentWriter};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let steps: Option<u64> = std::env::args().nth(1).map(|s| s.parse()).transpose()?;
@@ -49,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             None => Options::default(),
         };
         let ds = Dataset::by_name(name, opts).ok_or("dataset")?;
-        let mut tsids = ds.tsid_computer()?;
+        let mut tsids = TsidCache::new(&ds)?;
         let block_rows: u32 = std::env::var("BLOCK_ROWS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -67,26 +42,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .with_id_index(true),
         )?;
         let t0 = Instant::now();
-        let mut tsid_cache = Vec::new();
         for r in ds.records() {
             if r.duplicate {
                 continue;
             }
-            let i = r.series as usize;
-            if tsid_cache.len() <= i {
-                tsid_cache.resize(i + 1, None);
-            }
-            let tsid = match tsid_cache.get(i).copied().flatten() {
-                Some(t) => t,
-                None => {
-                    let t = r.tsid(&mut tsids)?;
-                    if let Some(slot) = tsid_cache.get_mut(i) {
-                        *slot = Some(t);
-                    }
-                    t
-                }
-            };
-            writer.push(to_point(&r, tsid))?;
+            writer.push(tsids.point(&r)?)?;
         }
         let (bytes, meta) = writer.to_vec()?;
         let write_s = t0.elapsed().as_secs_f64();
