@@ -15,6 +15,8 @@ use crate::record::{self, Record};
 use crate::stats::DedupStats;
 use crate::wal::{Wal, parse_wal_name, wal_path};
 
+mod query;
+
 /// The longest name or keyword a segment can store (its strings are u16-length-prefixed).
 pub const MAX_STRING_LEN: usize = u16::MAX as usize;
 
