@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::events::Mode;
 
 /// How the engine decides whether a point is already stored in a segment.
 ///
@@ -99,6 +100,7 @@ pub struct EngineConfig {
     pub(crate) auto_merge: bool,
     pub(crate) refresh_zstd_level: i32,
     pub(crate) merge_zstd_level: i32,
+    pub(crate) mode: Mode,
 }
 
 impl Default for EngineConfig {
@@ -113,6 +115,7 @@ impl Default for EngineConfig {
             auto_merge: true,
             refresh_zstd_level: 1,
             merge_zstd_level: 3,
+            mode: Mode::TimeSeries,
         }
     }
 }
@@ -179,6 +182,20 @@ impl EngineConfig {
         self
     }
 
+    /// Time series (the default) or events (see [`Mode`]). An engine must always be
+    /// opened with the mode (and event-id settings) it was created with: segments record
+    /// whether they hold events and opening refuses a mismatch, but a change of
+    /// fingerprint method or fields cannot be detected and would let duplicates in.
+    pub fn with_mode(mut self, mode: Mode) -> EngineConfig {
+        self.mode = mode;
+        self
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> &Mode {
+        &self.mode
+    }
+
     /// The strategy.
     pub fn strategy(&self) -> Strategy {
         self.strategy
@@ -240,7 +257,8 @@ impl EngineConfig {
         };
         let o = tidemark_segment::SegmentOptions::new()
             .with_block_rows(self.block_rows)
-            .with_zstd_level(level);
+            .with_zstd_level(level)
+            .with_events(matches!(self.mode, Mode::Events(_)));
         match self.strategy {
             Strategy::Inverted => o.with_id_index(true),
             Strategy::Bloom => o.with_bloom(self.bloom_fpr),

@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tidemark_segment::{Dim, Point, RowId, Segment, SegmentWriter, Tombstones};
+use tidemark_segment::{Dim, Extra, Point, RowId, Segment, SegmentWriter, Tombstones};
 use tidemark_tsid::{SyntheticId, Tsid};
 
 use crate::config::{EngineConfig, Strategy};
 use crate::error::{Error, Result};
+use crate::events::{EventKeyer, Mode};
 use crate::manifest::{MANIFEST_NAME, Manifest, SegmentEntry};
 use crate::record::{self, Record};
 use crate::stats::DedupStats;
@@ -107,8 +108,8 @@ pub enum Rejection {
         /// The tsid.
         tsid: Tsid,
     },
-    /// A buffered point (or this one) has a metric of that name with another kind
-    /// (`"gauge"` or `"counter"`).
+    /// A buffered point (or this one) has a metric or extra field of that name with
+    /// another kind (`"gauge"`, `"counter"`, `"keyword"` or `"bool"`).
     KindConflict {
         /// The column.
         name: String,
@@ -123,6 +124,16 @@ pub enum Rejection {
     TooLong {
         /// Its length in bytes.
         len_bytes: usize,
+    },
+    /// Two extra fields share a name.
+    DuplicateExtra {
+        /// The name.
+        name: String,
+    },
+    /// Events mode: the event's fingerprint could not be computed.
+    EventId {
+        /// Why.
+        detail: String,
     },
 }
 
@@ -237,26 +248,29 @@ impl Slot {
     }
 }
 
-/// Appends the rows of `segment` not in `dead` to `out`, normalized.
+/// Appends the rows of `segment` not in `dead` to `out` (extras included), normalized.
 fn live_points(segment: &Segment, dead: &Tombstones, out: &mut Vec<Point>) -> Result<()> {
-    let names: Vec<String> = segment.columns().iter().map(|c| c.name.clone()).collect();
-    segment
-        .scan_rows(0..segment.row_count(), |rv| {
-            if dead.is_deleted(rv.row) {
-                return;
+    let points = segment.points(0..segment.row_count(), |row| !dead.is_deleted(row))?;
+    out.extend(points.into_iter().map(Point::normalized));
+    Ok(())
+}
+
+/// Adds `points` to `writer`: with their event ids in events mode.
+fn push_points(
+    writer: &mut SegmentWriter,
+    points: impl IntoIterator<Item = Point>,
+    keyer: Option<&EventKeyer>,
+) -> Result<()> {
+    match keyer {
+        None => writer.extend(points)?,
+        Some(k) => {
+            for p in points {
+                let id = k.id_of(&p).map_err(|detail| Error::EventId { detail })?;
+                writer.push_with_id(p, id)?;
             }
-            let metrics = names
-                .iter()
-                .zip(rv.metrics)
-                .filter_map(|(n, v)| v.map(|v| (n.clone(), v)))
-                .collect();
-            // Built field by field: `Point` may gain fields upstream.
-            let mut p = Point::new(rv.series.tsid, rv.ts_millis);
-            p.dims = rv.series.dims.clone();
-            p.metrics = metrics;
-            out.push(p.normalized());
-        })
-        .map_err(|e| Error::Segment(segment.name_error(e)))
+        }
+    }
+    Ok(())
 }
 
 /// A merge prepared by [`Engine::plan_merge`], to run on any thread with
@@ -269,6 +283,7 @@ pub struct MergeJob {
     new_id: u64,
     path: PathBuf,
     options: tidemark_segment::SegmentOptions,
+    keyer: Option<Arc<EventKeyer>>,
 }
 
 /// A merged segment written by [`MergeJob::run`], not yet installed.
@@ -305,7 +320,7 @@ impl MergeJob {
         let rows = points.len() as u64;
         if !points.is_empty() {
             let mut writer = SegmentWriter::new(self.options)?;
-            writer.extend(points)?;
+            push_points(&mut writer, points, self.keyer.as_deref())?;
             if let Err(e) = writer.write_file(&self.path) {
                 let _ = std::fs::remove_file(&self.path);
                 return Err(e.into());
@@ -372,6 +387,8 @@ pub struct Engine {
     /// Set once a refresh moved the buffer into its segment writer.
     buffer_handed_over: bool,
     background_merges: bool,
+    /// Events mode: computes event ids.
+    keyer: Option<Arc<EventKeyer>>,
 }
 
 /// A fast hasher for synthetic ids, whose tsid bytes are already hash output: it folds
@@ -422,6 +439,7 @@ impl Engine {
     /// [`Error::InvalidConfig`], [`Error::AlreadyExists`], I/O errors.
     pub fn create(dir: impl AsRef<Path>, config: EngineConfig) -> Result<Engine> {
         config.check()?;
+        let keyer = keyer_of(&config)?;
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
         if dir.join(MANIFEST_NAME).exists() {
@@ -439,7 +457,7 @@ impl Engine {
             segments: Vec::new(),
         }
         .write(&dir)?;
-        Ok(Engine::assemble(dir, config, Vec::new(), wal, 1))
+        Ok(Engine::assemble(dir, config, Vec::new(), wal, 1, keyer))
     }
 
     /// Opens the engine in `dir`: reads the manifest, opens its segments and tombstones,
@@ -451,6 +469,7 @@ impl Engine {
     /// segment file, I/O errors.
     pub fn open(dir: impl AsRef<Path>, config: EngineConfig) -> Result<Engine> {
         config.check()?;
+        let keyer = keyer_of(&config)?;
         let dir = dir.as_ref().to_path_buf();
         let manifest = Manifest::read(&dir)?;
         let slots = manifest
@@ -458,13 +477,30 @@ impl Engine {
             .iter()
             .map(|e| Slot::open(&dir, e))
             .collect::<Result<Vec<_>>>()?;
+        if let Some(s) = slots
+            .iter()
+            .find(|s| s.segment.is_events() != keyer.is_some())
+        {
+            let (held, mode) = if keyer.is_some() {
+                ("time-series points", "events")
+            } else {
+                ("events", "time series")
+            };
+            return Err(Error::InvalidConfig {
+                name: "mode",
+                detail: format!(
+                    "{} holds {held} but the engine is configured for {mode}",
+                    s.path.display()
+                ),
+            });
+        }
         let removed = remove_orphans(&dir, &manifest)?;
         let mut records = Vec::new();
         let (wal, torn) = Wal::open(&dir, manifest.wal_generation, |payload, offset, path| {
             records.push(record::decode(payload, offset, path)?);
             Ok(())
         })?;
-        let mut engine = Engine::assemble(dir, config, slots, wal, manifest.next_segment);
+        let mut engine = Engine::assemble(dir, config, slots, wal, manifest.next_segment, keyer);
         engine.warnings.extend(removed);
         engine.warnings.extend(torn);
         for r in records {
@@ -497,6 +533,7 @@ impl Engine {
         slots: Vec<Slot>,
         wal: Wal,
         next_segment: u64,
+        keyer: Option<Arc<EventKeyer>>,
     ) -> Engine {
         Engine {
             dir,
@@ -513,6 +550,42 @@ impl Engine {
             poisoned: false,
             buffer_handed_over: false,
             background_merges: false,
+            keyer,
+        }
+    }
+
+    /// The id of `point`: `(tsid, timestamp)` for time series, the fingerprint of its
+    /// fields and its timestamp for events.
+    ///
+    /// # Errors
+    /// [`Error::EventId`] when an event's fingerprint cannot be computed.
+    pub fn id_of(&self, point: &Point) -> Result<SyntheticId> {
+        match &self.keyer {
+            None => Ok(SyntheticId::new(point.tsid, point.ts_millis)),
+            Some(k) => k.id_of(point).map_err(|detail| Error::EventId { detail }),
+        }
+    }
+
+    /// The `_id` text of `id`: the synthetic id's base64url text for time series; for
+    /// events the timestamp prefix then the fingerprint in hex (see [`Mode::Events`]).
+    pub fn format_id(&self, id: &SyntheticId) -> String {
+        match &self.keyer {
+            None => id.to_string(),
+            Some(k) => k.format(id),
+        }
+    }
+
+    /// Parses an `_id` text of this engine's mode (see [`format_id`](Self::format_id)).
+    ///
+    /// # Errors
+    /// [`Error::BadId`].
+    pub fn parse_id(&self, text: &str) -> Result<SyntheticId> {
+        match &self.keyer {
+            None => SyntheticId::parse(text).map_err(|e| Error::BadId {
+                text: text.to_owned(),
+                detail: e.to_string(),
+            }),
+            Some(k) => k.parse(text),
         }
     }
 
@@ -670,6 +743,7 @@ impl Engine {
             self.config.strategy,
             &mut scratch,
             id,
+            self.keyer.as_deref(),
         )?;
         self.read(id, loc)
     }
@@ -765,6 +839,7 @@ impl Engine {
             new_id: id,
             path: segment_path(&self.dir, id),
             options: self.config.segment_options(true),
+            keyer: self.keyer.clone(),
         })
     }
 
@@ -825,15 +900,12 @@ impl Engine {
                         continue;
                     }
                     let p = old.segment.row(row).map_err(|e| old.err(e))?;
-                    let found = slot
-                        .segment
-                        .find(&p.tsid, p.ts_millis)
-                        .map_err(|e| slot.err(e))?;
+                    let id = self.id_of(&p)?;
+                    let found = find_row(&slot, &id, self.keyer.as_deref())?;
                     if let Some(r) = found {
-                        slot.tombstones.delete(r).map_err(|_| Error::BadRow {
-                            id: SyntheticId::new(p.tsid, p.ts_millis),
-                            row: r,
-                        })?;
+                        slot.tombstones
+                            .delete(r)
+                            .map_err(|_| Error::BadRow { id, row: r })?;
                     }
                 }
             }
@@ -928,7 +1000,7 @@ impl Engine {
         let mut new_slot = None;
         if !points.is_empty() {
             let mut writer = SegmentWriter::new(self.config.segment_options(true))?;
-            writer.extend(points)?;
+            push_points(&mut writer, points, self.keyer.as_deref())?;
             let path = segment_path(&self.dir, id);
             let dir = &self.dir;
             let written = (|| -> Result<Slot> {
@@ -1010,6 +1082,13 @@ impl Engine {
         }
     }
 
+    fn point_id(&self, p: &Point) -> std::result::Result<SyntheticId, Rejection> {
+        match &self.keyer {
+            None => Ok(SyntheticId::new(p.tsid, p.ts_millis)),
+            Some(k) => k.id_of(p).map_err(|detail| Rejection::EventId { detail }),
+        }
+    }
+
     /// Validates a normalized point against itself and the buffer.
     fn validate(&self, p: &Point) -> Option<Rejection> {
         for (name, value) in &p.dims {
@@ -1024,6 +1103,20 @@ impl Engine {
         if let Some((name, _)) = p.metrics.iter().find(|(n, _)| n.len() > MAX_STRING_LEN) {
             return Some(Rejection::TooLong {
                 len_bytes: name.len(),
+            });
+        }
+        for (name, value) in &p.extras {
+            let long = match value {
+                Extra::Keyword(s) => s.len().max(name.len()),
+                Extra::Bool(_) => name.len(),
+            };
+            if long > MAX_STRING_LEN {
+                return Some(Rejection::TooLong { len_bytes: long });
+            }
+        }
+        if let Some(w) = p.extras.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Some(Rejection::DuplicateExtra {
+                name: w[0].0.clone(),
             });
         }
         if let Some(w) = p.dims.windows(2).find(|w| w[0].0 == w[1].0) {
@@ -1103,7 +1196,13 @@ impl Engine {
         match op {
             Op::Create(p) => {
                 let p = p.normalized();
-                let id = SyntheticId::new(p.tsid, p.ts_millis);
+                let id = match self.point_id(&p) {
+                    Ok(id) => id,
+                    Err(reason) => {
+                        let id = SyntheticId::new(p.tsid, p.ts_millis);
+                        return Ok(Outcome::Rejected { id, reason });
+                    }
+                };
                 if let Some(reason) = self.validate(&p) {
                     return Ok(Outcome::Rejected { id, reason });
                 }
@@ -1114,6 +1213,7 @@ impl Engine {
                     self.config.strategy,
                     &mut self.stats,
                     &id,
+                    self.keyer.as_deref(),
                 )?
                 .is_some()
                 {
@@ -1129,7 +1229,13 @@ impl Engine {
             }
             Op::Index(p) => {
                 let p = p.normalized();
-                let id = SyntheticId::new(p.tsid, p.ts_millis);
+                let id = match self.point_id(&p) {
+                    Ok(id) => id,
+                    Err(reason) => {
+                        let id = SyntheticId::new(p.tsid, p.ts_millis);
+                        return Ok(Outcome::Rejected { id, reason });
+                    }
+                };
                 if let Some(reason) = self.validate(&p) {
                     return Ok(Outcome::Rejected { id, reason });
                 }
@@ -1140,6 +1246,7 @@ impl Engine {
                     self.config.strategy,
                     &mut self.stats,
                     &id,
+                    self.keyer.as_deref(),
                 )?;
                 if log {
                     self.wal
@@ -1163,6 +1270,7 @@ impl Engine {
                     self.config.strategy,
                     &mut scratch,
                     &id,
+                    self.keyer.as_deref(),
                 )?;
                 let Some(l) = loc else {
                     return Ok(Outcome::NotFound { id });
@@ -1221,7 +1329,13 @@ impl Engine {
             // The points move into the writer: no copy. From here an error poisons the
             // engine (reopening replays the log, which still holds them).
             self.buffer_handed_over = true;
-            writer.extend(self.buffer.drain().map(|(_, p)| p))?;
+            if self.keyer.is_some() {
+                for (id, p) in self.buffer.drain() {
+                    writer.push_with_id(p, id)?;
+                }
+            } else {
+                writer.extend(self.buffer.drain().map(|(_, p)| p))?;
+            }
             let path = segment_path(&self.dir, id);
             created.push(path.clone());
             let meta = writer.write_file(&path)?;
@@ -1299,8 +1413,13 @@ impl Drop for Engine {
 }
 
 /// Each metric column of a point with its kind name.
+/// Each metric and extra column of a point with its kind name (a name has one kind in a
+/// segment, whether metric or extra).
 fn column_kinds(p: &Point) -> impl Iterator<Item = (&str, &'static str)> {
-    p.metrics.iter().map(|(n, v)| (n.as_str(), v.kind().name()))
+    p.metrics
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.kind().name()))
+        .chain(p.extras.iter().map(|(n, v)| (n.as_str(), v.kind().name())))
 }
 
 /// Deletes a replaced segment's files (best effort: open removes orphans). Readers of a
@@ -1323,6 +1442,7 @@ fn locate(
     strategy: Strategy,
     stats: &mut DedupStats,
     id: &SyntheticId,
+    keyer: Option<&EventKeyer>,
 ) -> Result<Option<Location>> {
     if buffer.contains_key(id) {
         stats.live_map_hits += 1;
@@ -1349,19 +1469,23 @@ fn locate(
                     stats.bloom_negatives += 1;
                     continue;
                 }
-                let row = verify(slot, stats, &tsid, ts)?;
+                let row = verify(slot, stats, id, keyer)?;
                 if row.is_none() {
                     stats.false_positives += 1;
                 }
                 row
             }
             Strategy::SeriesRange | Strategy::SeriesRangeBloom => {
-                match seg.series_by_tsid(&tsid) {
-                    Some(s) if (s.min_ts..=s.max_ts).contains(&ts) => {}
-                    _ => {
-                        stats.series_range_negatives += 1;
-                        continue;
-                    }
+                let in_range = |s: &tidemark_segment::Series| (s.min_ts..=s.max_ts).contains(&ts);
+                let maybe = if keyer.is_some() {
+                    // An event id does not name its stream: any stream covering ts.
+                    seg.series().iter().any(in_range)
+                } else {
+                    seg.series_by_tsid(&tsid).is_some_and(in_range)
+                };
+                if !maybe {
+                    stats.series_range_negatives += 1;
+                    continue;
                 }
                 if strategy == Strategy::SeriesRangeBloom
                     && slot.has_bloom
@@ -1370,14 +1494,14 @@ fn locate(
                     stats.bloom_negatives += 1;
                     continue;
                 }
-                let row = verify(slot, stats, &tsid, ts)?;
+                let row = verify(slot, stats, id, keyer)?;
                 if row.is_none() {
                     stats.false_positives += 1;
                 }
                 row
             }
             // A segment written under another strategy lacks the section: verify.
-            _ => verify(slot, stats, &tsid, ts)?,
+            _ => verify(slot, stats, id, keyer)?,
         };
         if let Some(row) = row {
             if slot.tombstones.is_deleted(row) {
@@ -1392,12 +1516,51 @@ fn locate(
     Ok(None)
 }
 
-fn verify(slot: &Slot, stats: &mut DedupStats, tsid: &Tsid, ts: i64) -> Result<Option<RowId>> {
+fn verify(
+    slot: &Slot,
+    stats: &mut DedupStats,
+    id: &SyntheticId,
+    keyer: Option<&EventKeyer>,
+) -> Result<Option<RowId>> {
     let start = Instant::now();
-    let row = slot.segment.find(tsid, ts).map_err(|e| slot.err(e))?;
+    let row = find_row(slot, id, keyer)?;
     stats.verifications += 1;
     stats.verification_nanos += start.elapsed().as_nanos() as u64;
     Ok(row)
+}
+
+/// The row of `id` in the slot's columns: a time-series id names its series and
+/// timestamp; an event id is matched by recomputing the fingerprint of the rows of its
+/// timestamp in every stream that covers it.
+fn find_row(slot: &Slot, id: &SyntheticId, keyer: Option<&EventKeyer>) -> Result<Option<RowId>> {
+    let seg = &slot.segment;
+    let Some(k) = keyer else {
+        return seg
+            .find(&id.tsid(), id.ts_millis())
+            .map_err(|e| slot.err(e));
+    };
+    let ts = id.ts_millis();
+    for s in seg.series() {
+        if ts < s.min_ts || ts > s.max_ts {
+            continue;
+        }
+        let rows = seg.find_all(&s.tsid, ts).map_err(|e| slot.err(e))?;
+        for row in rows {
+            let p = seg.row(row).map_err(|e| slot.err(e))?.normalized();
+            if k.id_of(&p).as_ref() == Ok(id) {
+                return Ok(Some(row));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The event-id keyer of an events-mode config.
+fn keyer_of(config: &EngineConfig) -> Result<Option<Arc<EventKeyer>>> {
+    match config.mode() {
+        Mode::TimeSeries => Ok(None),
+        Mode::Events(ids) => Ok(Some(Arc::new(ids.keyer()?))),
+    }
 }
 
 /// Removes files of this engine's naming patterns that the manifest does not name: a

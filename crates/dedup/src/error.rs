@@ -27,6 +27,21 @@ pub enum Error {
     /// A segment or tombstone error; segment errors opened from a file name the file.
     #[error(transparent)]
     Segment(#[from] tidemark_segment::Error),
+    /// An id text that is not an id of this engine's mode (see
+    /// [`Engine::parse_id`](crate::Engine::parse_id)).
+    #[error("bad id {text:?}: {detail}")]
+    BadId {
+        /// The text.
+        text: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// An event's id could not be computed (see [`Mode::Events`](crate::Mode::Events)).
+    #[error("event id: {detail}")]
+    EventId {
+        /// Why.
+        detail: String,
+    },
     /// The directory holds no engine (no `MANIFEST`).
     #[error("{path} holds no engine: no MANIFEST")]
     NoManifest {

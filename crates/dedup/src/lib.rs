@@ -4,6 +4,7 @@
 mod config;
 mod engine;
 mod error;
+mod events;
 mod fsutil;
 mod le;
 mod manifest;
@@ -17,6 +18,7 @@ pub use engine::{
     Engine, MAX_COLUMNS, MAX_STRING_LEN, MergeJob, MergedSegment, Op, Outcome, Rejection, Warning,
 };
 pub use error::{Error, Result};
+pub use events::{EventIds, Mode};
 pub use manifest::{MANIFEST_MAGIC, MANIFEST_NAME, MANIFEST_VERSION};
 pub use shared::{SharedEngine, Writer};
 pub use stats::DedupStats;

@@ -4,15 +4,17 @@
 //! op u8 (1 create, 2 index, 3 delete)
 //! create/index: tsid [20] | ts_millis i64 | dims u32 × (name | tag u8 | value)
 //!               | metrics u32 × (name | kind u8 | bits u64)
+//!               | extras u32 × (name | kind u8 | value)        (since WAL version 2)
 //! delete:       synthetic id [28] (big-endian timestamp, as `SyntheticId::to_bytes`)
 //! ```
 //! Names and keywords are `len u32 | UTF-8`; integers little-endian. Dimension tags:
-//! 1 keyword, 2 int, 3 uint, 4 bool, 5 ip (16 bytes); metric kinds: 1 gauge, 2 counter.
+//! 1 keyword, 2 int, 3 uint, 4 bool, 5 ip (16 bytes); metric kinds: 1 gauge, 2 counter;
+//! extra kinds: 3 keyword (`len u32 | UTF-8`), 4 bool (u8).
 
 use std::net::Ipv6Addr;
 use std::path::Path;
 
-use tidemark_segment::{Dim, MetricValue, Point};
+use tidemark_segment::{Dim, Extra, MetricValue, Point};
 use tidemark_tsid::{SYNTHETIC_ID_LEN, SyntheticId, TSID_LEN, Tsid};
 
 use crate::error::Result;
@@ -72,6 +74,20 @@ pub(crate) fn encode_point(out: &mut Vec<u8>, create: bool, p: &Point) {
         );
         put_u64(out, value.to_bits());
     }
+    put_u32(out, p.extras.len() as u32);
+    for (name, value) in &p.extras {
+        put_bytes(out, name.as_bytes());
+        match value {
+            Extra::Keyword(s) => {
+                put_u8(out, 3);
+                put_bytes(out, s.as_bytes());
+            }
+            Extra::Bool(b) => {
+                put_u8(out, 4);
+                put_u8(out, u8::from(*b));
+            }
+        }
+    }
 }
 
 pub(crate) fn encode_delete(out: &mut Vec<u8>, id: &SyntheticId) {
@@ -116,6 +132,17 @@ pub(crate) fn decode(bytes: &[u8], base: u64, path: &Path) -> Result<Record> {
                 };
                 p.metrics.push((name, value));
             }
+            let extras = r.u32()?;
+            for _ in 0..extras {
+                let name = r.string()?;
+                let kind_at = r.offset();
+                let value = match r.u8()? {
+                    3 => Extra::Keyword(r.string()?),
+                    4 => Extra::Bool(r.u8()? != 0),
+                    k => return Err(r.corrupt_at(kind_at, format!("unknown extra kind {k}"))),
+                };
+                p.extras.push((name, value));
+            }
             if op == OP_CREATE {
                 Record::Create(p)
             } else {
@@ -151,7 +178,9 @@ mod tests {
             .dim("i", -3i64)
             .dim("b", true)
             .gauge("g", f64::NAN)
-            .counter("c", i64::MIN);
+            .counter("c", i64::MIN)
+            .keyword("msg", "disk full")
+            .flag("ok", false);
         let mut p = p;
         p.dims.push(("u".into(), Dim::UInt(u64::MAX)));
         p.dims.push(("ip".into(), Dim::Ip(Ipv6Addr::LOCALHOST)));
@@ -169,7 +198,8 @@ mod tests {
     fn rejects_every_truncation_without_panicking() {
         let p = Point::new(Tsid::from_bytes([7; 20]), 9)
             .dim("k", "v")
-            .gauge("g", 1.5);
+            .gauge("g", 1.5)
+            .keyword("m", "x");
         let mut buf = Vec::new();
         encode_point(&mut buf, true, &p);
         for len in 0..buf.len() {

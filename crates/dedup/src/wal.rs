@@ -22,7 +22,7 @@ use crate::le::{Reader, put_u32, put_u64};
 /// Magic at the start of a WAL file.
 pub const WAL_MAGIC: [u8; 4] = *b"TMWL";
 /// WAL format version written and read.
-pub const WAL_VERSION: u32 = 1;
+pub const WAL_VERSION: u32 = 2;
 /// Bytes of the WAL file header.
 pub const WAL_HEADER_LEN: u64 = 16;
 /// The largest record payload accepted; a longer length field is treated as a torn tail.

@@ -40,6 +40,9 @@ pub const MAX_SECTION_RAW: u64 = 1 << 30;
 pub const FLAG_BLOOM: u32 = 1;
 /// Footer flag: an id index (FST) section is present.
 pub const FLAG_ID_INDEX: u32 = 2;
+/// Footer flag: an event segment (rows of a series may share a timestamp; rows ordered by
+/// (tsid, timestamp, row id); the id sections hold the rows' own ids).
+pub const FLAG_EVENTS: u32 = 4;
 
 /// Number of section descriptors in the footer.
 pub const SECTION_COUNT: usize = 5;
@@ -224,7 +227,7 @@ impl Footer {
                 self.column_count
             ));
         }
-        if self.flags & !(FLAG_BLOOM | FLAG_ID_INDEX) != 0 {
+        if self.flags & !(FLAG_BLOOM | FLAG_ID_INDEX | FLAG_EVENTS) != 0 {
             return bad(format!("unknown flags {:#x}", self.flags));
         }
         if self.row_count > 0 && self.min_ts > self.max_ts {

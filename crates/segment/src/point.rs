@@ -198,6 +198,9 @@ pub struct Point {
     pub ts_millis: i64,
     /// Metric values, `(name, value)`; a metric a point lacks is simply absent.
     pub metrics: Vec<(String, MetricValue)>,
+    /// Extra per-row fields, `(name, value)`: keywords and booleans that are neither
+    /// dimensions nor metrics (a log message, a user name, a flag).
+    pub extras: Vec<(String, Extra)>,
 }
 
 impl Point {
@@ -208,6 +211,7 @@ impl Point {
             dims: Vec::new(),
             ts_millis,
             metrics: Vec::new(),
+            extras: Vec::new(),
         }
     }
 
@@ -230,10 +234,25 @@ impl Point {
         self
     }
 
-    /// The same point with dimensions and metrics sorted by name, as a segment returns it.
+    /// Adds an extra keyword field.
+    pub fn keyword(mut self, name: impl Into<String>, value: impl Into<String>) -> Point {
+        self.extras
+            .push((name.into(), Extra::Keyword(value.into())));
+        self
+    }
+
+    /// Adds an extra boolean field.
+    pub fn flag(mut self, name: impl Into<String>, value: bool) -> Point {
+        self.extras.push((name.into(), Extra::Bool(value)));
+        self
+    }
+
+    /// The same point with dimensions, metrics and extras sorted by name, as a segment
+    /// returns it.
     pub fn normalized(mut self) -> Point {
         self.dims.sort_by(|a, b| a.0.cmp(&b.0));
         self.metrics.sort_by(|a, b| a.0.cmp(&b.0));
+        self.extras.sort_by(|a, b| a.0.cmp(&b.0));
         self
     }
 }

@@ -13,7 +13,7 @@ use crate::codec::{
 };
 use crate::error::{Error, Place, Result};
 use crate::format::{
-    DIR_ENTRY_LEN, FLAG_BLOOM, FLAG_ID_INDEX, FOOTER_LEN, Footer, HEADER_LEN, MAGIC,
+    DIR_ENTRY_LEN, FLAG_BLOOM, FLAG_EVENTS, FLAG_ID_INDEX, FOOTER_LEN, Footer, HEADER_LEN, MAGIC,
     MAX_SECTION_RAW, SECTION_PLACES, SectionRef,
 };
 use crate::le::Reader;
@@ -484,12 +484,121 @@ impl Segment {
             .zip(values)
             .filter_map(|(c, v)| v.map(|v| (c.name.clone(), v)))
             .collect();
+        let extras = if self.meta.extras.is_empty() {
+            Vec::new()
+        } else {
+            self.row_extras_inner(row)?
+        };
         Ok(Point {
             tsid: series.tsid,
             dims: series.dims.clone(),
             ts_millis,
             metrics,
+            extras,
         })
+    }
+
+    /// Every row in `rows` (clamped to the segment) as a [`Point`], extras included, in
+    /// row order; `keep` chooses the rows (e.g. not deleted). Each block is decoded once.
+    ///
+    /// # Errors
+    /// Format errors of the blocks read.
+    pub fn points(&self, rows: Range<RowId>, keep: impl Fn(RowId) -> bool) -> Result<Vec<Point>> {
+        self.points_inner(rows, keep)
+            .map_err(|e| self.name_error(e))
+    }
+
+    fn points_inner(&self, rows: Range<RowId>, keep: impl Fn(RowId) -> bool) -> Result<Vec<Point>> {
+        let mut out: Vec<(RowId, Point)> = Vec::new();
+        let mut block = DecodedBlock::default();
+        let end = rows.end.min(self.footer.row_count);
+        let start = rows.start.min(end);
+        self.scan_filtered(start..end, i64::MIN, i64::MAX, &mut block, &mut |rv| {
+            if !keep(rv.row) {
+                return;
+            }
+            let mut p = Point::new(rv.series.tsid, rv.ts_millis);
+            p.dims = rv.series.dims.clone();
+            p.metrics = self
+                .meta
+                .columns
+                .iter()
+                .zip(rv.metrics)
+                .filter_map(|(c, v)| v.map(|v| (c.name.clone(), v)))
+                .collect();
+            out.push((rv.row, p));
+        })?;
+        // Extra columns, one column block at a time.
+        let base = self.meta.columns.len() as u32 + 1;
+        for (e, info) in self.meta.extras.iter().enumerate() {
+            let span = self.column_span_rows(base + e as u32).unwrap_or(1).max(1);
+            let mut cached: Option<(u64, Vec<Option<Extra>>)> = None;
+            for (row, p) in &mut out {
+                let cb = *row / span;
+                if cached.as_ref().is_none_or(|(b, _)| *b != cb) {
+                    cached = Some((cb, self.decode_extra_block(e as u32, cb as u32)?));
+                }
+                let value = cached
+                    .as_ref()
+                    .and_then(|(_, vals)| vals.get((*row - cb * span) as usize))
+                    .and_then(Option::as_ref);
+                if let Some(v) = value {
+                    p.extras.push((info.name.clone(), v.clone()));
+                }
+            }
+        }
+        Ok(out.into_iter().map(|(_, p)| p).collect())
+    }
+
+    /// Whether this is an event segment: rows of a series may share a timestamp, and the
+    /// id sections hold each row's own id.
+    pub fn is_events(&self) -> bool {
+        self.footer.flags & FLAG_EVENTS != 0
+    }
+
+    /// The rows of series `tsid` whose timestamp is `ts_millis`: at most one row in a
+    /// time-series segment, possibly several in an event segment.
+    ///
+    /// # Errors
+    /// Format errors of the timestamp blocks read.
+    pub fn find_all(&self, tsid: &Tsid, ts_millis: i64) -> Result<Range<RowId>> {
+        self.find_all_inner(tsid, ts_millis)
+            .map_err(|e| self.name_error(e))
+    }
+
+    fn find_all_inner(&self, tsid: &Tsid, ts_millis: i64) -> Result<Range<RowId>> {
+        let Some(hit) = self.find_inner(tsid, ts_millis)? else {
+            return Ok(0..0);
+        };
+        if !self.is_events() {
+            return Ok(hit..hit + 1);
+        }
+        let Some(s) = self.series_by_tsid(tsid) else {
+            return Ok(hit..hit + 1);
+        };
+        let (first, end) = (s.first_row, s.first_row + s.row_count);
+        let br = u64::from(self.footer.block_rows);
+        let mut ts = Vec::new();
+        let mut cached: Option<u64> = None;
+        let mut ts_at = |row: RowId, ts: &mut Vec<i64>| -> Result<Option<i64>> {
+            let b = row / br;
+            if cached != Some(b) {
+                cached = None;
+                ts.clear();
+                self.decode_ts_block(b as u32, ts)?;
+                cached = Some(b);
+            }
+            Ok(ts.get((row - b * br) as usize).copied())
+        };
+        let mut lo = hit;
+        while lo > first && ts_at(lo - 1, &mut ts)? == Some(ts_millis) {
+            lo -= 1;
+        }
+        let mut hi = hit + 1;
+        while hi < end && ts_at(hi, &mut ts)? == Some(ts_millis) {
+            hi += 1;
+        }
+        Ok(lo..hi)
     }
 
     /// Calls `f` for every row in `rows` (clamped to the segment), in row order.

@@ -16,8 +16,8 @@ use crate::codec::{
 };
 use crate::error::{Error, Result};
 use crate::format::{
-    DEFAULT_BLOCK_ROWS, FLAG_BLOOM, FLAG_ID_INDEX, FOOTER_LEN, FORMAT_VERSION, Footer, HEADER_LEN,
-    MAGIC, MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS, SECTION_COUNT, SectionRef,
+    DEFAULT_BLOCK_ROWS, FLAG_BLOOM, FLAG_EVENTS, FLAG_ID_INDEX, FOOTER_LEN, FORMAT_VERSION, Footer,
+    HEADER_LEN, MAGIC, MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS, SECTION_COUNT, SectionRef,
 };
 use crate::le::{put_u16, put_u32, put_u64, put_varint, put_zigzag};
 use crate::point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point};
@@ -50,6 +50,7 @@ pub struct SegmentOptions {
     zstd_level: i32,
     bloom_fpr: Option<f64>,
     id_index: bool,
+    events: bool,
 }
 
 impl Default for SegmentOptions {
@@ -59,6 +60,7 @@ impl Default for SegmentOptions {
             zstd_level: 3,
             bloom_fpr: None,
             id_index: false,
+            events: false,
         }
     }
 }
@@ -91,6 +93,20 @@ impl SegmentOptions {
     pub fn with_id_index(mut self, on: bool) -> SegmentOptions {
         self.id_index = on;
         self
+    }
+
+    /// Makes (or not) an *event segment*: rows of a series may share a timestamp, each
+    /// row has its own id (given with [`SegmentWriter::push_with_id`]; a plain push uses
+    /// the (tsid, timestamp) synthetic id), rows are ordered by (tsid, timestamp, id) and
+    /// the bloom filter and id index hold these ids.
+    pub fn with_events(mut self, on: bool) -> SegmentOptions {
+        self.events = on;
+        self
+    }
+
+    /// Whether this writes an event segment (see [`with_events`](Self::with_events)).
+    pub fn events(&self) -> bool {
+        self.events
     }
 
     fn check(&self) -> Result<()> {
@@ -183,6 +199,8 @@ pub struct SegmentWriter {
     extra_index: HashMap<String, u32>,
     extra_columns: Vec<(String, ExtraKind)>,
     extra_values: Vec<(u32, Extra)>,
+    /// Row ids of an event segment, one per row (empty otherwise).
+    ids: Vec<SyntheticId>,
 }
 
 impl SegmentWriter {
@@ -204,6 +222,7 @@ impl SegmentWriter {
             extra_index: HashMap::new(),
             extra_columns: Vec::new(),
             extra_values: Vec::new(),
+            ids: Vec::new(),
         })
     }
 
@@ -228,6 +247,17 @@ impl SegmentWriter {
         self.push_with_extras(point, Vec::new())
     }
 
+    /// Adds a point of an event segment with its id: the id orders rows of equal
+    /// (tsid, timestamp) and goes into the bloom filter and id index. In a time-series
+    /// segment the id is ignored (the (tsid, timestamp) synthetic id is the row's id).
+    ///
+    /// # Errors
+    /// As [`push`](Self::push); in an event segment two rows with the same id are
+    /// [`Error::DuplicatePoint`] when writing.
+    pub fn push_with_id(&mut self, point: Point, id: SyntheticId) -> Result<()> {
+        self.push_row(point, Vec::new(), Some(id))
+    }
+
     /// Adds a point with extra keyword/boolean fields (neither dimensions nor metrics),
     /// stored in their own columns and read back with [`Segment::row_extras`].
     ///
@@ -238,6 +268,16 @@ impl SegmentWriter {
     /// as a metric and as an extra, or with two kinds; [`Error::DuplicateMetric`] for a
     /// name given twice.
     pub fn push_with_extras(&mut self, point: Point, extras: Vec<(String, Extra)>) -> Result<()> {
+        self.push_row(point, extras, None)
+    }
+
+    fn push_row(
+        &mut self,
+        point: Point,
+        extras: Vec<(String, Extra)>,
+        id: Option<SyntheticId>,
+    ) -> Result<()> {
+        let default_id = SyntheticId::new(point.tsid, point.ts_millis);
         let marks = (
             self.series.len(),
             self.columns.len(),
@@ -246,6 +286,9 @@ impl SegmentWriter {
             self.extra_values.len(),
         );
         let result = self.push_inner(point, extras);
+        if result.is_ok() && self.options.events {
+            self.ids.push(id.unwrap_or(default_id));
+        }
         if result.is_err() {
             // Leave no trace of a refused point: no row-less series, no empty column.
             let (series, columns, extras, values, extra_values) = marks;
@@ -277,7 +320,10 @@ impl SegmentWriter {
             mut dims,
             ts_millis,
             metrics,
+            extras: mut own_extras,
         } = point;
+        own_extras.extend(extras);
+        let extras = own_extras;
         let series = match self.series_index.get(&tsid) {
             Some(&s) => {
                 let known = self.series.get(s as usize).map(|b| &b.dims);
@@ -601,8 +647,10 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
         values,
         extra_columns,
         extra_values,
+        ids: event_ids,
         ..
     } = w;
+    let events = options.events;
     let level = options.zstd_level;
     let block_rows = options.block_rows as usize;
 
@@ -634,10 +682,20 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
     let rank_of = |s: u32| series_rank.get(s as usize).copied().unwrap_or(0);
 
     let mut order: Vec<u32> = (0..rows.len() as u32).collect();
-    order.sort_unstable_by_key(|&i| {
-        rows.get(i as usize)
-            .map_or((0, 0), |r| (rank_of(r.series), r.ts))
-    });
+    let event_key = |i: u32| event_ids.get(i as usize).map(SyntheticId::to_bytes);
+    if events {
+        order.sort_unstable_by_key(|&i| {
+            let (s, t) = rows
+                .get(i as usize)
+                .map_or((0, 0), |r| (rank_of(r.series), r.ts));
+            (s, t, event_key(i))
+        });
+    } else {
+        order.sort_unstable_by_key(|&i| {
+            rows.get(i as usize)
+                .map_or((0, 0), |r| (rank_of(r.series), r.ts))
+        });
+    }
 
     // Extra columns in name order too, numbered after the metric columns.
     let mut extra_order: Vec<u32> = (0..extra_columns.len() as u32).collect();
@@ -662,13 +720,16 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
     let mut row_series = Vec::with_capacity(n);
     // Per metric column, its (row, value) pairs in row order.
     let mut col_values: Vec<Vec<(u32, MetricValue)>> = vec![Vec::new(); columns.len()];
+    let mut prev: Option<u32> = None;
     for (row, &i) in order.iter().enumerate() {
         let Some(r) = rows.get(i as usize) else {
             continue;
         };
         let s = rank_of(r.series);
+        let same_key = !events || prev.is_some_and(|p| event_key(p) == event_key(i));
+        prev = Some(i);
         if let (Some(&pt), Some(&ps)) = (ts.last(), row_series.last()) {
-            if ps == s && pt == r.ts {
+            if ps == s && pt == r.ts && same_key {
                 let tsid = series.get(r.series as usize).map(|b| b.tsid.to_string());
                 return Err(Error::DuplicatePoint {
                     tsid: tsid.unwrap_or_default(),
@@ -998,20 +1059,28 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
     series_section.extend_from_slice(&comp.compress_block(&st)?);
 
     // Optional id sections.
-    let ids = || {
-        row_series.iter().zip(&ts).map(|(&s, &t)| {
-            let tsid = series_order
-                .get(s as usize)
-                .and_then(|&orig| series.get(orig as usize))
-                .map_or(Tsid::from_bytes([0; TSID_LEN]), |b| b.tsid);
-            SyntheticId::new(tsid, t).to_bytes()
-        })
+    // Row ids in row order: the given ids of an event segment, else (tsid, ts).
+    let row_ids: Vec<[u8; 28]> = if events {
+        order.iter().filter_map(|&i| event_key(i)).collect()
+    } else {
+        row_series
+            .iter()
+            .zip(&ts)
+            .map(|(&s, &t)| {
+                let tsid = series_order
+                    .get(s as usize)
+                    .and_then(|&orig| series.get(orig as usize))
+                    .map_or(Tsid::from_bytes([0; TSID_LEN]), |b| b.tsid);
+                SyntheticId::new(tsid, t).to_bytes()
+            })
+            .collect()
     };
+    let ids = || row_ids.iter();
     let bloom_section = match options.bloom_fpr {
         Some(fpr) => {
             let mut filter = BlockedBloomFilter::with_capacity(bloom_capacity, fpr)?;
             for id in ids() {
-                filter.insert(&id);
+                filter.insert(&id[..]);
             }
             filter.to_bytes()
         }
@@ -1019,8 +1088,16 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
     };
     let id_section = if options.id_index {
         let mut b = fst::MapBuilder::memory();
-        for (row, id) in ids().enumerate() {
-            b.insert(id, row as u64)?;
+        let mut keyed: Vec<(&[u8; 28], u64)> = ids()
+            .enumerate()
+            .map(|(row, id)| (id, row as u64))
+            .collect();
+        if events {
+            // Event ids do not follow row order.
+            keyed.sort_unstable();
+        }
+        for (id, row) in keyed {
+            b.insert(id, row)?;
         }
         b.into_inner()?
     } else {
@@ -1054,6 +1131,9 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
     }
     if options.id_index {
         flags |= FLAG_ID_INDEX;
+    }
+    if events {
+        flags |= FLAG_EVENTS;
     }
     let footer = Footer {
         row_count: n as u64,

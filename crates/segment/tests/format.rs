@@ -93,8 +93,10 @@ fn committed_fixture_matches_the_writer_and_opens() {
     assert_eq!(seg.series_count(), 3);
     for (p, mut extras) in tiny_input() {
         let row = seg.find(&p.tsid, p.ts_millis).unwrap().unwrap();
-        assert_eq!(seg.row(row).unwrap(), p.clone().normalized());
         extras.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut with_extras = p.clone();
+        with_extras.extras = extras.clone();
+        assert_eq!(seg.row(row).unwrap(), with_extras.normalized());
         assert_eq!(seg.row_extras(row).unwrap(), extras);
         assert_eq!(
             seg.lookup_id(&SyntheticId::new(p.tsid, p.ts_millis))

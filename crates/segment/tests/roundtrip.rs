@@ -40,8 +40,17 @@ fn check_round_trip_with(points: &[Point], extras: &[Extras], options: SegmentOp
     assert_eq!(meta.row_count, points.len() as u64);
     let seg = Segment::from_vec(bytes).unwrap();
     seg.verify().unwrap();
-    let mut expected: Vec<Point> = points.iter().cloned().map(Point::normalized).collect();
+    let mut expected: Vec<Point> = points
+        .iter()
+        .cloned()
+        .map(|mut p| {
+            p.extras
+                .extend(expected_extras[&(p.tsid, p.ts_millis)].clone());
+            p.normalized()
+        })
+        .collect();
     expected.sort_by_key(|p| (p.tsid, p.ts_millis));
+    assert_eq!(seg.points(0..seg.row_count(), |_| true).unwrap(), expected);
     for (row, p) in expected.iter().enumerate() {
         let got = seg.row(row as u64).unwrap();
         assert_eq!(&got, p, "row {row}");
@@ -71,6 +80,8 @@ fn check_round_trip_with(points: &[Point], extras: &[Extras], options: SegmentOp
             dims: r.series.dims.clone(),
             ts_millis: r.ts_millis,
             metrics,
+            // A scan's row view carries no extras.
+            extras: expected_extras[&(r.series.tsid, r.ts_millis)].clone(),
         });
     })
     .unwrap();

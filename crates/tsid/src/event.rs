@@ -317,6 +317,30 @@ impl Fingerprinter {
         Ok(())
     }
 
+    /// The raw digest of `doc`'s configured fields (of the whole document when none is
+    /// configured), without timestamp prefix nor text encoding: the first
+    /// `out.len()` bytes of the digest go to `out` (zero-padded when the method's
+    /// output is shorter). Returns the method's output length in bytes.
+    ///
+    /// # Errors
+    ///
+    /// As [`canonical`](Self::canonical).
+    pub fn digest_into(&mut self, doc: &Value, out: &mut [u8]) -> Result<usize> {
+        self.canonical(doc)?;
+        let mut digest = [0u8; MAX_DIGEST_LEN];
+        let n = self.digest(&self.canon, &mut digest)?;
+        out.fill(0);
+        for (o, d) in out.iter_mut().zip(digest.get(..n).unwrap_or_default()) {
+            *o = *d;
+        }
+        Ok(n)
+    }
+
+    /// The hash method.
+    pub fn method(&self) -> FingerprintMethod {
+        self.method
+    }
+
     /// The canonical concatenation of the configured fields of `doc` (of the
     /// whole document when no field is configured), as hashed: a `u32`
     /// big-endian field count, then for each field in path order its `u32`

@@ -34,6 +34,7 @@ pub fn to_point(r: &Record, tsid: Tsid) -> Point {
                 ((*k).to_owned(), v)
             })
             .collect(),
+        extras: Vec::new(),
     }
 }
 
