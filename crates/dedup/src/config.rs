@@ -249,6 +249,14 @@ impl EngineConfig {
         Ok(())
     }
 
+    /// The bloom filter's target rate when the strategy writes one.
+    pub(crate) fn bloom_strategy_fpr(&self) -> Option<f64> {
+        match self.strategy {
+            Strategy::Bloom | Strategy::SeriesRangeBloom => Some(self.bloom_fpr),
+            Strategy::Inverted | Strategy::SeriesRange => None,
+        }
+    }
+
     pub(crate) fn segment_options(&self, merge: bool) -> tidemark_segment::SegmentOptions {
         let level = if merge {
             self.merge_zstd_level

@@ -255,6 +255,34 @@ fn live_points(segment: &Segment, dead: &Tombstones, out: &mut Vec<Point>) -> Re
     Ok(())
 }
 
+/// The OR of the bloom filters of `inputs` when they all have one, of one shape, and the
+/// OR's estimated false-positive rate is at most `fpr`; `None` means "rebuild". Returns
+/// the filter and the sum of the inputs' capacities.
+fn ored_bloom<'a>(
+    inputs: impl IntoIterator<Item = &'a Segment>,
+    fpr: f64,
+) -> Result<Option<(tidemark_bloom::BlockedBloomFilter, u64)>> {
+    let mut acc: Option<(tidemark_bloom::BlockedBloomFilter, u64)> = None;
+    for seg in inputs {
+        let (Some(filter), Some((_, capacity))) = (
+            seg.bloom_filter().map_err(|e| seg.name_error(e))?,
+            seg.bloom_params(),
+        ) else {
+            return Ok(None);
+        };
+        acc = match acc {
+            None => Some((filter, capacity)),
+            Some((mut a, c)) => {
+                if a.union(&filter).is_err() {
+                    return Ok(None);
+                }
+                Some((a, c.saturating_add(capacity)))
+            }
+        };
+    }
+    Ok(acc.filter(|(f, _)| f.estimated_fpr() <= fpr))
+}
+
 /// Adds `points` to `writer`: with their event ids in events mode.
 fn push_points(
     writer: &mut SegmentWriter,
@@ -284,6 +312,8 @@ pub struct MergeJob {
     path: PathBuf,
     options: tidemark_segment::SegmentOptions,
     keyer: Option<Arc<EventKeyer>>,
+    /// Target rate of the strategy's bloom filter, if it uses one.
+    bloom_fpr: Option<f64>,
 }
 
 /// A merged segment written by [`MergeJob::run`], not yet installed.
@@ -294,6 +324,8 @@ pub struct MergedSegment {
     new_id: u64,
     path: PathBuf,
     rows: u64,
+    /// Whether its bloom filter is the OR of the inputs' (`None`: no bloom strategy).
+    bloom_ored: Option<bool>,
 }
 
 impl MergeJob {
@@ -318,8 +350,16 @@ impl MergeJob {
             live_points(segment, dead, &mut points)?;
         }
         let rows = points.len() as u64;
+        let mut bloom_ored = None;
         if !points.is_empty() {
             let mut writer = SegmentWriter::new(self.options)?;
+            if let Some(fpr) = self.bloom_fpr {
+                let ored = ored_bloom(self.inputs.iter().map(|(s, _)| s.as_ref()), fpr)?;
+                bloom_ored = Some(ored.is_some());
+                if let Some((filter, capacity)) = ored {
+                    writer.set_bloom_filter(filter, capacity);
+                }
+            }
             push_points(&mut writer, points, self.keyer.as_deref())?;
             if let Err(e) = writer.write_file(&self.path) {
                 let _ = std::fs::remove_file(&self.path);
@@ -332,6 +372,7 @@ impl MergeJob {
             new_id: self.new_id,
             path: self.path,
             rows,
+            bloom_ored,
         })
     }
 }
@@ -840,6 +881,7 @@ impl Engine {
             path: segment_path(&self.dir, id),
             options: self.config.segment_options(true),
             keyer: self.keyer.clone(),
+            bloom_fpr: self.config.bloom_strategy_fpr(),
         })
     }
 
@@ -859,6 +901,9 @@ impl Engine {
             }
         };
         let result = self.install_inner(&m);
+        if matches!(result, Ok(true)) {
+            self.count_bloom_merge(m.bloom_ored);
+        }
         for s in &mut self.slots {
             if m.ids.contains(&s.id) {
                 s.merging = false;
@@ -998,8 +1043,20 @@ impl Engine {
         }
         let id = self.next_segment;
         let mut new_slot = None;
+        let mut bloom_ored = None;
         if !points.is_empty() {
             let mut writer = SegmentWriter::new(self.config.segment_options(true))?;
+            if let Some(fpr) = self.config.bloom_strategy_fpr() {
+                let inputs = positions
+                    .iter()
+                    .filter_map(|&i| self.slots.get(i))
+                    .map(|s| s.segment.as_ref());
+                let ored = ored_bloom(inputs, fpr)?;
+                bloom_ored = Some(ored.is_some());
+                if let Some((filter, capacity)) = ored {
+                    writer.set_bloom_filter(filter, capacity);
+                }
+            }
             push_points(&mut writer, points, self.keyer.as_deref())?;
             let path = segment_path(&self.dir, id);
             let dir = &self.dir;
@@ -1054,7 +1111,16 @@ impl Engine {
         for s in old {
             remove_slot_files(s);
         }
+        self.count_bloom_merge(bloom_ored);
         Ok(())
+    }
+
+    fn count_bloom_merge(&mut self, ored: Option<bool>) {
+        match ored {
+            Some(true) => self.stats.bloom_filters_ored += 1,
+            Some(false) => self.stats.bloom_filters_rebuilt += 1,
+            None => {}
+        }
     }
 
     /// Fsyncs the write-ahead log.
@@ -1329,12 +1395,11 @@ impl Engine {
             // The points move into the writer: no copy. From here an error poisons the
             // engine (reopening replays the log, which still holds them).
             self.buffer_handed_over = true;
-            if self.keyer.is_some() {
-                for (id, p) in self.buffer.drain() {
-                    writer.push_with_id(p, id)?;
-                }
-            } else {
-                writer.extend(self.buffer.drain().map(|(_, p)| p))?;
+            // Every buffered point of a tsid has the dimensions in `buf_dims` (checked
+            // on ingest): the writer need not compare them again.
+            let events = self.keyer.is_some();
+            for (id, p) in self.buffer.drain() {
+                writer.push_trusted(p, events.then_some(id))?;
             }
             let path = segment_path(&self.dir, id);
             created.push(path.clone());

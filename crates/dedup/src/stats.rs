@@ -32,6 +32,12 @@ pub struct DedupStats {
     pub true_duplicates: u64,
     /// Time spent in verifications, in nanoseconds.
     pub verification_nanos: u64,
+    /// Merges (with a bloom strategy) whose bloom filter is the OR of their inputs'
+    /// filters: possible when the inputs' filters have one shape and the OR's estimated
+    /// false-positive rate stays within the configured target.
+    pub bloom_filters_ored: u64,
+    /// Merges (with a bloom strategy) whose bloom filter was rebuilt from the rows.
+    pub bloom_filters_rebuilt: u64,
 }
 
 impl DedupStats {

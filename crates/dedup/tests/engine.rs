@@ -651,3 +651,58 @@ fn a_segment_corrupted_anywhere_is_an_error_naming_it_never_a_panic() {
     assert!(failures > good.len() / 7 / 2, "{failures}");
     std::fs::write(&seg, &good).unwrap();
 }
+
+#[test]
+fn merges_or_bloom_filters_when_sizes_allow_and_rebuild_them_otherwise() {
+    for strategy in [Strategy::Bloom, Strategy::SeriesRangeBloom] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut engine = Engine::create(dir.path(), config(strategy)).unwrap();
+        // Four segments of 500 points each (4 series × 125 timestamps).
+        for seg in 0..4i64 {
+            let ops = (0..500).map(|i| Op::Create(point((i % 4) as u8, seg * 1_000 + i / 4)));
+            engine.batch(ops).unwrap();
+            engine.refresh().unwrap();
+        }
+        // Merging them all: the OR of four filters sized for 625 items would hold 2,000
+        // and miss the 1% target: rebuilt.
+        engine.merge_all().unwrap();
+        assert_eq!(engine.stats().bloom_filters_rebuilt, 1, "{strategy:?}");
+        assert_eq!(engine.stats().bloom_filters_ored, 0);
+        // Deleting points then merging the one segment alone: its filter still fits
+        // (deleted ids only add false positives), so it is reused as is.
+        for ts in 0..50 {
+            assert!(matches!(
+                engine.delete(id(1, ts)).unwrap(),
+                Outcome::Deleted { .. }
+            ));
+        }
+        engine.refresh().unwrap();
+        engine.merge_all().unwrap();
+        assert_eq!(engine.stats().bloom_filters_ored, 1, "{strategy:?}");
+        assert_eq!(engine.live_count(), 2_000 - 50);
+        // Every live point is still a duplicate; deleted ones can come back.
+        let again = (0..4i64).flat_map(|seg| {
+            (0..500).map(move |i| Op::Create(point((i % 4) as u8, seg * 1_000 + i / 4)))
+        });
+        let out = engine.batch(again).unwrap();
+        let created = out
+            .iter()
+            .filter(|o| matches!(o, Outcome::Created { .. }))
+            .count();
+        let conflicts = out
+            .iter()
+            .filter(|o| matches!(o, Outcome::Conflict { .. }))
+            .count();
+        assert_eq!((created, conflicts), (50, 1_950), "{strategy:?}");
+        // The reused filter still answers "no" for absent points of its time range
+        // (for `bloom`; `series-range+bloom` rules out the absent series first).
+        engine.refresh().unwrap();
+        let s0 = *engine.stats();
+        let absent = (0..500).map(|i| Op::Create(point(9, i)));
+        engine.batch(absent).unwrap();
+        let s1 = *engine.stats();
+        let negatives = (s1.bloom_negatives - s0.bloom_negatives)
+            + (s1.series_range_negatives - s0.series_range_negatives);
+        assert!(negatives >= 490, "{strategy:?}: {negatives}");
+    }
+}

@@ -348,6 +348,19 @@ impl Segment {
         Ok(Some(BlockedBloomFilterRef::new_without_checksum(bytes)?))
     }
 
+    /// An owned copy of the bloom filter, when the segment has one (to OR filters of
+    /// merged segments).
+    ///
+    /// # Errors
+    /// Bloom format errors.
+    pub fn bloom_filter(&self) -> Result<Option<tidemark_bloom::BlockedBloomFilter>> {
+        if self.footer.flags & FLAG_BLOOM == 0 {
+            return Ok(None);
+        }
+        let bytes = section_bytes(self.bytes(), &self.footer, 3)?;
+        Ok(Some(tidemark_bloom::BlockedBloomFilter::from_bytes(bytes)?))
+    }
+
     /// The id term index (synthetic id bytes → row), when the segment has one.
     ///
     /// # Errors

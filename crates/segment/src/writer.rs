@@ -167,6 +167,36 @@ struct RowBuf {
     extra_len: u32,
 }
 
+/// A multiply-fold hasher for the writer's maps (tsids are hash output already; names
+/// are few and not attacker-chosen): SipHash cost ~3% of ingest.
+#[derive(Default, Clone, Copy)]
+struct FoldHasher(u64);
+
+impl std::hash::Hasher for FoldHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in chunks.by_ref() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+        let mut tail = [0u8; 8];
+        let rest = chunks.remainder();
+        tail[..rest.len()].copy_from_slice(rest);
+        self.write_u64(u64::from_le_bytes(tail) ^ ((rest.len() as u64) << 59));
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(23) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type FastHash = std::hash::BuildHasherDefault<FoldHasher>;
+
 /// Collects points in any order and writes them as one segment.
 ///
 /// Memory use is bounded by the batch: every point is held until
@@ -190,17 +220,19 @@ struct RowBuf {
 #[derive(Debug)]
 pub struct SegmentWriter {
     options: SegmentOptions,
-    series_index: HashMap<Tsid, u32>,
+    series_index: HashMap<Tsid, u32, FastHash>,
     series: Vec<SeriesBuf>,
-    column_index: HashMap<String, u32>,
+    column_index: HashMap<String, u32, FastHash>,
     columns: Vec<(String, MetricKind)>,
     rows: Vec<RowBuf>,
     values: Vec<(u32, MetricValue)>,
-    extra_index: HashMap<String, u32>,
+    extra_index: HashMap<String, u32, FastHash>,
     extra_columns: Vec<(String, ExtraKind)>,
     extra_values: Vec<(u32, Extra)>,
     /// Row ids of an event segment, one per row (empty otherwise).
     ids: Vec<SyntheticId>,
+    /// A bloom filter given by the caller, written instead of one built from the rows.
+    bloom: Option<(BlockedBloomFilter, u64)>,
 }
 
 impl SegmentWriter {
@@ -213,16 +245,17 @@ impl SegmentWriter {
         options.check()?;
         Ok(SegmentWriter {
             options,
-            series_index: HashMap::new(),
+            series_index: HashMap::default(),
             series: Vec::new(),
-            column_index: HashMap::new(),
+            column_index: HashMap::default(),
             columns: Vec::new(),
             rows: Vec::new(),
             values: Vec::new(),
-            extra_index: HashMap::new(),
+            extra_index: HashMap::default(),
             extra_columns: Vec::new(),
             extra_values: Vec::new(),
             ids: Vec::new(),
+            bloom: None,
         })
     }
 
@@ -255,7 +288,19 @@ impl SegmentWriter {
     /// As [`push`](Self::push); in an event segment two rows with the same id are
     /// [`Error::DuplicatePoint`] when writing.
     pub fn push_with_id(&mut self, point: Point, id: SyntheticId) -> Result<()> {
-        self.push_row(point, Vec::new(), Some(id))
+        self.push_row(point, Vec::new(), Some(id), false)
+    }
+
+    /// As [`push_with_id`](Self::push_with_id) (or [`push`](Self::push) with
+    /// `id: None`), but for a tsid already added the point's dimensions are not compared
+    /// with the series': for callers that keep one dimension set per tsid themselves
+    /// (the dedup engine checks each point against its buffered series). Dimensions
+    /// that differ are then silently replaced by the series' first ones.
+    ///
+    /// # Errors
+    /// As [`push`](Self::push), without [`Error::InconsistentDimensions`].
+    pub fn push_trusted(&mut self, point: Point, id: Option<SyntheticId>) -> Result<()> {
+        self.push_row(point, Vec::new(), id, true)
     }
 
     /// Adds a point with extra keyword/boolean fields (neither dimensions nor metrics),
@@ -268,7 +313,7 @@ impl SegmentWriter {
     /// as a metric and as an extra, or with two kinds; [`Error::DuplicateMetric`] for a
     /// name given twice.
     pub fn push_with_extras(&mut self, point: Point, extras: Vec<(String, Extra)>) -> Result<()> {
-        self.push_row(point, extras, None)
+        self.push_row(point, extras, None, false)
     }
 
     fn push_row(
@@ -276,6 +321,7 @@ impl SegmentWriter {
         point: Point,
         extras: Vec<(String, Extra)>,
         id: Option<SyntheticId>,
+        trusted: bool,
     ) -> Result<()> {
         let default_id = SyntheticId::new(point.tsid, point.ts_millis);
         let marks = (
@@ -285,7 +331,7 @@ impl SegmentWriter {
             self.values.len(),
             self.extra_values.len(),
         );
-        let result = self.push_inner(point, extras);
+        let result = self.push_inner(point, extras, trusted);
         if result.is_ok() && self.options.events {
             self.ids.push(id.unwrap_or(default_id));
         }
@@ -307,7 +353,12 @@ impl SegmentWriter {
         result
     }
 
-    fn push_inner(&mut self, point: Point, extras: Vec<(String, Extra)>) -> Result<()> {
+    fn push_inner(
+        &mut self,
+        point: Point,
+        extras: Vec<(String, Extra)>,
+        trusted: bool,
+    ) -> Result<()> {
         if self.rows.len() as u64 >= MAX_ROWS {
             return Err(Error::TooLarge {
                 what: "rows",
@@ -327,9 +378,13 @@ impl SegmentWriter {
         let series = match self.series_index.get(&tsid) {
             Some(&s) => {
                 let known = self.series.get(s as usize).map(|b| &b.dims);
-                let same = known.is_some_and(|k| {
-                    k.len() == dims.len() && dims.iter().all(|d| k.binary_search(d).is_ok())
-                });
+                // Stored dimensions are sorted: equal slices are the common case.
+                let same = trusted
+                    || known.is_some_and(|k| {
+                        k.as_slice() == dims.as_slice()
+                            || (k.len() == dims.len()
+                                && dims.iter().all(|d| k.binary_search(d).is_ok()))
+                    });
                 if !same {
                     return Err(Error::InconsistentDimensions {
                         tsid: tsid.to_string(),
@@ -495,6 +550,15 @@ impl SegmentWriter {
         Ok(())
     }
 
+    /// Writes `filter` as the bloom section (when the options ask for one) instead of
+    /// building a filter from the rows, and records `capacity` as the items it was sized
+    /// for. The caller guarantees that it holds every row's id: e.g. the OR of the filters
+    /// of the segments being merged, which may also hold ids of rows since deleted (more
+    /// false positives, never a false negative).
+    pub fn set_bloom_filter(&mut self, filter: BlockedBloomFilter, capacity: u64) {
+        self.bloom = Some((filter, capacity));
+    }
+
     /// Adds every point of an iterator.
     ///
     /// # Errors
@@ -648,6 +712,7 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
         extra_columns,
         extra_values,
         ids: event_ids,
+        bloom: given_bloom,
         ..
     } = w;
     let events = options.events;
@@ -961,7 +1026,10 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
     } = blocks;
 
     // Meta section.
-    let bloom_capacity = (n as u64).max(1) * BLOOM_HEADROOM_NUM / BLOOM_HEADROOM_DEN;
+    let bloom_capacity = match &given_bloom {
+        Some((_, capacity)) => *capacity,
+        None => (n as u64).max(1) * BLOOM_HEADROOM_NUM / BLOOM_HEADROOM_DEN,
+    };
     let mut meta = Vec::new();
     out_f64(&mut meta, options.bloom_fpr.unwrap_or(0.0));
     put_u64(
@@ -1076,15 +1144,16 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
             .collect()
     };
     let ids = || row_ids.iter();
-    let bloom_section = match options.bloom_fpr {
-        Some(fpr) => {
+    let bloom_section = match (options.bloom_fpr, given_bloom) {
+        (Some(_), Some((filter, _))) => filter.to_bytes(),
+        (Some(fpr), None) => {
             let mut filter = BlockedBloomFilter::with_capacity(bloom_capacity, fpr)?;
             for id in ids() {
                 filter.insert(&id[..]);
             }
             filter.to_bytes()
         }
-        None => Vec::new(),
+        (None, _) => Vec::new(),
     };
     let id_section = if options.id_index {
         let mut b = fst::MapBuilder::memory();
