@@ -1,11 +1,14 @@
 //! Read-only queries over the engine's live data (segments, scans), kept apart from the
 //! write path in `engine.rs`.
 
+use std::collections::HashSet;
 use std::path::Path;
 
-use tidemark_segment::Segment;
+use tidemark_segment::{Dim, Point, RowId, Segment};
+use tidemark_tsid::Tsid;
 
 use super::Engine;
+use crate::error::{Error, Result};
 
 impl Engine {
     /// The live segments, oldest first, with their file paths and deleted-row counts.
@@ -14,5 +17,83 @@ impl Engine {
             .iter()
             .map(|s| (s.path.as_path(), s.segment.as_ref(), s.tombstones.len()))
             .collect()
+    }
+
+    /// Calls `f` for every live point whose timestamp is in `from..=to` and whose series
+    /// `keep_series` accepts (asked once per series and segment, or once per buffered
+    /// point): buffered points first (in no particular order), then segment rows, oldest
+    /// segment first, in (tsid, timestamp) order within a segment. The second argument
+    /// of `f` is `None` for a buffered point (complete, extras included) and the segment
+    /// and row of a stored one (whose per-row extra columns, if the segment has any, are
+    /// read with `Segment::row_extras`). Segments whose
+    /// [min, max] timestamp misses the range are skipped without reading, and so are
+    /// series whose range misses it. Dimensions and metrics come sorted by name.
+    ///
+    /// # Errors
+    /// Segment read errors naming the segment.
+    pub fn scan_live(
+        &self,
+        from: i64,
+        to: i64,
+        mut keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
+        mut f: impl FnMut(Point, Option<(&Segment, RowId)>),
+    ) -> Result<()> {
+        for p in self.buffer.values() {
+            if p.ts_millis >= from && p.ts_millis <= to && keep_series(&p.tsid, &p.dims) {
+                f(p.clone().normalized(), None);
+            }
+        }
+        for slot in &self.slots {
+            if slot.max_ts < from || slot.min_ts > to {
+                continue;
+            }
+            let segment = slot.segment.as_ref();
+            let names: Vec<&str> = segment.columns().iter().map(|c| c.name.as_str()).collect();
+            // Series verdicts by first row (a series' rows are contiguous).
+            let mut verdict: Option<(u64, bool)> = None;
+            segment
+                .scan_time_range(from, to, |rv| {
+                    if slot.tombstones.is_deleted(rv.row) {
+                        return;
+                    }
+                    let keep = match verdict {
+                        Some((first, k)) if first == rv.series.first_row => k,
+                        _ => {
+                            let k = keep_series(&rv.series.tsid, &rv.series.dims);
+                            verdict = Some((rv.series.first_row, k));
+                            k
+                        }
+                    };
+                    if !keep {
+                        return;
+                    }
+                    // Built field by field: `Point` may gain fields upstream.
+                    let mut p = Point::new(rv.series.tsid, rv.ts_millis);
+                    p.dims = rv.series.dims.clone();
+                    p.metrics = names
+                        .iter()
+                        .zip(rv.metrics)
+                        .filter_map(|(n, v)| v.map(|v| ((*n).to_owned(), v)))
+                        .collect();
+                    f(p.normalized(), Some((segment, rv.row)));
+                })
+                .map_err(|e| Error::Segment(segment.name_error(e)))?;
+        }
+        Ok(())
+    }
+
+    /// Distinct series (tsids) among the buffered points and the live segments' series
+    /// tables (a series whose rows are all deleted still counts until a merge drops it).
+    pub fn series_count(&self) -> u64 {
+        let mut seen: HashSet<Tsid> = self.buffer.values().map(|p| p.tsid).collect();
+        for slot in &self.slots {
+            seen.extend(slot.segment.series().iter().map(|s| s.tsid));
+        }
+        seen.len() as u64
+    }
+
+    /// Total deleted (tombstoned) rows in the live segments.
+    pub fn deleted_rows(&self) -> u64 {
+        self.slots.iter().map(|s| s.tombstones.len()).sum()
     }
 }

@@ -1,0 +1,600 @@
+//! An index: a directory holding the mapping, the engine's files and a write lock.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+use tidemark_dedup::{Engine, EngineConfig, EventIds, Mode, Op, Outcome, Rejection};
+use tidemark_segment::Point;
+use tidemark_tsid::SyntheticId;
+
+use crate::bulk::{Action, BulkItem, ItemResult, ItemStatus};
+use crate::counters::Counters;
+use crate::doc::{DocParser, point_to_doc};
+use crate::error::{Error, Result};
+use crate::mapping::{IndexMode, Mapping};
+
+/// The mapping file in an index directory (the mapping as given, pretty-printed).
+pub const MAPPING_FILE: &str = "mapping.json";
+/// The lock file in an index directory: one process at a time holds an OS lock on it.
+pub const LOCK_FILE: &str = "LOCK";
+/// Cumulative ingest and dedup counters, saved after each write call.
+pub const COUNTERS_FILE: &str = "counters.json";
+
+/// A prepared item: the document read through the mapping (on any thread), ready for the
+/// writer.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub(crate) line: u64,
+    pub(crate) action: Action,
+    pub(crate) id: Option<String>,
+    pub(crate) ignored: u64,
+    pub(crate) work: Work,
+}
+
+#[derive(Debug)]
+pub(crate) enum Work {
+    Store(Point),
+    Delete,
+    Update(Point),
+    Failed(String),
+}
+
+impl Prepared {
+    /// Reads `item` through `parser`.
+    pub(crate) fn of_item(parser: &mut DocParser, item: BulkItem) -> Prepared {
+        let work_of = |parser: &mut DocParser, doc: Option<&Value>| -> (Work, u64) {
+            match (item.action, doc) {
+                (Action::Delete, _) => (Work::Delete, 0),
+                (_, None) => (Work::Failed("missing document".to_owned()), 0),
+                (Action::Update, Some(d)) => {
+                    let inner = match d {
+                        Value::Object(o) => o.get("doc"),
+                        _ => None,
+                    };
+                    match inner {
+                        None => (
+                            Work::Failed(
+                                "an update needs {\"doc\": {...}} (scripts are not supported)"
+                                    .to_owned(),
+                            ),
+                            0,
+                        ),
+                        Some(inner) => match parser.parse_partial(inner) {
+                            Ok((p, ignored)) => (Work::Update(p), ignored),
+                            Err(e) => (Work::Failed(e.to_string()), 0),
+                        },
+                    }
+                }
+                (_, Some(d)) => match parser.parse_value(d) {
+                    Ok(parsed) => (Work::Store(parsed.point), parsed.ignored_fields),
+                    Err(e) => (Work::Failed(e.to_string()), 0),
+                },
+            }
+        };
+        let (work, ignored) = work_of(parser, item.doc.as_ref());
+        Prepared {
+            line: item.line,
+            action: item.action,
+            id: item.id,
+            ignored,
+            work,
+        }
+    }
+
+    /// Reads one NDJSON document line.
+    pub(crate) fn of_line(
+        parser: &mut DocParser,
+        line: u64,
+        action: Action,
+        text: &[u8],
+    ) -> Prepared {
+        let work = match std::str::from_utf8(text) {
+            Err(e) => (Work::Failed(format!("not valid UTF-8: {e}")), 0),
+            Ok(s) => match parser.parse_line(s) {
+                Ok(parsed) => (Work::Store(parsed.point), parsed.ignored_fields),
+                Err(e) => (Work::Failed(e.to_string()), 0),
+            },
+        };
+        Prepared {
+            line,
+            action,
+            id: None,
+            ignored: work.1,
+            work: work.0,
+        }
+    }
+
+    pub(crate) fn failed(line: u64, action: Action, reason: String) -> Prepared {
+        Prepared {
+            line,
+            action,
+            id: None,
+            ignored: 0,
+            work: Work::Failed(reason),
+        }
+    }
+}
+
+/// A Tidemark index: a directory with the mapping (`mapping.json`), the engine's files
+/// (write-ahead log, segments, manifest), cumulative counters and a lock file. One
+/// process at a time may open it: the lock is an OS file lock, released by the kernel
+/// when the process dies, so a killed process never blocks the next open.
+///
+/// ```
+/// use serde_json::json;
+/// use tidemark::{Index, Mapping, BulkItem};
+///
+/// let dir = tempfile::tempdir()?;
+/// let mapping = Mapping::from_value(json!({"mappings": {"properties": {
+///     "host": {"type": "keyword", "time_series_dimension": true},
+///     "cpu": {"type": "double", "time_series_metric": "gauge"}}}}))?;
+/// let mut index = Index::create(dir.path(), mapping)?;
+/// let doc = json!({"@timestamp": "2025-11-30T00:00:00Z", "host": "a", "cpu": 0.5});
+/// let first = index.bulk(vec![BulkItem::create(doc.clone())])?;
+/// let again = index.bulk(vec![BulkItem::create(doc)])?;
+/// assert_eq!(first[0].http_status(), 201);
+/// assert_eq!(again[0].http_status(), 409); // a duplicate, not an error
+/// let stored = index.get(first[0].id.as_deref().unwrap_or_default())?;
+/// assert_eq!(stored.unwrap()["cpu"], json!(0.5));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Index {
+    dir: PathBuf,
+    mapping: Arc<Mapping>,
+    parser: DocParser,
+    engine: Engine,
+    /// Counters saved before this session, and this session's.
+    counters: Counters,
+    /// Held for the life of the index: the OS lock.
+    _lock: File,
+}
+
+impl Index {
+    /// Creates an index in `dir` (created if needed) with `mapping`.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`], [`Error::Locked`], I/O and engine errors.
+    pub fn create(dir: impl AsRef<Path>, mapping: Mapping) -> Result<Index> {
+        Index::create_with_config(dir, mapping, EngineConfig::new())
+    }
+
+    /// [`create`](Self::create) with an engine configuration (strategy, durability,
+    /// refresh size); the mapping decides the mode.
+    ///
+    /// # Errors
+    /// As [`create`](Self::create).
+    pub fn create_with_config(
+        dir: impl AsRef<Path>,
+        mapping: Mapping,
+        config: EngineConfig,
+    ) -> Result<Index> {
+        let dir = dir.as_ref().to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+        let lock = lock(&dir)?;
+        let mapping_path = dir.join(MAPPING_FILE);
+        if mapping_path.exists() || dir.join(tidemark_dedup::MANIFEST_NAME).exists() {
+            return Err(Error::AlreadyExists { path: dir });
+        }
+        let text = serde_json::to_string_pretty(mapping.source()).map_err(Error::Json)?;
+        write_atomic(&mapping_path, format!("{text}\n").as_bytes())?;
+        let mapping = Arc::new(mapping);
+        let engine = Engine::create(&dir, engine_config(&mapping, config))?;
+        Index::assemble(dir, mapping, engine, lock)
+    }
+
+    /// Opens the index in `dir`.
+    ///
+    /// # Errors
+    /// [`Error::NoIndex`], [`Error::Locked`], [`Error::Mapping`] for a damaged mapping
+    /// file, engine errors (naming the damaged file).
+    pub fn open(dir: impl AsRef<Path>) -> Result<Index> {
+        Index::open_with_config(dir, EngineConfig::new())
+    }
+
+    /// [`open`](Self::open) with an engine configuration.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub fn open_with_config(dir: impl AsRef<Path>, config: EngineConfig) -> Result<Index> {
+        let dir = dir.as_ref().to_path_buf();
+        let mapping_path = dir.join(MAPPING_FILE);
+        if !dir.is_dir() || !mapping_path.is_file() {
+            return Err(Error::NoIndex { path: dir });
+        }
+        let lock = lock(&dir)?;
+        let text = std::fs::read_to_string(&mapping_path).map_err(Error::io(&mapping_path))?;
+        let mapping = Arc::new(Mapping::from_json_str(&text)?);
+        // A crash between writing the mapping and creating the engine leaves no manifest.
+        let engine = Engine::open_or_create(&dir, engine_config(&mapping, config))?;
+        Index::assemble(dir, mapping, engine, lock)
+    }
+
+    fn assemble(dir: PathBuf, mapping: Arc<Mapping>, engine: Engine, lock: File) -> Result<Index> {
+        let counters = Counters::load(&dir.join(COUNTERS_FILE))?;
+        Ok(Index {
+            parser: DocParser::new(mapping.clone())?,
+            dir,
+            mapping,
+            engine,
+            counters,
+            _lock: lock,
+        })
+    }
+
+    /// The index directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The mapping.
+    pub fn mapping(&self) -> &Mapping {
+        &self.mapping
+    }
+
+    /// The engine, for what the façade does not wrap.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// A document parser for this index's mapping (one per thread).
+    pub fn parser(&self) -> DocParser {
+        self.parser.clone()
+    }
+
+    /// The cumulative counters (saved ones plus this session's).
+    pub fn counters(&self) -> Counters {
+        self.counters.with_dedup(self.engine.stats())
+    }
+
+    /// The `_id` text of a stored id.
+    pub fn format_id(&self, id: &SyntheticId) -> String {
+        self.engine.format_id(id)
+    }
+
+    /// Parses an `_id` text.
+    ///
+    /// # Errors
+    /// [`Error::InvalidId`].
+    pub fn parse_id(&self, text: &str) -> Result<SyntheticId> {
+        self.engine.parse_id(text).map_err(|e| Error::InvalidId {
+            id: text.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The `_id` a point gets when stored.
+    ///
+    /// # Errors
+    /// Engine errors (event fingerprints).
+    pub fn id_of(&self, point: &Point) -> Result<SyntheticId> {
+        Ok(self.engine.id_of(point)?)
+    }
+
+    /// Runs `_bulk` items in order and returns one result per item.
+    ///
+    /// # Errors
+    /// Engine errors (I/O on the write-ahead log, a damaged segment); per-item problems
+    /// are results, not errors.
+    pub fn bulk(&mut self, items: Vec<BulkItem>) -> Result<Vec<ItemResult>> {
+        let mut parser = self.parser.clone();
+        let prepared: Vec<Prepared> = items
+            .into_iter()
+            .map(|item| Prepared::of_item(&mut parser, item))
+            .collect();
+        let mut out = Vec::with_capacity(prepared.len());
+        self.apply(prepared, &mut |r| out.push(r))?;
+        self.save_counters()?;
+        Ok(out)
+    }
+
+    /// Applies prepared items in order, reporting each result to `sink`.
+    pub(crate) fn apply(
+        &mut self,
+        items: Vec<Prepared>,
+        sink: &mut dyn FnMut(ItemResult),
+    ) -> Result<()> {
+        let mut ops: Vec<Op> = Vec::new();
+        let mut pending: Vec<(u64, Action, u64)> = Vec::new();
+        for item in items {
+            match item.work {
+                Work::Failed(reason) => {
+                    self.flush(&mut ops, &mut pending, sink)?;
+                    self.emit(
+                        sink,
+                        ItemResult {
+                            line: item.line,
+                            action: item.action,
+                            id: item.id,
+                            status: ItemStatus::Error(reason),
+                        },
+                    );
+                }
+                Work::Store(point) => {
+                    if let Some(given) = &item.id {
+                        let computed = self.format_id(&self.id_of(&point)?);
+                        if *given != computed {
+                            self.flush(&mut ops, &mut pending, sink)?;
+                            self.emit(
+                                sink,
+                                ItemResult {
+                                    line: item.line,
+                                    action: item.action,
+                                    id: Some(given.clone()),
+                                    status: ItemStatus::Error(format!(
+                                        "the _id given ({given}) differs from the document's _id ({computed}), which is computed from its dimensions and timestamp"
+                                    )),
+                                },
+                            );
+                            continue;
+                        }
+                    }
+                    ops.push(if item.action == Action::Index {
+                        Op::Index(point)
+                    } else {
+                        Op::Create(point)
+                    });
+                    pending.push((item.line, item.action, item.ignored));
+                }
+                Work::Delete => {
+                    let text = item.id.unwrap_or_default();
+                    match self.parse_id(&text) {
+                        Ok(id) => {
+                            ops.push(Op::Delete(id));
+                            pending.push((item.line, item.action, 0));
+                        }
+                        Err(e) => {
+                            self.flush(&mut ops, &mut pending, sink)?;
+                            self.emit(
+                                sink,
+                                ItemResult {
+                                    line: item.line,
+                                    action: item.action,
+                                    id: Some(text),
+                                    status: ItemStatus::Error(e.to_string()),
+                                },
+                            );
+                        }
+                    }
+                }
+                Work::Update(partial) => {
+                    // An update reads the stored document: everything before it must be applied.
+                    self.flush(&mut ops, &mut pending, sink)?;
+                    let text = item.id.unwrap_or_default();
+                    let status = self.update(&text, partial)?;
+                    if status == ItemStatus::Updated {
+                        self.counters.ignored_fields += item.ignored;
+                    }
+                    self.emit(
+                        sink,
+                        ItemResult {
+                            line: item.line,
+                            action: item.action,
+                            id: Some(text),
+                            status,
+                        },
+                    );
+                }
+            }
+        }
+        self.flush(&mut ops, &mut pending, sink)
+    }
+
+    fn update(&mut self, text: &str, partial: Point) -> Result<ItemStatus> {
+        let id = match self.parse_id(text) {
+            Ok(id) => id,
+            Err(e) => return Ok(ItemStatus::Error(e.to_string())),
+        };
+        let Some(mut stored) = self.engine.get(&id)? else {
+            return Ok(ItemStatus::NotFound);
+        };
+        for (name, v) in &partial.metrics {
+            match stored.metrics.iter_mut().find(|(n, _)| n == name) {
+                Some(slot) => slot.1 = *v,
+                None => stored.metrics.push((name.clone(), *v)),
+            }
+        }
+        crate::extras::merge_extras(&mut stored, &partial);
+        let out = self.engine.batch([Op::Index(stored)])?;
+        Ok(match out.into_iter().next() {
+            Some(Outcome::Indexed { .. }) => ItemStatus::Updated,
+            Some(Outcome::Rejected { reason, .. }) => ItemStatus::Error(rejection_text(&reason)),
+            Some(other) => ItemStatus::Error(format!("unexpected outcome {other:?}")),
+            None => ItemStatus::Error("no outcome".to_owned()),
+        })
+    }
+
+    fn flush(
+        &mut self,
+        ops: &mut Vec<Op>,
+        pending: &mut Vec<(u64, Action, u64)>,
+        sink: &mut dyn FnMut(ItemResult),
+    ) -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let outcomes = self.engine.batch(std::mem::take(ops))?;
+        for ((line, action, ignored), outcome) in pending.drain(..).zip(outcomes) {
+            let (id, status) = match outcome {
+                Outcome::Created { id } => (id, ItemStatus::Created),
+                Outcome::Conflict { id } => (id, ItemStatus::Duplicate),
+                Outcome::Indexed { id, replaced } => (id, ItemStatus::Indexed { replaced }),
+                Outcome::Deleted { id } => (id, ItemStatus::Deleted),
+                Outcome::NotFound { id } => (id, ItemStatus::NotFound),
+                Outcome::Rejected { id, reason } => {
+                    (id, ItemStatus::Error(rejection_text(&reason)))
+                }
+                Outcome::Found(p) => (
+                    self.id_of(&p)?,
+                    ItemStatus::Error("unexpected get".to_owned()),
+                ),
+                other => {
+                    return Err(Error::Query {
+                        reason: format!("unexpected engine outcome {other:?}"),
+                    });
+                }
+            };
+            // Fields are ignored only where a document was stored.
+            if matches!(status, ItemStatus::Created | ItemStatus::Indexed { .. }) {
+                self.counters.ignored_fields += ignored;
+            }
+            let id = Some(self.format_id(&id));
+            self.emit(
+                sink,
+                ItemResult {
+                    line,
+                    action,
+                    id,
+                    status,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self, sink: &mut dyn FnMut(ItemResult), r: ItemResult) {
+        self.counters.count(&r.status);
+        sink(r);
+    }
+
+    /// The document `id` rebuilt from the columns (nested by field path, with `_id`,
+    /// `_tsid` and the timestamp), or `None`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidId`]; segment read errors.
+    pub fn get(&self, id: &str) -> Result<Option<Value>> {
+        let sid = self.parse_id(id)?;
+        Ok(self
+            .engine
+            .get(&sid)?
+            .map(|p| point_to_doc(&self.mapping, &p, &self.format_id(&sid))))
+    }
+
+    /// Deletes the document `id`; returns whether it existed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidId`]; engine errors.
+    pub fn delete(&mut self, id: &str) -> Result<bool> {
+        let out = self.bulk(vec![BulkItem::delete(id)])?;
+        match out.into_iter().next().map(|r| r.status) {
+            Some(ItemStatus::Deleted) => Ok(true),
+            Some(ItemStatus::NotFound) => Ok(false),
+            Some(ItemStatus::Error(reason)) => Err(Error::InvalidId {
+                id: id.to_owned(),
+                reason,
+            }),
+            _ => Ok(false),
+        }
+    }
+
+    /// Writes the buffer as a segment (see `Engine::refresh`).
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn refresh(&mut self) -> Result<()> {
+        self.engine.refresh()?;
+        self.save_counters()
+    }
+
+    /// Refreshes, then merges all segments into one.
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn merge(&mut self) -> Result<()> {
+        self.engine.refresh()?;
+        self.engine.merge_all()?;
+        self.save_counters()
+    }
+
+    /// Saves the cumulative counters (also done after every write call).
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn save_counters(&self) -> Result<()> {
+        self.counters().save(&self.dir.join(COUNTERS_FILE))
+    }
+
+    /// Closes the index: saves the counters, syncs the log and releases the lock.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn close(self) -> Result<()> {
+        self.save_counters()?;
+        self.engine.close()?;
+        Ok(())
+    }
+}
+
+fn engine_config(mapping: &Mapping, config: EngineConfig) -> EngineConfig {
+    match mapping.mode() {
+        IndexMode::TimeSeries => config.with_mode(Mode::TimeSeries),
+        IndexMode::Events(e) => {
+            let mut ids = EventIds::new(e.method).fields(e.fields.iter().cloned());
+            if let Some(k) = &e.key {
+                ids = ids.key(k.clone());
+            }
+            config.with_mode(Mode::Events(ids))
+        }
+    }
+}
+
+/// A readable reason for an engine rejection.
+pub(crate) fn rejection_text(r: &Rejection) -> String {
+    match r {
+        Rejection::DuplicateDimension { name } => format!("dimension `{name}` given twice"),
+        Rejection::DuplicateMetric { name } => format!("metric `{name}` given twice"),
+        Rejection::InconsistentDimensions { tsid } => {
+            format!("series {tsid} was stored with other dimensions (tsid collision)")
+        }
+        Rejection::KindConflict {
+            name,
+            expected,
+            found,
+        } => format!("field `{name}` holds {expected} values, this document gives a {found}"),
+        other => format!("rejected: {other:?}"),
+    }
+}
+
+/// Takes the index's OS lock, writing our pid for the error message of the next comer.
+fn lock(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(Error::io(&path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            let holder = match text.trim().parse::<u32>() {
+                Ok(pid) => format!(" (pid {pid})"),
+                Err(_) => String::new(),
+            };
+            return Err(Error::Locked {
+                path: dir.to_path_buf(),
+                holder,
+            });
+        }
+        Err(TryLockError::Error(e)) => return Err(Error::io(&path)(e)),
+    }
+    file.set_len(0).map_err(Error::io(&path))?;
+    write!(file, "{}", std::process::id()).map_err(Error::io(&path))?;
+    Ok(file)
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = File::create(&tmp).map_err(Error::io(&tmp))?;
+    f.write_all(bytes).map_err(Error::io(&tmp))?;
+    f.sync_all().map_err(Error::io(&tmp))?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(Error::io(path))
+}

@@ -1,0 +1,38 @@
+#![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod bulk;
+mod counters;
+mod doc;
+mod error;
+mod extras;
+mod index;
+mod ingest;
+mod mapping;
+mod search;
+mod stats;
+mod time;
+
+pub use bulk::{Action, BulkItem, ItemResult, ItemStatus, parse_action};
+pub use counters::Counters;
+pub use doc::{DocParser, ParsedDoc, point_to_doc};
+pub use error::{Error, Result};
+pub use index::{COUNTERS_FILE, Index, LOCK_FILE, MAPPING_FILE};
+pub use ingest::{IngestOptions, IngestSummary, InputFormat, Progress};
+pub use mapping::{
+    DEFAULT_TIMESTAMP_FIELD, Dynamic, EventSettings, Field, FieldRole, FieldType, IndexMode,
+    Mapping, MetricType,
+};
+pub use search::{AggBucket, AggQuery, AggResult, Order, Query, SeriesAgg};
+pub use stats::{ComponentUsage, DiskUsage, IndexStats};
+pub use time::{format_time, parse_interval, parse_time};
+
+/// The bloom filters (`tidemark-bloom`).
+pub use tidemark_bloom as bloom;
+/// The exactly-once engine (`tidemark-dedup`).
+pub use tidemark_dedup as dedup;
+/// The columnar segment format (`tidemark-segment`).
+pub use tidemark_segment as segment;
+/// Series ids, synthetic ids and event fingerprints (`tidemark-tsid`).
+pub use tidemark_tsid as tsid;

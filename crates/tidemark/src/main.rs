@@ -1,0 +1,461 @@
+//! `tidemark`: create an index from an Elasticsearch-style mapping, ingest NDJSON or
+//! `_bulk` files exactly once, and query, inspect and measure it.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use tidemark::{
+    Action, AggQuery, Index, IngestOptions, IngestSummary, InputFormat, Mapping, Order, Query,
+    parse_interval, parse_time,
+};
+
+/// Exactly-once storage of time-series documents.
+#[derive(Debug, Parser)]
+#[command(name = "tidemark", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum OpArg {
+    /// Store unless the `_id` is stored (duplicates are counted, not errors).
+    Create,
+    /// Store, replacing a stored document with the same `_id`.
+    Index,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum FormatArg {
+    /// One JSON document per line.
+    Ndjson,
+    /// Elasticsearch `_bulk` (action line, then document line).
+    Bulk,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create an index in DIR with a mapping.
+    Create {
+        /// Index directory (created if needed).
+        dir: PathBuf,
+        /// Elasticsearch-style mapping (JSON).
+        #[arg(long)]
+        mapping: PathBuf,
+    },
+    /// Ingest NDJSON or `_bulk` files (`-` for standard input).
+    Ingest {
+        /// Index directory.
+        dir: PathBuf,
+        /// Input files; none or `-` reads standard input.
+        files: Vec<PathBuf>,
+        /// What to do with each NDJSON document.
+        #[arg(long, value_enum, default_value = "create")]
+        op: OpArg,
+        /// Input format.
+        #[arg(long, value_enum, default_value = "ndjson")]
+        format: FormatArg,
+        /// Print the summary as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Parsing threads (0: from the cores available).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Errors printed in full; the others are counted.
+        #[arg(long, default_value_t = 10)]
+        max_errors: usize,
+        /// Leave the last documents in the write-ahead log instead of writing a segment.
+        #[arg(long)]
+        no_refresh: bool,
+    },
+    /// Print a document by `_id`.
+    Get {
+        /// Index directory.
+        dir: PathBuf,
+        /// The `_id`.
+        id: String,
+    },
+    /// Delete a document by `_id`.
+    Delete {
+        /// Index directory.
+        dir: PathBuf,
+        /// The `_id`.
+        id: String,
+    },
+    /// Search documents (NDJSON out, sorted by time).
+    Search {
+        /// Index directory.
+        dir: PathBuf,
+        /// From this time (inclusive): RFC 3339 or epoch milliseconds.
+        #[arg(long)]
+        from: Option<String>,
+        /// To this time (exclusive).
+        #[arg(long)]
+        to: Option<String>,
+        /// A dimension term filter, `name=value` (repeatable; all must match).
+        #[arg(long = "filter")]
+        filters: Vec<String>,
+        /// Only `_id`s starting with this.
+        #[arg(long)]
+        id_prefix: Option<String>,
+        /// At most this many documents.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Newest first.
+        #[arg(long)]
+        desc: bool,
+    },
+    /// Aggregate a metric per interval: min, max, sum, count, avg, overall and per series (JSON out).
+    Agg {
+        /// Index directory.
+        dir: PathBuf,
+        /// The metric field.
+        #[arg(long)]
+        metric: String,
+        /// Bucket width: 500ms, 10s, 1m, 1h, 1d.
+        #[arg(long, default_value = "1m")]
+        interval: String,
+        /// From this time (inclusive).
+        #[arg(long)]
+        from: Option<String>,
+        /// To this time (exclusive).
+        #[arg(long)]
+        to: Option<String>,
+        /// A dimension term filter, `name=value` (repeatable).
+        #[arg(long = "filter")]
+        filters: Vec<String>,
+    },
+    /// Documents, series, segments, bytes and the dedup counters.
+    Stats {
+        /// Index directory.
+        dir: PathBuf,
+        /// JSON out.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bytes per component, per field and per document.
+    DiskUsage {
+        /// Index directory.
+        dir: PathBuf,
+        /// JSON out.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write buffered documents as a segment.
+    Refresh {
+        /// Index directory.
+        dir: PathBuf,
+    },
+    /// Merge all segments into one.
+    Merge {
+        /// Index directory.
+        dir: PathBuf,
+    },
+    /// Dump a segment file: every section, decoded.
+    Inspect {
+        /// A `seg-*.tms` file.
+        segment: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            if is_broken_pipe(&e) {
+                return ExitCode::SUCCESS;
+            }
+            let mut msg = format!("error: {e}");
+            for cause in e.chain().skip(1) {
+                msg.push_str(&format!("\n  caused by: {cause}"));
+            }
+            eprintln!("{msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn time_arg(t: &Option<String>) -> Result<Option<i64>> {
+    t.as_deref().map(parse_time).transpose().map_err(Into::into)
+}
+
+fn filters_arg(filters: &[String]) -> Result<Vec<(String, String)>> {
+    filters
+        .iter()
+        .map(|f| match f.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+            _ => bail!("invalid filter `{f}`: expected name=value"),
+        })
+        .collect()
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match cli.command {
+        Command::Create { dir, mapping } => {
+            let text = std::fs::read_to_string(&mapping)
+                .with_context(|| format!("reading the mapping {}", mapping.display()))?;
+            let m = Mapping::from_json_str(&text)
+                .with_context(|| format!("in {}", mapping.display()))?;
+            let index = Index::create(&dir, m)?;
+            index.close()?;
+            writeln!(out, "created index {}", dir.display())?;
+        }
+        Command::Ingest {
+            dir,
+            files,
+            op,
+            format,
+            json,
+            threads,
+            max_errors,
+            no_refresh,
+        } => {
+            let mut index = Index::open(&dir)?;
+            let options = IngestOptions {
+                format: match format {
+                    FormatArg::Ndjson => InputFormat::Ndjson,
+                    FormatArg::Bulk => InputFormat::Bulk,
+                },
+                op: match op {
+                    OpArg::Create => Action::Create,
+                    OpArg::Index => Action::Index,
+                },
+                threads,
+                max_reported_errors: max_errors,
+                ..IngestOptions::default()
+            };
+            let files = if files.is_empty() {
+                vec![PathBuf::from("-")]
+            } else {
+                files
+            };
+            let mut total = IngestSummary::default();
+            let mut printed = 0usize;
+            let several = files.len() > 1;
+            for file in &files {
+                let summary = ingest_file(&mut index, file, &options)?;
+                for (line, reason) in &summary.first_errors {
+                    if printed < max_errors {
+                        if several {
+                            eprintln!("{}:{line}: {reason}", file.display());
+                        } else {
+                            eprintln!("line {line}: {reason}");
+                        }
+                        printed += 1;
+                    }
+                }
+                total.merge(&summary, max_errors);
+            }
+            if total.errors > printed as u64 {
+                eprintln!("... and {} more errors", total.errors - printed as u64);
+            }
+            if !no_refresh {
+                index.refresh()?;
+            }
+            index.close()?;
+            if json {
+                writeln!(out, "{}", total.to_json())?;
+            } else {
+                writeln!(
+                    out,
+                    "{} documents: {} created, {} duplicates, {} replaced, {} updated, {} deleted, {} not found, {} errors, {} ignored fields ({:.0} docs/s)",
+                    total.items,
+                    total.created,
+                    total.duplicates,
+                    total.replaced,
+                    total.updated,
+                    total.deleted,
+                    total.not_found,
+                    total.errors,
+                    total.ignored_fields,
+                    total.docs_per_sec()
+                )?;
+            }
+            if total.errors > 0 {
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Get { dir, id } => {
+            let index = Index::open(&dir)?;
+            match index.get(&id)? {
+                Some(doc) => writeln!(out, "{doc}")?,
+                None => {
+                    eprintln!("document {id} not found");
+                    return Ok(ExitCode::from(1));
+                }
+            }
+        }
+        Command::Delete { dir, id } => {
+            let mut index = Index::open(&dir)?;
+            let existed = index.delete(&id)?;
+            index.close()?;
+            let result = if existed { "deleted" } else { "not_found" };
+            writeln!(out, "{}", serde_json::json!({"_id": id, "result": result}))?;
+        }
+        Command::Search {
+            dir,
+            from,
+            to,
+            filters,
+            id_prefix,
+            limit,
+            desc,
+        } => {
+            let index = Index::open(&dir)?;
+            let query = Query {
+                from: time_arg(&from)?,
+                to: time_arg(&to)?,
+                filters: filters_arg(&filters)?,
+                id_prefix,
+                limit,
+                order: if desc { Order::Desc } else { Order::Asc },
+            };
+            for doc in index.search(&query)? {
+                writeln!(out, "{doc}")?;
+            }
+        }
+        Command::Agg {
+            dir,
+            metric,
+            interval,
+            from,
+            to,
+            filters,
+        } => {
+            let index = Index::open(&dir)?;
+            let query = AggQuery {
+                metric,
+                interval_millis: parse_interval(&interval)?,
+                from: time_arg(&from)?,
+                to: time_arg(&to)?,
+                filters: filters_arg(&filters)?,
+            };
+            let result = index.aggregate(&query)?;
+            writeln!(out, "{}", serde_json::to_string_pretty(&result.to_json())?)?;
+        }
+        Command::Stats { dir, json } => {
+            let index = Index::open(&dir)?;
+            let s = index.stats()?;
+            if json {
+                writeln!(out, "{}", s.to_json())?;
+            } else {
+                writeln!(out, "documents                 {}", s.documents)?;
+                writeln!(out, "series                    {}", s.series)?;
+                writeln!(out, "segments                  {}", s.segments)?;
+                writeln!(out, "buffered                  {}", s.buffered)?;
+                writeln!(out, "deleted rows              {}", s.deleted_rows)?;
+                writeln!(out, "bytes                     {}", s.bytes)?;
+                writeln!(out, "bytes per document        {:.2}", s.bytes_per_document)?;
+                for (name, v) in s.counters.pairs() {
+                    writeln!(out, "{:<26}{v}", name.replace('_', " "))?;
+                }
+            }
+        }
+        Command::DiskUsage { dir, json } => {
+            let index = Index::open(&dir)?;
+            let d = index.disk_usage()?;
+            if json {
+                writeln!(out, "{}", d.to_json())?;
+            } else {
+                let docs = d.documents.max(1) as f64;
+                writeln!(
+                    out,
+                    "{} documents, {} bytes, {:.2} bytes per document",
+                    d.documents,
+                    d.total_bytes,
+                    d.bytes_per_document()
+                )?;
+                for (title, list) in [
+                    ("component", &d.components),
+                    ("field", &d.fields),
+                    ("file", &d.files),
+                ] {
+                    writeln!(out, "\n{title:<40}{:>12}{:>12}", "bytes", "bytes/doc")?;
+                    for c in list.iter() {
+                        writeln!(
+                            out,
+                            "{:<40}{:>12}{:>12.2}",
+                            c.name,
+                            c.bytes,
+                            c.bytes as f64 / docs
+                        )?;
+                    }
+                }
+            }
+        }
+        Command::Refresh { dir } => {
+            let mut index = Index::open(&dir)?;
+            index.refresh()?;
+            index.close()?;
+            writeln!(out, "refreshed {}", dir.display())?;
+        }
+        Command::Merge { dir } => {
+            let mut index = Index::open(&dir)?;
+            index.merge()?;
+            let segments = index.engine().segment_count();
+            index.close()?;
+            writeln!(out, "merged {}: {segments} segment(s)", dir.display())?;
+        }
+        Command::Inspect { segment } => {
+            let bytes = std::fs::read(&segment)
+                .with_context(|| format!("reading {}", segment.display()))?;
+            let text = tidemark::segment::dump(&bytes)
+                .with_context(|| format!("in {}", segment.display()))?;
+            write!(out, "{text}")?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ingest_file(index: &mut Index, file: &Path, options: &IngestOptions) -> Result<IngestSummary> {
+    let stdin = file.as_os_str() == "-";
+    let (reader, len): (Box<dyn BufRead + Send>, Option<u64>) = if stdin {
+        (
+            Box::new(BufReader::with_capacity(1 << 20, std::io::stdin())),
+            None,
+        )
+    } else {
+        let f = File::open(file).with_context(|| format!("opening {}", file.display()))?;
+        let len = f.metadata().ok().map(|m| m.len());
+        (Box::new(BufReader::with_capacity(1 << 20, f)), len)
+    };
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = match len {
+            Some(n) => indicatif::ProgressBar::new(n),
+            None => indicatif::ProgressBar::new_spinner(),
+        };
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{spinner} {bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
+        ) {
+            bar.set_style(style);
+        }
+        bar
+    });
+    let mut on_progress = |p: tidemark::Progress| {
+        if let Some(bar) = &bar {
+            bar.set_position(p.bytes);
+            bar.set_message(format!("{} docs", p.items));
+        }
+    };
+    let summary = index
+        .ingest(reader, options, &mut on_progress)
+        .with_context(|| format!("ingesting {}", file.display()))?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    Ok(summary)
+}

@@ -1,0 +1,224 @@
+//! Timestamps: RFC 3339 text or epoch milliseconds, without a date-time dependency.
+
+use crate::error::{Error, Result};
+
+/// Parses a time given as epoch milliseconds (`1764460800000`, also as a JSON string) or
+/// RFC 3339 (`2025-11-30T00:00:00Z`, `2025-11-30T01:00:00.250+01:00`; a space may replace
+/// the `T`; fractions beyond milliseconds are truncated).
+///
+/// # Errors
+/// [`Error::InvalidTime`].
+pub fn parse_time(text: &str) -> Result<i64> {
+    let t = text.trim();
+    let digits = t.strip_prefix('-').unwrap_or(t);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return t.parse::<i64>().map_err(|_| invalid(text));
+    }
+    parse_rfc3339(t).ok_or_else(|| invalid(text))
+}
+
+fn invalid(text: &str) -> Error {
+    Error::InvalidTime {
+        input: text.to_owned(),
+    }
+}
+
+fn num(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    b.iter().try_fold(0i64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(i64::from(d - b'0'))
+    })
+}
+
+fn parse_rfc3339(t: &str) -> Option<i64> {
+    let b = t.as_bytes();
+    // YYYY-MM-DDTHH:MM:SS
+    if b.len() < 20 || b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') {
+        return None;
+    }
+    if !matches!(b.get(10), Some(b'T' | b't' | b' ')) || b.get(13) != Some(&b':') {
+        return None;
+    }
+    if b.get(16) != Some(&b':') {
+        return None;
+    }
+    let year = num(b.get(0..4)?)?;
+    let month = num(b.get(5..7)?)?;
+    let day = num(b.get(8..10)?)?;
+    let hour = num(b.get(11..13)?)?;
+    let minute = num(b.get(14..16)?)?;
+    let second = num(b.get(17..19)?)?;
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    if hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut rest = b.get(19..)?;
+    let mut millis = 0i64;
+    if rest.first() == Some(&b'.') {
+        let frac_len = rest
+            .get(1..)?
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if frac_len == 0 {
+            return None;
+        }
+        let frac = rest.get(1..1 + frac_len)?;
+        for i in 0..3 {
+            millis = millis * 10 + frac.get(i).map_or(0, |&d| i64::from(d - b'0'));
+        }
+        rest = rest.get(1 + frac_len..)?;
+    }
+    let offset_secs = match rest {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let h = num(&[*h1, *h2])?;
+            let m = num(&[*m1, *m2])?;
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let s = h * 3600 + m * 60;
+            if *sign == b'-' { -s } else { s }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second.min(59) - offset_secs;
+    secs.checked_mul(1000)?.checked_add(millis)
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if is_leap(y) => 29,
+        _ => 28,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Formats epoch milliseconds as RFC 3339 in UTC with milliseconds
+/// (`2025-11-30T00:00:01.234Z`).
+pub fn format_time(ts_millis: i64) -> String {
+    let secs = ts_millis.div_euclid(1000);
+    let millis = ts_millis.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // civil_from_days (Howard Hinnant).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        sod / 3600,
+        (sod / 60) % 60,
+        sod % 60
+    )
+}
+
+/// Parses an interval: a positive integer followed by `ms`, `s`, `m`, `h` or `d`
+/// (`10s`, `1m`, `1h`); a bare integer is milliseconds.
+///
+/// # Errors
+/// [`Error::Query`] for anything else.
+pub fn parse_interval(text: &str) -> Result<i64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(split);
+    let factor = match unit {
+        "" | "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => 0,
+    };
+    let n: i64 = n.parse().unwrap_or(0);
+    match n.checked_mul(factor) {
+        Some(v) if v > 0 => Ok(v),
+        _ => Err(Error::Query {
+            reason: format!(
+                "invalid interval `{text}`: expected a positive number with ms, s, m, h or d (1m)"
+            ),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_rfc3339_and_epoch_millis() {
+        assert_eq!(parse_time("1764460800000").unwrap(), 1_764_460_800_000);
+        assert_eq!(
+            parse_time("2025-11-30T00:00:00Z").unwrap(),
+            1_764_460_800_000
+        );
+        assert_eq!(
+            parse_time("2025-11-30T00:00:01.234Z").unwrap(),
+            1_764_460_801_234
+        );
+        assert_eq!(
+            parse_time("2025-11-30T01:00:00.5+01:00").unwrap(),
+            1_764_460_800_500
+        );
+        assert_eq!(parse_time("1970-01-01T00:00:00Z").unwrap(), 0);
+        assert_eq!(parse_time("1969-12-31T23:59:59.999Z").unwrap(), -1);
+        assert!(parse_time("2025-02-30T00:00:00Z").is_err());
+        assert!(parse_time("yesterday").is_err());
+        assert!(parse_time("2025-11-30T00:00:00").is_err());
+    }
+
+    #[test]
+    fn formats_round_trip() {
+        for ts in [
+            0,
+            -1,
+            1_764_460_801_234,
+            951_782_400_000,
+            -62_135_596_800_000,
+        ] {
+            assert_eq!(
+                parse_time(&format_time(ts)).unwrap(),
+                ts,
+                "{}",
+                format_time(ts)
+            );
+        }
+        assert_eq!(format_time(1_764_460_801_234), "2025-11-30T00:00:01.234Z");
+    }
+
+    #[test]
+    fn parses_intervals() {
+        assert_eq!(parse_interval("1m").unwrap(), 60_000);
+        assert_eq!(parse_interval("10s").unwrap(), 10_000);
+        assert_eq!(parse_interval("250").unwrap(), 250);
+        assert!(parse_interval("0s").is_err());
+        assert!(parse_interval("1w").is_err());
+    }
+}
