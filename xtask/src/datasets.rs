@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
-use tidemark_datagen::{Dataset, Dim, MetricKind, Options};
+use tidemark_datagen::{Dataset, DatasetKind, Dim, Field, MetricKind, Options};
 
 struct Args {
     names: Vec<String>,
@@ -72,7 +72,7 @@ fn parse(args: &[String]) -> Result<Args> {
         }
     }
     if names.is_empty() || names.iter().any(|n| n == "all") {
-        names = vec!["k8s".into(), "otel".into()];
+        names = Dataset::NAMES.iter().map(|n| n.to_string()).collect();
     }
     Ok(Args {
         names,
@@ -100,17 +100,29 @@ fn put_property(root: &mut Map<String, Value>, path: &str, leaf: Value) {
 }
 
 /// The Elasticsearch-style mapping of a dataset: dimension types are read from the
-/// generated series (a keyword or a long), metric types from the schema.
+/// generated series (a keyword or a long), metric types from the schema, other fields'
+/// types from the documents (keyword or boolean). `events` gets
+/// `"index": {"mode": "events", "fingerprint": {"fields": [...], "method": "sha256"}}`:
+/// its documents have no natural key, so their id is a fingerprint of their content.
 fn mapping(ds: &Dataset) -> Value {
     let schema = ds.schema();
     let mut dim_types: BTreeMap<&str, &str> = BTreeMap::new();
-    for record in ds.records().take(ds.series_count() as usize * 2) {
+    let mut field_types: BTreeMap<&str, &str> = BTreeMap::new();
+    let sample = (ds.docs_per_interval() as usize * 2).max(ds.series_count() as usize * 20);
+    for record in ds.records().take(sample) {
         for (path, dim) in record.dims.iter() {
             let ty = match dim {
                 Dim::Keyword(_) => "keyword",
                 Dim::Int(_) => "long",
             };
             dim_types.entry(path).or_insert(ty);
+        }
+        for (path, field) in &record.fields {
+            let ty = match field {
+                Field::Keyword(_) => "keyword",
+                Field::Bool(_) => "boolean",
+            };
+            field_types.entry(path).or_insert(ty);
         }
     }
     let mut props = Map::new();
@@ -138,15 +150,32 @@ fn mapping(ds: &Dataset) -> Value {
             json!({ "type": ty, "time_series_metric": metric }),
         );
     }
+    for path in &schema.fields {
+        let ty = field_types.get(path).copied().unwrap_or("keyword");
+        // `message` would be full text in Elasticsearch; here a keyword column (stored,
+        // not analyzed), which the façade's mappings accept.
+        put_property(&mut props, path, json!({ "type": ty }));
+    }
+    let index = match ds.kind() {
+        DatasetKind::Events => json!({
+            "mode": "events",
+            "fingerprint": { "fields": schema.fingerprint, "method": "sha256" }
+        }),
+        DatasetKind::K8s | DatasetKind::Otel => json!({ "mode": "time_series" }),
+    };
     json!({
-        "settings": { "index": { "mode": "time_series" } },
+        "settings": { "index": index },
         "mappings": { "dynamic": "strict", "properties": props }
     })
 }
 
 fn write_dataset(name: &str, args: &Args) -> Result<()> {
-    let ds = Dataset::by_name(name, args.options.clone())
-        .with_context(|| format!("unknown dataset {name:?} (known: k8s, otel)"))?;
+    let ds = Dataset::by_name(name, args.options.clone()).with_context(|| {
+        format!(
+            "unknown dataset {name:?} (known: {})",
+            Dataset::NAMES.join(", ")
+        )
+    })?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let path = |ext: &str| args.out.join(format!("{name}.{ext}"));
@@ -228,6 +257,23 @@ mod tests {
             };
         }
         assert!(node["time_series_metric"].is_string(), "{node}");
+    }
+
+    #[test]
+    fn events_mapping_has_a_fingerprint_and_typed_fields() {
+        let ds = Dataset::events(Options::default().points(1_000));
+        let m = mapping(&ds);
+        assert_eq!(m["settings"]["index"]["mode"], "events");
+        let fields = m["settings"]["index"]["fingerprint"]["fields"]
+            .as_array()
+            .unwrap();
+        assert!(fields.iter().any(|f| f == "message"));
+        let props = &m["mappings"]["properties"];
+        assert_eq!(props["source"]["properties"]["ip"]["type"], "keyword");
+        assert_eq!(props["source"]["properties"]["internal"]["type"], "boolean");
+        assert_eq!(props["host"]["properties"]["name"]["type"], "keyword");
+        assert_eq!(props["message"]["type"], "keyword");
+        assert!(!fields.iter().any(|f| f == "@timestamp"));
     }
 
     #[test]

@@ -1,9 +1,15 @@
 //! `cargo xtask`: the workspace's development tasks (see `cargo xtask help`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod bench_report;
 mod bloom_demo;
 mod bloom_report;
 mod datasets;
+mod storage_chart;
+mod storage_compare;
+mod storage_points;
+#[cfg(feature = "tantivy")]
+mod storage_tantivy;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -19,13 +25,26 @@ const HELP: &str = "\
 cargo xtask <task> [options]
 
 tasks:
+  storage-compare [--datasets k8s,otel,events] [--points N] [--series N] [--small]
+      [--reps N] [--batch N] [--seed N] [--dup-rate F] [--late-rate F] [--out DIR]
+      [--json FILE] [--markdown FILE] [--svg FILE] [--with-tantivy]
+      ingest the same generated documents under each dedup strategy (inverted baseline,
+      bloom, series-range), merge, and print bytes per document (total and id/dedup
+      structures), the reduction against inverted, ingest docs/s and the ratio against
+      inverted, duplicates found; fails if a duplicate count is wrong or series-range is
+      not smaller than inverted. Writes storage.{json,md,svg} to --out (default
+      target/xtask/storage-compare). --small: a few seconds, for CI. --with-tantivy needs
+      `--features tantivy` (cargo run -p xtask --release --features tantivy -- ...)
+  bench-report [--out FILE] [--full] [--bench NAME]...
+      run the criterion benches in a short mode (1 s warm-up, 2 s measurement) and write
+      a Markdown summary of target/criterion/**/new/estimates.json (stdout or FILE)
   bloom-demo [--items N] [--fpr P] [--absent N]
       build each bloom filter type from N time-series keys, then print its size,
       bits per item and the false-positive rate measured over absent keys
   bloom-report [--write]
       summarize `cargo bench -p tidemark-benches --bench bloom` (criterion medians and
       the size/rate table) as Markdown; --write puts it in docs/results/bloom.md
-  gen [k8s|otel|all] [--points N] [--series N] [--seed N] [--dup-rate F]
+  gen [k8s|otel|events|all] [--points N] [--series N] [--seed N] [--dup-rate F]
       [--late-rate F] [--shuffle-keys] [--out DIR]
       write a deterministic dataset as NDJSON with its mapping and the exact unique and
       duplicate counts (default out: target/xtask/datasets)
@@ -39,6 +58,8 @@ fn main() -> ExitCode {
         Some("bloom-demo") => bloom_demo::run(&args[1..]),
         Some("bloom-report") => bloom_report::run(&args[1..]),
         Some("gen") => datasets::run(&args[1..]),
+        Some("storage-compare") => storage_compare::run(&args[1..]),
+        Some("bench-report") => bench_report::run(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{HELP}");
             Ok(())

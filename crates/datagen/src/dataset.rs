@@ -16,6 +16,9 @@ pub enum DatasetKind {
     K8s,
     /// OpenTelemetry metrics: one value per document, 60 s interval.
     Otel,
+    /// Security and log events with no natural key: message text, source ip, user,
+    /// action, outcome; second-precision timestamps shared by many events of a host.
+    Events,
 }
 
 /// How a metric behaves.
@@ -45,6 +48,16 @@ pub enum MetricVal {
     Counter(i64),
 }
 
+/// A value of a document field that is neither a dimension nor a metric (an event's
+/// message, user, action...), stored per document.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// A keyword.
+    Keyword(String),
+    /// A boolean.
+    Bool(bool),
+}
+
 /// Which fields of a document are what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schema {
@@ -58,6 +71,13 @@ pub struct Schema {
     pub dimensions: Vec<&'static str>,
     /// Metric fields (dotted paths) and kinds; an OTel document has exactly one.
     pub metrics: Vec<(&'static str, MetricKind)>,
+    /// Other per-document fields (events: message, source ip, user...); empty for the
+    /// metric datasets.
+    pub fields: Vec<&'static str>,
+    /// The fields whose content identifies an event (the fingerprint of the events mode,
+    /// dimensions included; the timestamp is always part of an event id, apart); empty
+    /// for the metric datasets, whose identity is (dimensions, timestamp).
+    pub fingerprint: Vec<&'static str>,
 }
 
 /// Generator options. Every field has a builder method; the defaults are the documented
@@ -142,6 +162,9 @@ pub struct Record {
     pub dims: Arc<[(&'static str, Dim)]>,
     /// Metric values (dotted path, value).
     pub metrics: Vec<(&'static str, MetricVal)>,
+    /// Other fields (dotted path, value): an event's message, source ip, user...; empty
+    /// in the metric datasets.
+    pub fields: Vec<(&'static str, Field)>,
     /// Whether this is a re-sent copy of an earlier document.
     pub duplicate: bool,
     /// Whether this document was delayed.
@@ -182,6 +205,13 @@ impl Record {
                     serde_json::Number::from_f64(*g).map_or(Value::Null, Value::Number)
                 }
                 MetricVal::Counter(c) => Value::from(*c),
+            };
+            insert_path(&mut map, path, v);
+        }
+        for (path, f) in &self.fields {
+            let v = match f {
+                Field::Keyword(s) => Value::from(s.as_str()),
+                Field::Bool(b) => Value::from(*b),
             };
             insert_path(&mut map, path, v);
         }
@@ -502,6 +532,8 @@ impl Dataset {
                 interval_millis: 10_000,
                 dimensions: K8S_DIMS.to_vec(),
                 metrics: K8S_METRICS.to_vec(),
+                fields: Vec::new(),
+                fingerprint: Vec::new(),
             },
             options,
             series,
@@ -521,6 +553,8 @@ impl Dataset {
                 interval_millis: 60_000,
                 dimensions: OTEL_DIMS.to_vec(),
                 metrics: OTEL_METRICS.iter().map(|m| (m.name, m.kind)).collect(),
+                fields: Vec::new(),
+                fingerprint: Vec::new(),
             },
             options,
             series,
@@ -528,12 +562,52 @@ impl Dataset {
         }
     }
 
-    /// A dataset by name (`k8s` or `otel`).
+    /// The security/log events dataset: `series` hosts (default 100) emitting together
+    /// `10 × series` events per second (at most 60,000), second-precision timestamps.
+    pub fn events(options: Options) -> Dataset {
+        let series = options.series.unwrap_or(100);
+        let points = options
+            .points
+            .unwrap_or(events_per_second(series) * EVENTS_DEFAULT_SECONDS);
+        let mut fingerprint = vec!["host.name"];
+        fingerprint.extend(EVENT_FIELDS);
+        Dataset {
+            kind: DatasetKind::Events,
+            schema: Schema {
+                name: "events",
+                timestamp_field: "@timestamp",
+                interval_millis: 1_000,
+                dimensions: vec!["host.name"],
+                metrics: Vec::new(),
+                fields: EVENT_FIELDS.to_vec(),
+                fingerprint,
+            },
+            options,
+            series,
+            points,
+        }
+    }
+
+    /// A dataset by name (`k8s`, `otel` or `events`).
     pub fn by_name(name: &str, options: Options) -> Option<Dataset> {
         match name {
             "k8s" => Some(Dataset::k8s(options)),
             "otel" => Some(Dataset::otel(options)),
+            "events" => Some(Dataset::events(options)),
             _ => None,
+        }
+    }
+
+    /// The dataset names [`Dataset::by_name`] knows.
+    pub const NAMES: [&'static str; 3] = ["k8s", "otel", "events"];
+
+    /// Documents per interval of the whole dataset: the series count for the metric
+    /// datasets (one document per series), the events per second for `events`. Retries
+    /// and late documents are delayed by up to two intervals' worth of documents.
+    pub fn docs_per_interval(&self) -> u64 {
+        match self.kind {
+            DatasetKind::K8s | DatasetKind::Otel => u64::from(self.series),
+            DatasetKind::Events => events_per_second(self.series),
         }
     }
 
@@ -557,7 +631,8 @@ impl Dataset {
         self.series
     }
 
-    /// Exact number of distinct documents (distinct (series, timestamp)).
+    /// Exact number of distinct documents: distinct (series, timestamp) for the metric
+    /// datasets, distinct contents for `events` (whose (series, timestamp) repeat).
     pub fn unique_docs(&self) -> u64 {
         self.points
     }
@@ -601,16 +676,20 @@ impl Dataset {
     }
 
     /// A tsid computer configured with this dataset's dimensions (metric names join the
-    /// identity, `@timestamp` excluded), so that `computer.tsid(&doc)` equals
-    /// [`Record::tsid`].
+    /// identity, `@timestamp` excluded; for `events`, the stream id, the dimensions
+    /// alone), so that `computer.tsid(&doc)` equals [`Record::tsid`].
     ///
     /// # Errors
     /// Those of [`tidemark_tsid::TsidBuilder::build`].
     #[cfg(feature = "tsid")]
     pub fn tsid_computer(&self) -> tidemark_tsid::Result<tidemark_tsid::TsidComputer> {
-        tidemark_tsid::TsidBuilder::new()
-            .dimensions(self.schema.dimensions.iter().copied())
-            .build()
+        let builder =
+            tidemark_tsid::TsidBuilder::new().dimensions(self.schema.dimensions.iter().copied());
+        match self.kind {
+            DatasetKind::Events => builder.metric_names(tidemark_tsid::MetricNames::Off),
+            DatasetKind::K8s | DatasetKind::Otel => builder,
+        }
+        .build()
     }
 }
 
@@ -676,6 +755,7 @@ impl Records {
             let (d, st) = match ds.kind {
                 DatasetKind::K8s => k8s_series(s, h, &mut rng),
                 DatasetKind::Otel => otel_series(s, h, seed, &mut rng),
+                DatasetKind::Events => event_host(s, h),
             };
             dims.push(d);
             state.push(st);
@@ -692,6 +772,9 @@ impl Records {
     }
 
     fn generate(&mut self, i: u64) -> Record {
+        if self.ds.kind == DatasetKind::Events {
+            return self.generate_event(i);
+        }
         let n = u64::from(self.ds.series);
         let s = (i % n) as u32;
         let step = (i / n) as i64;
@@ -712,6 +795,7 @@ impl Records {
         let metrics = match self.ds.kind {
             DatasetKind::K8s => k8s_step(&mut st, rng),
             DatasetKind::Otel => otel_step(s, &mut st, rng),
+            DatasetKind::Events => Vec::new(),
         };
         if let Some(slot) = self.state.get_mut(s as usize) {
             *slot = st;
@@ -721,6 +805,106 @@ impl Records {
             ts_millis,
             dims,
             metrics,
+            fields: Vec::new(),
+            duplicate: false,
+            late: false,
+        }
+    }
+
+    /// Event `i`: a random host, the second `i / rate`, and a message from one of four
+    /// sources (sshd, sudo, a web server, a firewall). Every message carries a number
+    /// `n(i) = 1024 + (i × 40503 mod 64000)`: a bijection of `i mod 64000`, so two
+    /// events of the same second (fewer than 60,000 apart) never have the same text.
+    fn generate_event(&mut self, i: u64) -> Record {
+        let seed = self.ds.options.seed;
+        let rate = events_per_second(self.ds.series);
+        let s = (mix(seed ^ i.wrapping_mul(0x9e37_79b9)) % u64::from(self.ds.series)) as u32;
+        let ts_millis = self.ds.options.start_millis + (i / rate) as i64 * 1_000;
+        let dims = self
+            .dims
+            .get(s as usize)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(Vec::new()));
+        let rng = &mut self.rng;
+        let n = 1024 + (i % 64_000) * 40_503 % 64_000;
+        let user = pick(&USERS, rng.below(USERS.len() as u64));
+        let internal = rng.f64() < 0.6;
+        let ip = if internal {
+            let h = rng.below(400);
+            format!("10.{}.{}.{}", h % 4, h / 4 % 16, 10 + h % 200)
+        } else {
+            let h = rng.below(2_000);
+            let net = pick(
+                &["203.0.113", "198.51.100", "192.0.2", "185.220.101"],
+                h % 4,
+            );
+            format!("{net}.{}", 1 + h % 254)
+        };
+        let roll = rng.f64();
+        let (action, success, message) = if roll < 0.55 {
+            let ok = rng.f64() < if internal { 0.95 } else { 0.3 };
+            let msg = if ok {
+                format!("Accepted publickey for {user} from {ip} port {n} ssh2")
+            } else {
+                format!("Failed password for {user} from {ip} port {n} ssh2")
+            };
+            ("ssh_login", ok, msg)
+        } else if roll < 0.65 {
+            let ok = rng.f64() < 0.97;
+            let svc = pick(&DEPLOYMENTS, rng.below(DEPLOYMENTS.len() as u64));
+            let tty = rng.below(8);
+            let msg = if ok {
+                format!(
+                    "sudo[{n}]: {user} : TTY=pts/{tty} ; PWD=/home/{user} ; USER=root ; COMMAND=/usr/bin/systemctl restart {svc}"
+                )
+            } else {
+                format!(
+                    "sudo[{n}]: {user} : 3 incorrect password attempts ; TTY=pts/{tty} ; PWD=/home/{user} ; USER=root ; COMMAND=/usr/bin/systemctl restart {svc}"
+                )
+            };
+            ("sudo", ok, msg)
+        } else if roll < 0.9 {
+            let route = pick(&ROUTES, rng.below(ROUTES.len() as u64));
+            let status = pick(
+                &[
+                    "200", "200", "200", "201", "204", "302", "401", "403", "404", "500",
+                ],
+                rng.below(10),
+            );
+            let bytes = 200 + rng.below(40_000);
+            let msg = format!("{ip}:{n} - {user} \"GET {route} HTTP/1.1\" {status} {bytes}");
+            (
+                "http_request",
+                status.starts_with('2') || status.starts_with('3'),
+                msg,
+            )
+        } else {
+            let dpt = pick(
+                &["22", "23", "445", "3389", "5432", "6379", "9200"],
+                rng.below(7),
+            );
+            let msg = format!(
+                "[UFW BLOCK] IN=eth0 OUT= SRC={ip} DST=10.0.0.{} PROTO=TCP SPT={n} DPT={dpt}",
+                1 + s % 250
+            );
+            ("firewall_block", false, msg)
+        };
+        Record {
+            series: s,
+            ts_millis,
+            dims,
+            metrics: Vec::new(),
+            fields: vec![
+                ("message", Field::Keyword(message)),
+                ("source.ip", Field::Keyword(ip)),
+                ("source.internal", Field::Bool(internal)),
+                ("user.name", Field::Keyword(user.to_owned())),
+                ("event.action", Field::Keyword(action.to_owned())),
+                (
+                    "event.outcome",
+                    Field::Keyword(if success { "success" } else { "failure" }.to_owned()),
+                ),
+            ],
             duplicate: false,
             late: false,
         }
@@ -743,7 +927,7 @@ impl Iterator for Records {
             let i = self.next;
             let mut rec = self.generate(i);
             self.next += 1;
-            let spread = u64::from(self.ds.series) * 2;
+            let spread = self.ds.docs_per_interval() * 2;
             if self.ds.is_dup(i) {
                 let delay = 1 + (unit(&[self.ds.options.seed, i, 4]) * spread as f64) as u64;
                 let mut copy = rec.clone();
@@ -763,6 +947,56 @@ impl Iterator for Records {
             return Some(rec);
         }
     }
+}
+
+/// Events per second of the `events` dataset with `series` hosts.
+fn events_per_second(series: u32) -> u64 {
+    (u64::from(series) * 10).min(60_000)
+}
+
+/// Default length of the `events` dataset, in seconds.
+const EVENTS_DEFAULT_SECONDS: u64 = 600;
+
+/// The per-document fields of an event, in document order.
+const EVENT_FIELDS: [&str; 6] = [
+    "message",
+    "source.ip",
+    "source.internal",
+    "user.name",
+    "event.action",
+    "event.outcome",
+];
+
+const USERS: [&str; 16] = [
+    "alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "mallory",
+    "oscar", "peggy", "root", "deploy", "backup",
+];
+
+const ROUTES: [&str; 8] = [
+    "/",
+    "/login",
+    "/api/cart",
+    "/api/checkout",
+    "/api/products/42",
+    "/admin",
+    "/health",
+    "/wp-login.php",
+];
+
+fn pick(list: &[&'static str], x: u64) -> &'static str {
+    list.get((x % list.len().max(1) as u64) as usize)
+        .copied()
+        .unwrap_or("")
+}
+
+/// Host `s` of the events dataset: its one dimension, `host.name`.
+fn event_host(s: u32, h: u64) -> (Arc<[(&'static str, Dim)]>, SeriesState) {
+    let role = pick(&["bastion", "web", "db", "build", "vpn"], u64::from(s));
+    let name = format!("{role}-{:03}.{}.corp.example", s, pick(&REGIONS, h));
+    (
+        Arc::from(vec![("host.name", Dim::Keyword(name))]),
+        SeriesState::default(),
+    )
 }
 
 fn k8s_series(s: u32, h: u64, rng: &mut Rng) -> (Arc<[(&'static str, Dim)]>, SeriesState) {

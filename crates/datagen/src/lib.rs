@@ -1,13 +1,16 @@
 //! Deterministic time-series dataset generators, shared by tests, benches and
 //! `cargo xtask gen`.
 //!
-//! Two shapes (see the README for the exact fields):
+//! Three shapes (see the README for the exact fields):
 //!
 //! - [`Dataset::k8s`]: Kubernetes pod metrics, ≈2,000 pod series, a document every 10 s
 //!   per pod carrying 8 metrics (CPU nanosecond counters, slowly drifting memory gauges,
 //!   network byte counters, restarts).
 //! - [`Dataset::otel`]: OpenTelemetry metrics, ≥20,000 series, one metric value per
 //!   document every 60 s, mixed gauges and monotonic sums.
+//! - [`Dataset::events`]: security and log events with no natural key (message text,
+//!   source ip, user, action, outcome), 100 hosts, 1,000 events per second with
+//!   second-precision timestamps, for the events mode (content fingerprints).
 //!
 //! Everything is a pure function of the [`Options`] (seed included): the same options
 //! give the same documents in the same order on every machine. Duplicates (retries) and
@@ -31,6 +34,6 @@ mod json;
 mod rng;
 
 pub use dataset::{
-    Dataset, DatasetKind, Dim, MetricKind, MetricVal, Options, Record, Records, Schema,
+    Dataset, DatasetKind, Dim, Field, MetricKind, MetricVal, Options, Record, Records, Schema,
 };
 pub use json::write_json;

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use tidemark_datagen::{Dataset, DatasetKind, MetricKind, Options, Record};
+use tidemark_datagen::{Dataset, DatasetKind, Field, MetricKind, Options, Record};
 
 fn key(r: &Record) -> (u32, i64) {
     (r.series, r.ts_millis)
@@ -146,6 +146,7 @@ fn record_tsid_equals_the_document_tsid() {
     for ds in [
         Dataset::k8s(Options::default().points(300).series(50)),
         Dataset::otel(Options::default().points(300).series(100)),
+        Dataset::events(Options::default().points(300).series(10)),
     ] {
         let mut c = ds.tsid_computer().unwrap();
         let mut per_series = std::collections::HashMap::new();
@@ -157,4 +158,68 @@ fn record_tsid_equals_the_document_tsid() {
         let distinct: HashSet<_> = per_series.values().collect();
         assert_eq!(distinct.len(), per_series.len());
     }
+}
+
+/// An event's identity: its host, timestamp and every field (what the events mode
+/// fingerprints).
+fn event_key(r: &Record) -> (u32, i64, Vec<(&'static str, Field)>) {
+    (r.series, r.ts_millis, r.fields.clone())
+}
+
+#[test]
+fn events_counts_are_exact_and_timestamps_are_shared() {
+    let ds = Dataset::events(
+        Options::default()
+            .points(20_000)
+            .series(20)
+            .dup_rate(0.1)
+            .late_rate(0.05),
+    );
+    assert_eq!(ds.kind(), DatasetKind::Events);
+    assert_eq!(ds.docs_per_interval(), 200);
+    let records: Vec<Record> = ds.records().collect();
+    assert_eq!(records.len() as u64, ds.total_docs());
+    let unique: HashSet<_> = records.iter().map(event_key).collect();
+    assert_eq!(unique.len() as u64, ds.unique_docs());
+    let dups = records.iter().filter(|r| r.duplicate).count() as u64;
+    assert_eq!(dups, ds.total_docs() - ds.unique_docs());
+    assert!(dups > 1_700 && dups < 2_300, "{dups}");
+    // No natural key: many events share (host, timestamp).
+    let streams: HashSet<(u32, i64)> = records.iter().map(key).collect();
+    assert!(streams.len() * 3 < unique.len(), "{}", streams.len());
+    for r in records.iter().take(100) {
+        let doc = r.to_json();
+        assert!(doc["message"].is_string(), "{doc}");
+        assert!(doc["source"]["ip"].is_string());
+        assert!(doc["source"]["internal"].is_boolean());
+        assert!(doc["user"]["name"].is_string());
+        assert!(doc["event"]["action"].is_string());
+        assert!(doc["host"]["name"].is_string());
+        assert_eq!(doc["@timestamp"].as_i64().map(|t| t % 1_000), Some(0));
+        assert!(r.metrics.is_empty());
+    }
+    let schema = ds.schema();
+    assert_eq!(schema.dimensions, vec!["host.name"]);
+    assert!(schema.fingerprint.contains(&"message"));
+    assert!(schema.fingerprint.contains(&"host.name"));
+    assert!(!schema.fingerprint.contains(&"@timestamp"));
+}
+
+#[test]
+fn events_are_deterministic_and_by_name() {
+    let a: Vec<String> = Dataset::events(Options::default().points(2_000))
+        .ndjson()
+        .collect();
+    let b: Vec<String> = Dataset::by_name("events", Options::default().points(2_000))
+        .unwrap()
+        .ndjson()
+        .collect();
+    assert_eq!(a, b);
+    let c: Vec<String> = Dataset::events(Options::default().points(2_000).seed(9))
+        .ndjson()
+        .collect();
+    assert_ne!(a, c);
+    let d = Dataset::events(Options::default());
+    assert_eq!(d.series_count(), 100);
+    assert_eq!(d.unique_docs(), 600_000);
 }
