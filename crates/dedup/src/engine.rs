@@ -415,8 +415,9 @@ pub struct Engine {
     buffer: Buffer,
     /// Dimensions of each tsid buffered since the last refresh (a segment needs one set).
     buf_dims: HashMap<Tsid, Vec<(String, Dim)>, FastHash>,
-    /// Kind name of each metric column buffered since the last refresh (a segment
-    /// column has one kind).
+    /// Kind name of each metric and extra column of the buffer and of the segments (a
+    /// column has one kind in a segment, so in all the segments a merge may join). Never
+    /// shrinks: a name keeps its kind even once its rows are gone.
     buf_columns: HashMap<String, &'static str, FastHash>,
     wal: Wal,
     /// Records in the current log.
@@ -542,6 +543,20 @@ impl Engine {
             Ok(())
         })?;
         let mut engine = Engine::assemble(dir, config, slots, wal, manifest.next_segment, keyer);
+        for slot in &engine.slots {
+            for c in slot.segment.columns() {
+                engine
+                    .buf_columns
+                    .entry(c.name.clone())
+                    .or_insert(c.kind.name());
+            }
+            for c in slot.segment.extra_columns() {
+                engine
+                    .buf_columns
+                    .entry(c.name.clone())
+                    .or_insert(c.kind.name());
+            }
+        }
         engine.warnings.extend(removed);
         engine.warnings.extend(torn);
         for r in records {
@@ -1017,8 +1032,10 @@ impl Engine {
     /// dead rows out; the write-ahead log is kept, since replaying it over the merged
     /// segment gives the same state.
     ///
-    /// On error nothing changes. Segments holding one tsid with different dimensions, or
-    /// one metric name with two kinds, cannot be merged ([`Error::Segment`]).
+    /// On error nothing changes. Ingest refuses points that would make segments
+    /// unmergeable (a tsid with other dimensions than a stored series, a column name
+    /// with another kind than a stored column): such segments come only from files
+    /// written elsewhere, and merging them is an [`Error::Segment`].
     ///
     /// # Errors
     /// [`Error::Poisoned`]; segment read and write errors; I/O errors.
@@ -1195,9 +1212,24 @@ impl Engine {
                 name: w[0].0.clone(),
             });
         }
-        if let Some(known) = self.buf_dims.get(&p.tsid) {
-            if *known != p.dims {
-                return Some(Rejection::InconsistentDimensions { tsid: p.tsid });
+        match self.buf_dims.get(&p.tsid) {
+            Some(known) => {
+                if *known != p.dims {
+                    return Some(Rejection::InconsistentDimensions { tsid: p.tsid });
+                }
+            }
+            // First point of this tsid since the last refresh: a segment holding the
+            // series must agree too, or the segments could never be merged. (Events: a
+            // stream's tsid names its dimensions just the same.)
+            None => {
+                let stored = self
+                    .slots
+                    .iter()
+                    .rev()
+                    .find_map(|s| s.segment.series_by_tsid(&p.tsid));
+                if stored.is_some_and(|s| s.dims != p.dims) {
+                    return Some(Rejection::InconsistentDimensions { tsid: p.tsid });
+                }
             }
         }
         let mut new_columns = 0;
@@ -1461,7 +1493,6 @@ impl Engine {
         self.wal_records = 0;
         self.buffer.clear();
         self.buf_dims.clear();
-        self.buf_columns.clear();
         for path in obsolete {
             let _ = std::fs::remove_file(path);
         }

@@ -706,3 +706,51 @@ fn merges_or_bloom_filters_when_sizes_allow_and_rebuild_them_otherwise() {
         assert!(negatives >= 490, "{strategy:?}: {negatives}");
     }
 }
+
+#[test]
+fn points_that_would_make_segments_unmergeable_are_rejected_after_refresh_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(Strategy::SeriesRange);
+    let mut engine = Engine::create(dir.path(), cfg.clone()).unwrap();
+    engine
+        .create_point(point(1, 10).counter("restarts", 1))
+        .unwrap();
+    engine.refresh().unwrap();
+    for reopen in [false, true] {
+        if reopen {
+            drop(engine);
+            engine = Engine::open(dir.path(), cfg.clone()).unwrap();
+        }
+        // Same tsid, other dimensions than the stored series.
+        let other_dims = Point::new(tsid(1), 20 + i64::from(reopen)).dim("host", "elsewhere");
+        assert!(matches!(
+            engine.create_point(other_dims).unwrap(),
+            Outcome::Rejected {
+                reason: Rejection::InconsistentDimensions { .. },
+                ..
+            }
+        ));
+        // A stored counter column given as a gauge, or as an extra keyword.
+        let gauge = point(2, 30).gauge("restarts", 1.0);
+        assert!(matches!(
+            engine.create_point(gauge).unwrap(),
+            Outcome::Rejected {
+                reason: Rejection::KindConflict { .. },
+                ..
+            }
+        ));
+        let keyword = point(2, 31).keyword("restarts", "one");
+        assert!(matches!(
+            engine.create_point(keyword).unwrap(),
+            Outcome::Rejected {
+                reason: Rejection::KindConflict { .. },
+                ..
+            }
+        ));
+    }
+    // What was accepted merges.
+    engine.create_point(point(2, 40)).unwrap();
+    engine.refresh().unwrap();
+    engine.merge_all().unwrap();
+    assert_eq!(engine.live_count(), 2);
+}
