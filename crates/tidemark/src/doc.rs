@@ -1,6 +1,7 @@
 //! Documents ↔ points: a JSON document is read through the mapping into a
 //! [`Point`], and a stored point is written back as a nested JSON document.
 
+use std::borrow::Cow;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 
@@ -30,6 +31,8 @@ pub struct DocParser {
     /// Field indices of the dimensions, in declaration order (the tsid computer's order).
     dims: Vec<usize>,
     events: bool,
+    /// The current path while streaming a document.
+    path: String,
 }
 
 impl DocParser {
@@ -66,6 +69,7 @@ impl DocParser {
             tsids,
             dims,
             events,
+            path: String::new(),
         })
     }
 
@@ -74,13 +78,31 @@ impl DocParser {
         &self.mapping
     }
 
-    /// Parses one NDJSON line into a point.
+    /// Parses one NDJSON line into a point, streaming: the JSON goes straight into the
+    /// mapped fields, without building a `serde_json::Value`.
     ///
     /// # Errors
     /// [`Error::Json`] for malformed JSON; the errors of [`parse_value`](Self::parse_value).
     pub fn parse_line(&mut self, line: &str) -> Result<ParsedDoc> {
-        let value: Value = serde_json::from_str(line)?;
-        self.parse_value(&value)
+        let mut found: Vec<Option<Scalar<'_>>> = vec![None; self.mapping.fields().len()];
+        let mut ignored = 0u64;
+        let mut failure: Option<Error> = None;
+        self.path.clear();
+        let mut de = serde_json::Deserializer::from_str(line);
+        let seed = stream::ObjectSeed {
+            mapping: &self.mapping,
+            path: &mut self.path,
+            found: &mut found,
+            ignored: &mut ignored,
+            failure: &mut failure,
+            top: true,
+        };
+        let parsed = serde::de::DeserializeSeed::deserialize(seed, &mut de).and_then(|()| de.end());
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        parsed?;
+        self.build(&found, ignored)
     }
 
     /// Reads a document into a point: the `_tsid` from the dimensions (whatever the key
@@ -97,7 +119,7 @@ impl DocParser {
                 format!("expected a JSON object, found {}", type_name(doc)),
             ));
         };
-        let mut found: Vec<Option<&Value>> = vec![None; self.mapping.fields().len()];
+        let mut found: Vec<Option<Scalar<'_>>> = vec![None; self.mapping.fields().len()];
         let mut ignored = 0u64;
         let mut path = String::new();
         walk(&self.mapping, obj, &mut path, &mut found, &mut ignored)?;
@@ -105,7 +127,7 @@ impl DocParser {
     }
 
     /// Reads the fields of a partial document (an `update`'s `doc`): metrics, values and
-    /// extras only, as `(field index, value)`.
+    /// extras only.
     ///
     /// # Errors
     /// As [`parse_value`](Self::parse_value), and for a dimension or the timestamp, which
@@ -117,7 +139,7 @@ impl DocParser {
                 format!("expected a JSON object, found {}", type_name(doc)),
             ));
         };
-        let mut found: Vec<Option<&Value>> = vec![None; self.mapping.fields().len()];
+        let mut found: Vec<Option<Scalar<'_>>> = vec![None; self.mapping.fields().len()];
         let mut ignored = 0u64;
         let mut path = String::new();
         walk(&self.mapping, obj, &mut path, &mut found, &mut ignored)?;
@@ -131,18 +153,18 @@ impl DocParser {
                         "an update cannot change the timestamp or a dimension (they make the _id)",
                     ));
                 }
-                _ => self.push_value(&mut point, f.path.as_str(), f.ty, f.role, v)?,
+                _ => push_value(&mut point, f.path.as_str(), f.ty, f.role, v)?,
             }
         }
         Ok((point, ignored))
     }
 
-    fn build(&mut self, found: &[Option<&Value>], ignored: u64) -> Result<ParsedDoc> {
+    fn build(&mut self, found: &[Option<Scalar<'_>>], ignored: u64) -> Result<ParsedDoc> {
         let fields = self.mapping.fields();
         let ts_field = self.mapping.timestamp_index();
         let ts_name = self.mapping.timestamp_field();
-        let ts_millis = match found.get(ts_field).copied().flatten() {
-            Some(v) => json_time(ts_name, v)?,
+        let ts_millis = match found.get(ts_field).and_then(Option::as_ref) {
+            Some(v) => scalar_time(ts_name, v)?,
             None => {
                 return Err(Error::doc(
                     ts_name,
@@ -153,7 +175,7 @@ impl DocParser {
         let mut values: Vec<Option<DimValue<'_>>> = Vec::with_capacity(self.dims.len());
         let mut dims = Vec::with_capacity(self.dims.len());
         for &i in &self.dims {
-            let (Some(f), Some(v)) = (fields.get(i), found.get(i).copied().flatten()) else {
+            let (Some(f), Some(v)) = (fields.get(i), found.get(i).and_then(Option::as_ref)) else {
                 values.push(None);
                 continue;
             };
@@ -190,13 +212,14 @@ impl DocParser {
         drop(values);
         let mut point = Point::new(tsid, ts_millis);
         point.dims = dims;
+        point.metrics.reserve(metric_names.len());
         for (f, v) in fields.iter().zip(found) {
             let Some(v) = v else { continue };
             if matches!(
                 f.role,
                 FieldRole::Metric(_) | FieldRole::Value | FieldRole::Extra
             ) {
-                self.push_value(&mut point, &f.path, f.ty, f.role, v)?;
+                push_value(&mut point, &f.path, f.ty, f.role, v)?;
             }
         }
         Ok(ParsedDoc {
@@ -204,36 +227,106 @@ impl DocParser {
             ignored_fields: ignored,
         })
     }
+}
 
-    fn push_value(
-        &self,
-        point: &mut Point,
-        path: &str,
-        ty: FieldType,
-        role: FieldRole,
-        v: &Value,
-    ) -> Result<()> {
-        if role == FieldRole::Extra {
-            return match ty {
-                FieldType::Keyword => match v {
-                    Value::String(s) => {
-                        crate::extras::push_keyword(point, path, s);
-                        Ok(())
-                    }
-                    other => Err(wrong_type(path, "a string (keyword)", other)),
-                },
-                _ => match v {
-                    Value::Bool(b) => {
-                        crate::extras::push_flag(point, path, *b);
-                        Ok(())
-                    }
-                    other => Err(wrong_type(path, "a boolean", other)),
-                },
-            };
+fn push_value(
+    point: &mut Point,
+    path: &str,
+    ty: FieldType,
+    role: FieldRole,
+    v: &Scalar<'_>,
+) -> Result<()> {
+    if role == FieldRole::Extra {
+        return match (ty, v) {
+            (FieldType::Keyword, Scalar::Str(s)) => {
+                crate::extras::push_keyword(point, path, s);
+                Ok(())
+            }
+            (FieldType::Keyword, other) => Err(wrong_type(path, "a string (keyword)", other)),
+            (_, Scalar::Bool(b)) => {
+                crate::extras::push_flag(point, path, *b);
+                Ok(())
+            }
+            (_, other) => Err(wrong_type(path, "a boolean", other)),
+        };
+    }
+    let value = metric_value(path, ty, v)?;
+    point.metrics.push((path.to_owned(), value));
+    Ok(())
+}
+
+/// A JSON leaf value, borrowed from the input where it holds no escapes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Scalar<'a> {
+    Str(Cow<'a, str>),
+    I64(i64),
+    U64(u64),
+    F64(f64),
+    Bool(bool),
+}
+
+impl Scalar<'_> {
+    fn of_value(v: &Value) -> Option<Scalar<'_>> {
+        Some(match v {
+            Value::String(s) => Scalar::Str(Cow::Borrowed(s)),
+            Value::Bool(b) => Scalar::Bool(*b),
+            Value::Number(n) => {
+                if let Some(i) = n.as_i64() {
+                    Scalar::I64(i)
+                } else if let Some(u) = n.as_u64() {
+                    Scalar::U64(u)
+                } else {
+                    Scalar::F64(n.as_f64()?)
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    fn as_i64(&self) -> Option<i64> {
+        match self {
+            Scalar::I64(i) => Some(*i),
+            Scalar::U64(u) => i64::try_from(*u).ok(),
+            _ => None,
         }
-        let value = metric_value(path, ty, v)?;
-        point.metrics.push((path.to_owned(), value));
-        Ok(())
+    }
+
+    fn as_u64(&self) -> Option<u64> {
+        match self {
+            Scalar::I64(i) => u64::try_from(*i).ok(),
+            Scalar::U64(u) => Some(*u),
+            _ => None,
+        }
+    }
+
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            Scalar::I64(i) => Some(*i as f64),
+            Scalar::U64(u) => Some(*u as f64),
+            Scalar::F64(f) => Some(*f),
+            _ => None,
+        }
+    }
+
+    fn type_name(&self) -> &'static str {
+        match self {
+            Scalar::Str(_) => "a string",
+            Scalar::I64(_) | Scalar::U64(_) => "an integer",
+            Scalar::F64(_) => "a float",
+            Scalar::Bool(_) => "a boolean",
+        }
+    }
+}
+
+impl std::fmt::Display for Scalar<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scalar::Str(s) => write!(f, "{:?}", s.as_ref()),
+            Scalar::I64(i) => write!(f, "{i}"),
+            Scalar::U64(u) => write!(f, "{u}"),
+            Scalar::F64(x) => write!(f, "{x}"),
+            Scalar::Bool(b) => write!(f, "{b}"),
+        }
     }
 }
 
@@ -242,7 +335,7 @@ fn walk<'a>(
     mapping: &Mapping,
     obj: &'a Map<String, Value>,
     path: &mut String,
-    found: &mut [Option<&'a Value>],
+    found: &mut [Option<Scalar<'a>>],
     ignored: &mut u64,
 ) -> Result<()> {
     for (key, value) in obj {
@@ -254,23 +347,11 @@ fn walk<'a>(
         if let Some(i) = mapping.field_index(path) {
             match value {
                 Value::Null => {}
-                Value::Array(_) => {
-                    return Err(Error::doc(
-                        path.as_str(),
-                        "arrays are not supported: expected one value",
-                    ));
-                }
-                Value::Object(_) => {
-                    return Err(Error::doc(
-                        path.as_str(),
-                        "expected a value, found an object",
-                    ));
-                }
+                Value::Array(_) => return Err(array_error(path)),
+                Value::Object(_) => return Err(object_error(path)),
                 v => match found.get_mut(i) {
-                    Some(slot @ None) => *slot = Some(v),
-                    Some(Some(_)) => {
-                        return Err(Error::doc(path.as_str(), "given twice (nested and dotted)"));
-                    }
+                    Some(slot @ None) => *slot = Scalar::of_value(v),
+                    Some(Some(_)) => return Err(twice_error(path)),
                     None => {}
                 },
             }
@@ -278,18 +359,29 @@ fn walk<'a>(
             walk(mapping, inner, path, found, ignored)?;
         } else if !value.is_null() {
             match mapping.dynamic() {
-                Dynamic::Strict => {
-                    return Err(Error::doc(
-                        path.as_str(),
-                        "not in the mapping, which is \"dynamic\": \"strict\"",
-                    ));
-                }
+                Dynamic::Strict => return Err(strict_error(path)),
                 Dynamic::Ignore => *ignored += count_leaves(value),
             }
         }
         path.truncate(len);
     }
     Ok(())
+}
+
+fn array_error(path: &str) -> Error {
+    Error::doc(path, "arrays are not supported: expected one value")
+}
+
+fn object_error(path: &str) -> Error {
+    Error::doc(path, "expected a value, found an object")
+}
+
+fn twice_error(path: &str) -> Error {
+    Error::doc(path, "given twice (nested and dotted)")
+}
+
+fn strict_error(path: &str) -> Error {
+    Error::doc(path, "not in the mapping, which is \"dynamic\": \"strict\"")
 }
 
 fn count_leaves(v: &Value) -> u64 {
@@ -312,24 +404,18 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-fn wrong_type(path: &str, expected: &str, found: &Value) -> Error {
+fn wrong_type(path: &str, expected: &str, found: &Scalar<'_>) -> Error {
     Error::doc(
         path,
-        format!("expected {expected}, found {} ({found})", type_name(found)),
+        format!("expected {expected}, found {} ({found})", found.type_name()),
     )
 }
 
-fn json_time(path: &str, v: &Value) -> Result<i64> {
+fn scalar_time(path: &str, v: &Scalar<'_>) -> Result<i64> {
     match v {
-        Value::Number(n) => n
-            .as_i64()
-            .or_else(|| {
-                n.as_f64()
-                    .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
-                    .map(|f| f as i64)
-            })
-            .ok_or_else(|| Error::doc(path, format!("expected epoch milliseconds, found {n}"))),
-        Value::String(s) => parse_time(s).map_err(|e| Error::doc(path, e.to_string())),
+        Scalar::I64(i) => Ok(*i),
+        Scalar::F64(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(*f as i64),
+        Scalar::Str(s) => parse_time(s).map_err(|e| Error::doc(path, e.to_string())),
         other => Err(wrong_type(
             path,
             "a date (RFC 3339 text or epoch milliseconds)",
@@ -338,10 +424,10 @@ fn json_time(path: &str, v: &Value) -> Result<i64> {
     }
 }
 
-fn dim_value<'v>(path: &str, ty: FieldType, v: &'v Value) -> Result<(DimValue<'v>, Dim)> {
+fn dim_value<'v>(path: &str, ty: FieldType, v: &'v Scalar<'_>) -> Result<(DimValue<'v>, Dim)> {
     Ok(match ty {
         FieldType::Keyword => match v {
-            Value::String(s) => (DimValue::Keyword(s), Dim::Keyword(s.clone())),
+            Scalar::Str(s) => (DimValue::Keyword(s), Dim::Keyword(s.as_ref().to_owned())),
             other => return Err(wrong_type(path, "a string (keyword)", other)),
         },
         FieldType::Long => match v.as_i64() {
@@ -362,13 +448,16 @@ fn dim_value<'v>(path: &str, ty: FieldType, v: &'v Value) -> Result<(DimValue<'v
             }
         },
         FieldType::Boolean => match v {
-            Value::Bool(b) => (DimValue::Bool(*b), Dim::Bool(*b)),
+            Scalar::Bool(b) => (DimValue::Bool(*b), Dim::Bool(*b)),
             other => return Err(wrong_type(path, "a boolean", other)),
         },
         FieldType::Ip => match v {
-            Value::String(s) => {
+            Scalar::Str(s) => {
                 let ip: IpAddr = s.parse().map_err(|_| {
-                    Error::doc(path, format!("expected an IP address, found {s:?}"))
+                    Error::doc(
+                        path,
+                        format!("expected an IP address, found {:?}", s.as_ref()),
+                    )
                 })?;
                 let v6 = match ip {
                     IpAddr::V4(v4) => v4.to_ipv6_mapped(),
@@ -384,7 +473,7 @@ fn dim_value<'v>(path: &str, ty: FieldType, v: &'v Value) -> Result<(DimValue<'v
     })
 }
 
-fn metric_value(path: &str, ty: FieldType, v: &Value) -> Result<MetricValue> {
+fn metric_value(path: &str, ty: FieldType, v: &Scalar<'_>) -> Result<MetricValue> {
     Ok(match ty {
         FieldType::Double => match v.as_f64() {
             Some(f) => MetricValue::Gauge(f),
@@ -394,32 +483,324 @@ fn metric_value(path: &str, ty: FieldType, v: &Value) -> Result<MetricValue> {
             Some(i) => MetricValue::Counter(i),
             None => return Err(wrong_type(path, "an integer (long)", v)),
         },
-        FieldType::UnsignedLong => match v.as_u64() {
-            Some(u) => match i64::try_from(u) {
-                Ok(i) => MetricValue::Counter(i),
-                Err(_) => {
-                    return Err(Error::doc(
+        FieldType::UnsignedLong => match v {
+            Scalar::U64(u) if *u > i64::MAX as u64 => {
+                return Err(Error::doc(
+                    path,
+                    format!(
+                        "{u} is above the largest storable unsigned_long metric ({})",
+                        i64::MAX
+                    ),
+                ));
+            }
+            _ => match v.as_u64() {
+                Some(u) => MetricValue::Counter(u as i64),
+                None => {
+                    return Err(wrong_type(
                         path,
-                        format!(
-                            "{u} is above the largest storable unsigned_long metric ({})",
-                            i64::MAX
-                        ),
+                        "a non-negative integer (unsigned_long)",
+                        v,
                     ));
                 }
             },
-            None => {
-                return Err(wrong_type(
-                    path,
-                    "a non-negative integer (unsigned_long)",
-                    v,
-                ));
-            }
         },
-        FieldType::Date => MetricValue::Counter(json_time(path, v)?),
+        FieldType::Date => MetricValue::Counter(scalar_time(path, v)?),
         FieldType::Keyword | FieldType::Boolean | FieldType::Ip => {
             return Err(Error::doc(path, "not a numeric field"));
         }
     })
+}
+
+/// Streaming deserialisation of a document straight into the mapped fields.
+mod stream {
+    use std::borrow::Cow;
+    use std::fmt;
+
+    use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    use super::{Scalar, array_error, object_error, strict_error, twice_error};
+    use crate::error::Error;
+    use crate::mapping::{Dynamic, Mapping};
+
+    /// Records `e` (the first one) and returns a serde error to unwind with.
+    fn fail<E: de::Error>(failure: &mut Option<Error>, e: Error) -> E {
+        let msg = e.to_string();
+        failure.get_or_insert(e);
+        E::custom(msg)
+    }
+
+    /// An object at `path` (empty: the document).
+    pub(super) struct ObjectSeed<'s, 'de> {
+        pub(super) mapping: &'s Mapping,
+        pub(super) path: &'s mut String,
+        pub(super) found: &'s mut Vec<Option<Scalar<'de>>>,
+        pub(super) ignored: &'s mut u64,
+        pub(super) failure: &'s mut Option<Error>,
+        pub(super) top: bool,
+    }
+
+    impl<'de> DeserializeSeed<'de> for ObjectSeed<'_, 'de> {
+        type Value = ();
+
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for ObjectSeed<'_, 'de> {
+        type Value = ();
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key_seed(KeySeed)? {
+                let len = self.path.len();
+                if len > 0 {
+                    self.path.push('.');
+                }
+                self.path.push_str(&key);
+                if let Some(i) = self.mapping.field_index(self.path) {
+                    let v = map.next_value_seed(ScalarSeed)?;
+                    match v {
+                        Leaf::Null => {}
+                        Leaf::Array => return Err(fail(self.failure, array_error(self.path))),
+                        Leaf::Object => return Err(fail(self.failure, object_error(self.path))),
+                        Leaf::Value(s) => match self.found.get_mut(i) {
+                            Some(slot @ None) => *slot = Some(s),
+                            Some(Some(_)) => {
+                                return Err(fail(self.failure, twice_error(self.path)));
+                            }
+                            None => {}
+                        },
+                    }
+                } else if self.mapping.is_object(self.path) {
+                    map.next_value_seed(ObjectSeed {
+                        mapping: self.mapping,
+                        path: &mut *self.path,
+                        found: &mut *self.found,
+                        ignored: &mut *self.ignored,
+                        failure: &mut *self.failure,
+                        top: false,
+                    })?;
+                } else {
+                    let leaves = map.next_value_seed(LeafCount)?;
+                    if leaves > 0 {
+                        match self.mapping.dynamic() {
+                            Dynamic::Strict => {
+                                return Err(fail(self.failure, strict_error(self.path)));
+                            }
+                            Dynamic::Ignore => *self.ignored += leaves,
+                        }
+                    }
+                }
+                self.path.truncate(len);
+            }
+            Ok(())
+        }
+
+        // A mapped object path holding a scalar is an undeclared field there.
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            self.other(0)
+        }
+
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+            self.other(1)
+        }
+
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+            self.other(1)
+        }
+
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+            self.other(1)
+        }
+
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+            self.other(1)
+        }
+
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+            self.other(1)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            self.other(1)
+        }
+    }
+
+    impl ObjectSeed<'_, '_> {
+        fn other<E: de::Error>(self, leaves: u64) -> Result<(), E> {
+            if self.top {
+                return Err(fail(
+                    self.failure,
+                    Error::doc("_source", "expected a JSON object"),
+                ));
+            }
+            if leaves == 0 {
+                return Ok(());
+            }
+            match self.mapping.dynamic() {
+                Dynamic::Strict => Err(fail(self.failure, strict_error(self.path))),
+                Dynamic::Ignore => {
+                    *self.ignored += leaves;
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// A key, borrowed where it holds no escapes.
+    struct KeySeed;
+
+    impl<'de> DeserializeSeed<'de> for KeySeed {
+        type Value = Cow<'de, str>;
+
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for KeySeed {
+        type Value = Cow<'de, str>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string")
+        }
+
+        fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(Cow::Borrowed(v))
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Cow::Owned(v.to_owned()))
+        }
+    }
+
+    /// What a mapped field holds.
+    enum Leaf<'de> {
+        Null,
+        Array,
+        Object,
+        Value(Scalar<'de>),
+    }
+
+    struct ScalarSeed;
+
+    impl<'de> DeserializeSeed<'de> for ScalarSeed {
+        type Value = Leaf<'de>;
+
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for ScalarSeed {
+        type Value = Leaf<'de>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Leaf::Null)
+        }
+
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+            Ok(Leaf::Value(Scalar::Bool(v)))
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Leaf::Value(Scalar::I64(v)))
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Leaf::Value(match i64::try_from(v) {
+                Ok(i) => Scalar::I64(i),
+                Err(_) => Scalar::U64(v),
+            }))
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Ok(Leaf::Value(Scalar::F64(v)))
+        }
+
+        fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(Leaf::Value(Scalar::Str(Cow::Borrowed(v))))
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Leaf::Value(Scalar::Str(Cow::Owned(v.to_owned()))))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(Leaf::Array)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(Leaf::Object)
+        }
+    }
+
+    /// Skips a value, counting its leaves (non-null scalars and arrays).
+    struct LeafCount;
+
+    impl<'de> DeserializeSeed<'de> for LeafCount {
+        type Value = u64;
+
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<u64, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for LeafCount {
+        type Value = u64;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<u64, E> {
+            Ok(0)
+        }
+
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<u64, E> {
+            Ok(1)
+        }
+
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<u64, E> {
+            Ok(1)
+        }
+
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<u64, E> {
+            Ok(1)
+        }
+
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<u64, E> {
+            Ok(1)
+        }
+
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<u64, E> {
+            Ok(1)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<u64, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(1)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u64, A::Error> {
+            let mut n = 0;
+            while map.next_key::<IgnoredAny>()?.is_some() {
+                n += map.next_value_seed(LeafCount)?;
+            }
+            Ok(n)
+        }
+    }
 }
 
 /// Renders a dimension value as JSON.

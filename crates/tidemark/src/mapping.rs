@@ -144,13 +144,38 @@ pub enum IndexMode {
     Events(EventSettings),
 }
 
+/// FNV-1a: field paths are short and not attacker-chosen hash-flooding material worth
+/// SipHash on the hot path (one lookup per document key).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+type PathMap<V> = HashMap<String, V, std::hash::BuildHasherDefault<Fnv>>;
+
 /// A parsed mapping.
 #[derive(Debug, Clone)]
 pub struct Mapping {
     fields: Vec<Field>,
-    by_path: HashMap<String, usize>,
+    by_path: PathMap<usize>,
     /// Object paths that lead to fields (`k8s`, `k8s.pod`).
-    objects: HashMap<String, ()>,
+    objects: PathMap<()>,
     timestamp: usize,
     dynamic: Dynamic,
     mode: IndexMode,
@@ -244,7 +269,7 @@ impl Mapping {
             }
             None => {}
         }
-        let mut by_path = HashMap::new();
+        let mut by_path = PathMap::default();
         for (i, f) in fields.iter().enumerate() {
             if by_path.insert(f.path.clone(), i).is_some() {
                 return Err(Error::mapping(
@@ -266,7 +291,7 @@ impl Mapping {
                 fields.len() - 1
             }
         };
-        let mut objects = HashMap::new();
+        let mut objects = PathMap::default();
         for f in &fields {
             let mut at = 0;
             while let Some(dot) = f.path.get(at..).and_then(|r| r.find('.')) {
@@ -489,7 +514,7 @@ fn collect(props: &Map<String, Value>, prefix: &str, ts: &str, out: &mut Vec<Fie
 
 fn parse_mode(
     index: &Map<String, Value>,
-    by_path: &HashMap<String, usize>,
+    by_path: &PathMap<usize>,
     fields: &[Field],
 ) -> Result<IndexMode> {
     for key in index.keys() {
