@@ -591,12 +591,15 @@ impl Engine {
         next_segment: u64,
         keyer: Option<Arc<EventKeyer>>,
     ) -> Engine {
+        let buffer_rows = config.refresh_rows.min(1 << 18);
         Engine {
             dir,
             stats: DedupStats::new(config.strategy),
             config,
             slots,
-            buffer: Buffer::default(),
+            // Sized for a refresh's worth up front (capped): growing by rehashing moved
+            // every buffered point again and again (memmove was 11% of in-order ingest).
+            buffer: Buffer::with_capacity_and_hasher(buffer_rows, FastHash::default()),
             buf_dims: HashMap::default(),
             buf_columns: HashMap::default(),
             wal,

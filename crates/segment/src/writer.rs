@@ -184,10 +184,13 @@ impl std::hash::Hasher for FoldHasher {
             w.copy_from_slice(c);
             self.write_u64(u64::from_le_bytes(w));
         }
-        let mut tail = [0u8; 8];
+        // Byte by byte: a variable-length copy would call memmove for every string.
         let rest = chunks.remainder();
-        tail[..rest.len()].copy_from_slice(rest);
-        self.write_u64(u64::from_le_bytes(tail) ^ ((rest.len() as u64) << 59));
+        let tail = rest
+            .iter()
+            .rev()
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+        self.write_u64(tail ^ ((rest.len() as u64) << 59));
     }
 
     fn write_u64(&mut self, v: u64) {
