@@ -234,7 +234,7 @@ pub fn run(raw: &[String]) -> Result<()> {
             eprintln!("bench-report: cargo bench -p {package} --bench {bench}");
             let mut cmd = Command::new(&cargo);
             cmd.current_dir(crate::project_root())
-                .args(["bench", "-p", package, "--bench", bench, "--"])
+                .args(["bench", "--locked", "-p", package, "--bench", bench, "--"])
                 .stdout(Stdio::from(std::io::stderr()));
             if !args.full {
                 cmd.args(["--warm-up-time", "1", "--measurement-time", "2"]);

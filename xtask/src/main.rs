@@ -25,7 +25,8 @@ const HELP: &str = "\
 cargo xtask <task> [options]
 
 tasks:
-  storage-compare [--datasets k8s,otel,events] [--points N] [--series N] [--small]
+  storage-compare [--datasets k8s,otel,events] [--strategies inverted,bloom,series-range]
+      [--points N] [--series N] [--small] [--refresh-rows N]
       [--reps N] [--batch N] [--seed N] [--dup-rate F] [--late-rate F] [--out DIR]
       [--json FILE] [--markdown FILE] [--svg FILE] [--with-tantivy]
       ingest the same generated documents under each dedup strategy (inverted baseline,
