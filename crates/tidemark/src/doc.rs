@@ -31,8 +31,6 @@ pub struct DocParser {
     /// Field indices of the dimensions, in declaration order (the tsid computer's order).
     dims: Vec<usize>,
     events: bool,
-    /// The current path while streaming a document.
-    path: String,
 }
 
 impl DocParser {
@@ -69,7 +67,6 @@ impl DocParser {
             tsids,
             dims,
             events,
-            path: String::new(),
         })
     }
 
@@ -87,11 +84,10 @@ impl DocParser {
         let mut found: Vec<Option<Scalar<'_>>> = vec![None; self.mapping.fields().len()];
         let mut ignored = 0u64;
         let mut failure: Option<Error> = None;
-        self.path.clear();
         let mut de = serde_json::Deserializer::from_str(line);
         let seed = stream::ObjectSeed {
             mapping: &self.mapping,
-            path: &mut self.path,
+            node: 0,
             found: &mut found,
             ignored: &mut ignored,
             failure: &mut failure,
@@ -532,7 +528,7 @@ mod stream {
     /// An object at `path` (empty: the document).
     pub(super) struct ObjectSeed<'s, 'de> {
         pub(super) mapping: &'s Mapping,
-        pub(super) path: &'s mut String,
+        pub(super) node: usize,
         pub(super) found: &'s mut Vec<Option<Scalar<'de>>>,
         pub(super) ignored: &'s mut u64,
         pub(super) failure: &'s mut Option<Error>,
@@ -556,94 +552,95 @@ mod stream {
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
             while let Some(key) = map.next_key_seed(KeySeed)? {
-                let len = self.path.len();
-                if len > 0 {
-                    self.path.push('.');
-                }
-                self.path.push_str(&key);
-                if let Some(i) = self.mapping.field_index(self.path) {
-                    let v = map.next_value_seed(ScalarSeed)?;
-                    match v {
+                let Some(node) = self.mapping.child(self.node, &key) else {
+                    let leaves = map.next_value_seed(LeafCount)?;
+                    if leaves > 0 {
+                        match self.mapping.dynamic() {
+                            Dynamic::Strict => {
+                                let path = match self.mapping.node_path(self.node) {
+                                    "" => key.into_owned(),
+                                    p => format!("{p}.{key}"),
+                                };
+                                return Err(fail(self.failure, strict_error(&path)));
+                            }
+                            Dynamic::Ignore => *self.ignored += leaves,
+                        }
+                    }
+                    continue;
+                };
+                if let Some(i) = self.mapping.node_field(node) {
+                    let path = || self.mapping.node_path(node);
+                    match map.next_value_seed(ScalarSeed)? {
                         Leaf::Null => {}
-                        Leaf::Array => return Err(fail(self.failure, array_error(self.path))),
-                        Leaf::Object => return Err(fail(self.failure, object_error(self.path))),
+                        Leaf::Array => return Err(fail(self.failure, array_error(path()))),
+                        Leaf::Object => return Err(fail(self.failure, object_error(path()))),
                         Leaf::Value(s) => match self.found.get_mut(i) {
                             Some(slot @ None) => *slot = Some(s),
-                            Some(Some(_)) => {
-                                return Err(fail(self.failure, twice_error(self.path)));
-                            }
+                            Some(Some(_)) => return Err(fail(self.failure, twice_error(path()))),
                             None => {}
                         },
                     }
-                } else if self.mapping.is_object(self.path) {
+                } else {
                     map.next_value_seed(ObjectSeed {
                         mapping: self.mapping,
-                        path: &mut *self.path,
+                        node,
                         found: &mut *self.found,
                         ignored: &mut *self.ignored,
                         failure: &mut *self.failure,
                         top: false,
                     })?;
-                } else {
-                    let leaves = map.next_value_seed(LeafCount)?;
-                    if leaves > 0 {
-                        match self.mapping.dynamic() {
-                            Dynamic::Strict => {
-                                return Err(fail(self.failure, strict_error(self.path)));
-                            }
-                            Dynamic::Ignore => *self.ignored += leaves,
-                        }
-                    }
                 }
-                self.path.truncate(len);
             }
             Ok(())
         }
 
         // A mapped object path holding a scalar is an undeclared field there.
         fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-            self.other(0)
+            self.other(0, "null")
         }
 
         fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-            self.other(1)
+            self.other(1, "a boolean")
         }
 
         fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-            self.other(1)
+            self.other(1, "an integer")
         }
 
         fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-            self.other(1)
+            self.other(1, "an integer")
         }
 
         fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-            self.other(1)
+            self.other(1, "a float")
         }
 
         fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-            self.other(1)
+            self.other(1, "a string")
         }
 
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
             while seq.next_element::<IgnoredAny>()?.is_some() {}
-            self.other(1)
+            self.other(1, "an array")
         }
     }
 
     impl ObjectSeed<'_, '_> {
-        fn other<E: de::Error>(self, leaves: u64) -> Result<(), E> {
+        fn other<E: de::Error>(self, leaves: u64, found: &str) -> Result<(), E> {
             if self.top {
                 return Err(fail(
                     self.failure,
-                    Error::doc("_source", "expected a JSON object"),
+                    Error::doc("_source", format!("expected a JSON object, found {found}")),
                 ));
             }
             if leaves == 0 {
                 return Ok(());
             }
             match self.mapping.dynamic() {
-                Dynamic::Strict => Err(fail(self.failure, strict_error(self.path))),
+                Dynamic::Strict => Err(fail(
+                    self.failure,
+                    strict_error(self.mapping.node_path(self.node)),
+                )),
                 Dynamic::Ignore => {
                     *self.ignored += leaves;
                     Ok(())

@@ -32,9 +32,10 @@ pub struct IngestOptions {
     /// For NDJSON: [`Action::Create`] (default: duplicates are 409 no-ops) or
     /// [`Action::Index`] (replace).
     pub op: Action,
-    /// Parsing threads for NDJSON (the writer is one more): 0 picks from the cores
-    /// available (none on a single core), 1 parses on the calling thread. Results are the
-    /// same whatever the count: documents are applied in input order.
+    /// Parsing threads for NDJSON: 1 parses on the calling thread; more start that many
+    /// parser threads, a reader thread, and apply on the calling thread; 0 (the default)
+    /// starts one parser per core beyond the first (none on a single core). Results are
+    /// the same whatever the count: documents are applied in input order.
     pub threads: usize,
     /// Lines read, parsed and applied together (one engine batch, one log write).
     pub chunk_lines: usize,
@@ -244,11 +245,12 @@ impl Index {
     ) -> Result<IngestSummary> {
         let start = Instant::now();
         let chunk_lines = options.chunk_lines.max(1);
-        let threads = match options.threads {
+        // Parser threads; 0 means serial parsing on this thread.
+        let parsers = match options.threads {
             0 => std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
-                .saturating_sub(1)
-                .max(1),
+                .saturating_sub(1),
+            1 => 0,
             n => n,
         };
         let mut summary = IngestSummary::default();
@@ -257,13 +259,13 @@ impl Index {
             InputFormat::Bulk => {
                 self.ingest_bulk(&mut reader, chunk_lines, options, &mut summary, progress)
             }
-            InputFormat::Ndjson if threads <= 1 || options.threads == 1 => {
+            InputFormat::Ndjson if parsers == 0 => {
                 self.ingest_serial(&mut reader, chunk_lines, options, &mut summary, progress)
             }
             InputFormat::Ndjson => self.ingest_parallel(
                 reader,
                 chunk_lines,
-                threads,
+                parsers,
                 options,
                 &mut summary,
                 progress,

@@ -76,6 +76,10 @@ enum Command {
         /// Leave the last documents in the write-ahead log instead of writing a segment.
         #[arg(long)]
         no_refresh: bool,
+        /// Write a segment whenever this many documents are buffered (engine default:
+        /// 100,000).
+        #[arg(long)]
+        refresh_rows: Option<usize>,
     },
     /// Print a document by `_id`.
     Get {
@@ -227,8 +231,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             threads,
             max_errors,
             no_refresh,
+            refresh_rows,
         } => {
-            let mut index = Index::open(&dir)?;
+            let mut config = tidemark::dedup::EngineConfig::new();
+            if let Some(rows) = refresh_rows {
+                config = config.with_refresh_rows(rows);
+            }
+            let mut index = Index::open_with_config(&dir, config)?;
             let options = IngestOptions {
                 format: match format {
                     FormatArg::Ndjson => InputFormat::Ndjson,

@@ -180,6 +180,17 @@ pub struct Mapping {
     dynamic: Dynamic,
     mode: IndexMode,
     source: Value,
+    /// The field paths as a tree of name segments, node 0 the root: documents are read
+    /// by walking it, one short hash per key segment.
+    nodes: Vec<Node>,
+}
+
+/// A node of the path tree: an object (children) or a field.
+#[derive(Debug, Clone, Default)]
+struct Node {
+    children: PathMap<usize>,
+    field: Option<usize>,
+    path: String,
 }
 
 impl Mapping {
@@ -315,6 +326,33 @@ impl Mapping {
                 "time_series mode needs at least one field with \"time_series_dimension\": true",
             ));
         }
+        let mut nodes = vec![Node::default()];
+        for (i, f) in fields.iter().enumerate() {
+            let mut at = 0;
+            for seg in f.path.split('.') {
+                let next = nodes.len();
+                let Some(node) = nodes.get_mut(at) else { break };
+                at = match node.children.get(seg) {
+                    Some(&child) => child,
+                    None => {
+                        node.children.insert(seg.to_owned(), next);
+                        let path = if node.path.is_empty() {
+                            seg.to_owned()
+                        } else {
+                            format!("{}.{seg}", node.path)
+                        };
+                        nodes.push(Node {
+                            path,
+                            ..Node::default()
+                        });
+                        next
+                    }
+                };
+            }
+            if let Some(node) = nodes.get_mut(at) {
+                node.field = Some(i);
+            }
+        }
         Ok(Mapping {
             fields,
             by_path,
@@ -323,6 +361,7 @@ impl Mapping {
             dynamic,
             mode,
             source,
+            nodes,
         })
     }
 
@@ -373,6 +412,25 @@ impl Mapping {
         self.fields
             .iter()
             .filter(|f| f.role == FieldRole::Dimension)
+    }
+
+    /// The node reached from `node` by the dotted `key` (node 0 is the root).
+    pub(crate) fn child(&self, node: usize, key: &str) -> Option<usize> {
+        let mut at = node;
+        for seg in key.split('.') {
+            at = *self.nodes.get(at)?.children.get(seg)?;
+        }
+        Some(at)
+    }
+
+    /// The field at `node`, if it is a field (else it is an object).
+    pub(crate) fn node_field(&self, node: usize) -> Option<usize> {
+        self.nodes.get(node).and_then(|n| n.field)
+    }
+
+    /// The dotted path of `node`.
+    pub(crate) fn node_path(&self, node: usize) -> &str {
+        self.nodes.get(node).map_or("", |n| n.path.as_str())
     }
 
     /// The mapping as given.
