@@ -1,6 +1,7 @@
 //! End-to-end NDJSON ingest: bytes of Kubernetes documents (8 metrics, from
 //! `tidemark-datagen`) → mapping → points → the engine (write-ahead log, dedup check,
-//! refreshes), with one parsing thread and with the cores available.
+//! refreshes), with one parsing thread and with the cores available, fsyncing the log at
+//! most once a second as `tidemark ingest` does.
 //!
 //! `cargo bench -p tidemark --bench ingest`; `TIDEMARK_BENCH_DOCS` sets the document
 //! count (default 200,000).
@@ -11,6 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use tidemark::dedup::{Durability, EngineConfig};
 use tidemark::{Action, Index, IngestOptions, Mapping};
 use tidemark_datagen::{Dataset, Options};
 
@@ -48,7 +50,11 @@ fn bench(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     let dir = tempfile::tempdir().unwrap();
-                    let index = Index::create(dir.path().join("ix"), mapping()).unwrap();
+                    // As `tidemark ingest`: the log is fsynced at most once a second.
+                    let config = EngineConfig::new()
+                        .with_durability(Durability::Interval(Duration::from_secs(1)));
+                    let index = Index::create_with_config(dir.path().join("ix"), mapping(), config)
+                        .unwrap();
                     (dir, index)
                 },
                 |(dir, mut index)| {

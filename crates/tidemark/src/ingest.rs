@@ -193,6 +193,14 @@ fn read_chunk(r: &mut impl BufRead, first_line: u64, max: usize) -> Result<Optio
         bytes: Vec::with_capacity(max * 256),
         ends: Vec::with_capacity(max),
     };
+    Ok(refill(r, &mut c, first_line, max)?.then_some(c))
+}
+
+/// Refills `c` with up to `max` lines, reusing its buffers; `false` at end of input.
+fn refill(r: &mut impl BufRead, c: &mut Chunk, first_line: u64, max: usize) -> Result<bool> {
+    c.first_line = first_line;
+    c.bytes.clear();
+    c.ends.clear();
     while c.ends.len() < max {
         let n = r.read_until(b'\n', &mut c.bytes).map_err(Error::Input)?;
         if n == 0 {
@@ -200,7 +208,7 @@ fn read_chunk(r: &mut impl BufRead, first_line: u64, max: usize) -> Result<Optio
         }
         c.ends.push(c.bytes.len());
     }
-    Ok(if c.ends.is_empty() { None } else { Some(c) })
+    Ok(!c.ends.is_empty())
 }
 
 fn prepare_ndjson(parser: &mut DocParser, chunk: &Chunk, op: Action) -> Vec<Prepared> {
@@ -296,7 +304,12 @@ impl Index {
     ) -> Result<()> {
         let mut parser = self.parser();
         let mut done = Progress::default();
-        while let Some(chunk) = read_chunk(reader, summary.lines + 1, chunk_lines)? {
+        let mut chunk = Chunk {
+            first_line: 1,
+            bytes: Vec::new(),
+            ends: Vec::new(),
+        };
+        while refill(reader, &mut chunk, summary.lines + 1, chunk_lines)? {
             summary.lines += chunk.ends.len() as u64;
             let prepared = prepare_ndjson(&mut parser, &chunk, options.op);
             self.apply_into(prepared, summary, options.max_reported_errors)?;

@@ -233,7 +233,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             no_refresh,
             refresh_rows,
         } => {
-            let mut config = tidemark::dedup::EngineConfig::new();
+            // The command acknowledges only at the end, after `close` syncs the log, so
+            // fsyncing every chunk buys nothing: a killed process loses nothing written
+            // (the log is written before each chunk's results), and power loss before
+            // the summary is printed means the ingest did not finish.
+            let mut config = tidemark::dedup::EngineConfig::new().with_durability(
+                tidemark::dedup::Durability::Interval(std::time::Duration::from_secs(1)),
+            );
             if let Some(rows) = refresh_rows {
                 config = config.with_refresh_rows(rows);
             }

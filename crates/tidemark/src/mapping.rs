@@ -188,7 +188,8 @@ pub struct Mapping {
 /// A node of the path tree: an object (children) or a field.
 #[derive(Debug, Clone, Default)]
 struct Node {
-    children: PathMap<usize>,
+    /// `(segment, node)`: a short list compared linearly beats hashing the key.
+    children: Vec<(Box<str>, usize)>,
     field: Option<usize>,
     path: String,
 }
@@ -332,10 +333,10 @@ impl Mapping {
             for seg in f.path.split('.') {
                 let next = nodes.len();
                 let Some(node) = nodes.get_mut(at) else { break };
-                at = match node.children.get(seg) {
-                    Some(&child) => child,
+                at = match node.children.iter().find(|(name, _)| &**name == seg) {
+                    Some(&(_, child)) => child,
                     None => {
-                        node.children.insert(seg.to_owned(), next);
+                        node.children.push((seg.into(), next));
                         let path = if node.path.is_empty() {
                             seg.to_owned()
                         } else {
@@ -416,9 +417,20 @@ impl Mapping {
 
     /// The node reached from `node` by the dotted `key` (node 0 is the root).
     pub(crate) fn child(&self, node: usize, key: &str) -> Option<usize> {
+        let find = |at: usize, seg: &str| {
+            self.nodes
+                .get(at)?
+                .children
+                .iter()
+                .find(|(name, _)| name.len() == seg.len() && &**name == seg)
+                .map(|&(_, child)| child)
+        };
+        if !key.contains('.') {
+            return find(node, key);
+        }
         let mut at = node;
         for seg in key.split('.') {
-            at = *self.nodes.get(at)?.children.get(seg)?;
+            at = find(at, seg)?;
         }
         Some(at)
     }
