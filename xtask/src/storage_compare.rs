@@ -8,8 +8,8 @@
 //! a temporary directory in batches of `create` operations, refresh (timed: the ingest),
 //! then `merge_all` (timed apart) and measure the segment files. Every strategy gets the
 //! same configuration but the strategy: `EngineConfig::default()`, a refresh every
-//! 50,000 buffered points (`--refresh-rows`; 2,000 with `--small`) so that retries and
-//! late points also reach segments, and WAL fsync at most every 100 ms (as the ingest
+//! quarter of the dataset's unique documents (2,000 to 50,000; `--refresh-rows`) so that
+//! there are several segments and retries and late points also reach them, and WAL fsync at most every 100 ms (as the ingest
 //! bench), so that the figures compare engine work, not the disk's fsync latency.
 //!
 //! Fails (non-zero exit) when a strategy finds another number of duplicates than the
@@ -18,8 +18,9 @@
 //!
 //! JSON output (`--json FILE`), version 1. Top level: `version`, `date` (UTC,
 //! `YYYY-MM-DD`), `command`, `config` {`reps`, `batch`, `dup_rate`, `late_rate`, `seed`,
-//! `refresh_rows`, `wal_fsync_interval_ms`}, `datasets` (array), `checks_passed` (bool).
+//! `wal_fsync_interval_ms`}, `datasets` (array), `checks_passed` (bool).
 //! Each dataset: `name`, `series`, `unique_docs`, `total_docs`, `expected_duplicates`,
+//! `refresh_rows`,
 //! `strategies` (array) and, with `--with-tantivy`, `tantivy`. Each strategy:
 //! `strategy`, `documents` (live after the merge), `segments`, `total_bytes` (segment
 //! files), `bytes_per_doc`, `id_bytes` and `id_bytes_per_doc` (its id/dedup structure:
@@ -189,9 +190,6 @@ fn parse(args: &[String]) -> Result<Args> {
     if a.small && !reps_set {
         a.reps = 1;
     }
-    if a.refresh_rows == 0 {
-        a.refresh_rows = if a.small { 2_000 } else { 50_000 };
-    }
     ensure!(a.reps >= 1, "--reps must be at least 1");
     ensure!(a.batch >= 1, "--batch must be at least 1");
     for (flag, v) in [("--dup-rate", a.dup_rate), ("--late-rate", a.late_rate)] {
@@ -224,6 +222,7 @@ struct Prepared {
     /// Every document sent, in emission order (retries included), as points.
     points: Vec<Point>,
     expected_duplicates: u64,
+    refresh_rows: usize,
 }
 
 fn prepare(name: &str, args: &Args) -> Result<Prepared> {
@@ -256,8 +255,14 @@ fn prepare(name: &str, args: &Args) -> Result<Prepared> {
         ds.series_count(),
         started.elapsed().as_secs_f64()
     );
+    let refresh_rows = if args.refresh_rows > 0 {
+        args.refresh_rows
+    } else {
+        (ds.unique_docs() / 4).clamp(2_000, 50_000) as usize
+    };
     Ok(Prepared {
         name: name.to_owned(),
+        refresh_rows,
         expected_duplicates: ds.total_docs() - ds.unique_docs(),
         ds,
         points,
@@ -366,7 +371,7 @@ fn ingest(p: &Prepared, strategy: Strategy, args: &Args, keep: bool) -> Result<R
         .prefix("tidemark-storage-compare-")
         .tempdir()
         .context("creating a temporary engine directory")?;
-    let mut engine = Engine::create(scratch.path(), config(&p.ds, strategy, args.refresh_rows))
+    let mut engine = Engine::create(scratch.path(), config(&p.ds, strategy, p.refresh_rows))
         .with_context(|| format!("creating the {} engine", strategy.name()))?;
     // The points are cloned into batches before the clock starts: every strategy is timed
     // on the same engine work only.
@@ -453,6 +458,7 @@ struct DatasetResult {
     unique: u64,
     total: u64,
     expected_duplicates: u64,
+    refresh_rows: usize,
     strategies: Vec<StrategyResult>,
     tantivy: Option<Value>,
 }
@@ -539,6 +545,7 @@ fn compare(p: &Prepared, args: &Args) -> Result<DatasetResult> {
         unique: p.ds.unique_docs(),
         total: p.ds.total_docs(),
         expected_duplicates: p.expected_duplicates,
+        refresh_rows: p.refresh_rows,
         strategies,
         tantivy,
     })
@@ -677,7 +684,16 @@ fn markdown(results: &[DatasetResult], args: &Args, date: &str, command: &str) -
         o,
         "Measured {date} with `{command}` ({} repetitions, batches of {}, a refresh every \
          {} buffered points, dup-rate {}, late-rate {}, seed {}).\n",
-        args.reps, args.batch, args.refresh_rows, args.dup_rate, args.late_rate, args.seed
+        args.reps,
+        args.batch,
+        results
+            .iter()
+            .map(|d| format!("{} ({})", thousands(d.refresh_rows as u64), d.name))
+            .collect::<Vec<_>>()
+            .join(", "),
+        args.dup_rate,
+        args.late_rate,
+        args.seed
     );
     let _ = writeln!(
         o,
@@ -788,6 +804,7 @@ fn to_json(results: &[DatasetResult], args: &Args, date: &str, command: &str, ok
                 "unique_docs": d.unique,
                 "total_docs": d.total,
                 "expected_duplicates": d.expected_duplicates,
+                "refresh_rows": d.refresh_rows,
                 "strategies": strategies,
             });
             if let (Some(t), Value::Object(m)) = (&d.tantivy, &mut v) {
@@ -806,7 +823,6 @@ fn to_json(results: &[DatasetResult], args: &Args, date: &str, command: &str, ok
             "dup_rate": args.dup_rate,
             "late_rate": args.late_rate,
             "seed": args.seed,
-            "refresh_rows": args.refresh_rows,
             "wal_fsync_interval_ms": FSYNC_INTERVAL.as_millis() as u64,
         },
         "datasets": datasets,

@@ -6,8 +6,11 @@
 //!
 //! Documents: dimensions as untokenized indexed strings, the timestamp as a fast indexed
 //! i64, metrics as fast f64/i64 columns, event fields as untokenized strings (booleans
-//! as fast bools). The `_id` is the synthetic id's base64url text (`_tsid ‖ timestamp`),
-//! as Elasticsearch's time-series `_id`.
+//! as fast bools). The `_id` is the synthetic id's base64url text (`_tsid ‖ timestamp`,
+//! 38 characters) for time series, as Elasticsearch's time-series `_id`; for events, a
+//! content fingerprint (MD5 of the fingerprint fields, base64url, behind a 12-hex-digit
+//! millisecond prefix: 34 characters, close to the length of Elasticsearch's generated
+//! ids).
 
 use std::path::Path;
 
@@ -16,7 +19,7 @@ use serde_json::{Value, json};
 use tantivy::schema::{FAST, Field, INDEXED, STRING, Schema};
 use tantivy::{Index, IndexWriter, TantivyDocument};
 use tidemark_datagen::{Dataset, Dim as GenDim, Field as GenField, MetricVal};
-use tidemark_tsid::{FingerprintBuilder, FingerprintMethod};
+use tidemark_tsid::{FingerprintBuilder, FingerprintMethod, IdEncoding, TimestampPrefix};
 use tidemark_tsid::{SyntheticId, Tsid};
 
 struct Fields {
@@ -96,7 +99,9 @@ fn index_bytes(ds: &Dataset, with_id: bool) -> Result<u64> {
             .iter()
             .filter(|f| **f != "@timestamp");
         Some(
-            FingerprintBuilder::new(FingerprintMethod::Sha256)
+            FingerprintBuilder::new(FingerprintMethod::Md5)
+                .encoding(IdEncoding::Base64Url)
+                .timestamp_prefix(TimestampPrefix::Millis)
                 .fields(fields.copied())
                 .build()?,
         )
