@@ -1,0 +1,68 @@
+//! Parsing on several threads gives exactly what parsing on one gives: same summary,
+//! same error lines, same stored documents.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+
+use tidemark::{Action, Index, IngestOptions, Mapping, Query};
+use tidemark_datagen::{Dataset, Options};
+
+fn input() -> Vec<u8> {
+    let ds = Dataset::k8s(
+        Options::default()
+            .points(6_000)
+            .series(300)
+            .dup_rate(0.1)
+            .shuffle_keys(true),
+    );
+    let mut out = Vec::new();
+    for (i, line) in ds.ndjson().enumerate() {
+        // Some malformed and invalid lines among the documents.
+        match i % 997 {
+            13 => out.extend_from_slice(b"{\"@timestamp\": 1, \"broken\"\n"),
+            500 => out.extend_from_slice(b"{\"@timestamp\": \"soon\", \"k8s\": {}}\n"),
+            _ => {}
+        }
+        out.extend_from_slice(line.as_bytes());
+        out.push(b'\n');
+    }
+    out
+}
+
+fn mapping() -> Mapping {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/tidemark/k8s-datagen.mapping.json");
+    Mapping::from_json_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn parallel_parsing_equals_serial() {
+    let input = input();
+    let mut results = Vec::new();
+    for threads in [1, 2, 5] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = Index::create(dir.path().join("ix"), mapping()).unwrap();
+        let options = IngestOptions {
+            op: Action::Create,
+            threads,
+            chunk_lines: 97,
+            max_reported_errors: 100,
+            ..IngestOptions::default()
+        };
+        let mut progress_calls = 0;
+        let mut s = index
+            .ingest(&input[..], &options, &mut |_| progress_calls += 1)
+            .unwrap();
+        assert!(progress_calls > 50);
+        s.elapsed = Default::default();
+        let docs = index.search(&Query::default()).unwrap();
+        results.push((threads, s, docs));
+    }
+    let (_, first, first_docs) = &results[0];
+    assert!(first.duplicates > 0 && first.errors > 0, "{first:?}");
+    assert_eq!(first.created + first.duplicates + first.errors, first.items);
+    for (threads, s, docs) in &results[1..] {
+        assert_eq!(s, first, "threads {threads}");
+        assert_eq!(docs, first_docs, "threads {threads}");
+    }
+}
