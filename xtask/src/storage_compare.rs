@@ -830,20 +830,12 @@ fn to_json(results: &[DatasetResult], args: &Args, date: &str, command: &str, ok
     })
 }
 
-/// Today's UTC date, `YYYY-MM-DD` (civil-from-days, no date crate needed).
+/// Today's UTC date, `YYYY-MM-DD`.
 pub(crate) fn utc_date() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let z = (secs / 86_400) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = crate::bloom_report::civil_date((secs / 86_400) as i64);
     format!("{y:04}-{m:02}-{d:02}")
 }
 
@@ -975,8 +967,44 @@ mod tests {
         ])
         .unwrap();
         let p = prepare("k8s", &args).unwrap();
-        let r = compare(&p, &args).unwrap();
-        assert!(failures(&[r]).is_empty());
+        let mut r = compare(&p, &args).unwrap();
+        assert!(failures(std::slice::from_ref(&r)).is_empty());
         assert!(parse(&["--datasets".into(), "nope".into()]).is_err());
+
+        // The checks that make the task fail: a duplicate count off by one, and
+        // series-range no smaller than inverted.
+        r.expected_duplicates += 1;
+        let f = failures(std::slice::from_ref(&r));
+        assert_eq!(f.len(), 3, "{f:?}");
+        assert!(f[0].contains("duplicates"), "{f:?}");
+        r.expected_duplicates -= 1;
+        let inverted = r.baseline().unwrap().storage.total;
+        for s in &mut r.strategies {
+            if s.strategy == Strategy::SeriesRange {
+                s.storage.total = inverted;
+            }
+        }
+        let f = failures(&[r]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].contains("not smaller"), "{f:?}");
+    }
+
+    #[test]
+    fn events_run_in_events_mode_and_find_every_duplicate() {
+        let args = parse(&[
+            "--small".into(),
+            "--datasets".into(),
+            "events".into(),
+            "--points".into(),
+            "3000".into(),
+            "--refresh-rows".into(),
+            "1000".into(),
+        ])
+        .unwrap();
+        let p = prepare("events", &args).unwrap();
+        assert!(p.points.iter().all(|pt| !pt.extras.is_empty()));
+        let r = compare(&p, &args).unwrap();
+        assert!(r.expected_duplicates > 0);
+        assert!(failures(&[r]).is_empty());
     }
 }
