@@ -315,7 +315,10 @@ impl Index {
                 }
                 Work::Store(point) => {
                     if let Some(given) = &item.id {
-                        let computed = self.format_id(&self.id_of(&point)?);
+                        let computed = match self.id_of(&point) {
+                            Ok(id) => self.format_id(&id),
+                            Err(e) => e.to_string(),
+                        };
                         if *given != computed {
                             self.flush(&mut ops, &mut pending, sink)?;
                             self.emit(
@@ -398,6 +401,17 @@ impl Index {
             }
         }
         crate::extras::merge_extras(&mut stored, &partial);
+        // An event's _id is a fingerprint of its fields: an update of a fingerprinted
+        // field would make another event, not update this one.
+        match self.id_of(&stored) {
+            Ok(new_id) if new_id == id => {}
+            Ok(_) => {
+                return Ok(ItemStatus::Error(
+                    "the update changes a field of the event's fingerprint, hence its _id: delete and create instead".to_owned(),
+                ));
+            }
+            Err(e) => return Ok(ItemStatus::Error(e.to_string())),
+        }
         let out = self.engine.batch([Op::Index(stored)])?;
         Ok(match out.into_iter().next() {
             Some(Outcome::Indexed { .. }) => ItemStatus::Updated,
