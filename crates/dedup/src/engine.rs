@@ -803,6 +803,7 @@ impl Engine {
             &mut scratch,
             id,
             self.keyer.as_deref(),
+            None,
         )?;
         self.read(id, loc)
     }
@@ -964,7 +965,7 @@ impl Engine {
                     }
                     let p = old.segment.row(row).map_err(|e| old.err(e))?;
                     let id = self.id_of(&p)?;
-                    let found = find_row(&slot, &id, self.keyer.as_deref())?;
+                    let found = find_row(&slot, &id, self.keyer.as_deref(), Some(&p.tsid))?;
                     if let Some(r) = found {
                         slot.tombstones
                             .delete(r)
@@ -1168,6 +1169,15 @@ impl Engine {
         }
     }
 
+    /// Events: the stream to search for `p`'s duplicates, when its id fixes it (the
+    /// fingerprint covers every dimension, so an equal id means an equal stream).
+    fn stream_hint(&self, p: &Point) -> Option<Tsid> {
+        self.keyer
+            .as_deref()
+            .filter(|k| k.covers_dims(p))
+            .map(|_| p.tsid)
+    }
+
     fn point_id(&self, p: &Point) -> std::result::Result<SyntheticId, Rejection> {
         match &self.keyer {
             None => Ok(SyntheticId::new(p.tsid, p.ts_millis)),
@@ -1308,6 +1318,7 @@ impl Engine {
                     return Ok(Outcome::Rejected { id, reason });
                 }
                 self.stats.checks += 1;
+                let hint = self.stream_hint(&p);
                 if locate(
                     &self.slots,
                     &self.buffer,
@@ -1315,6 +1326,7 @@ impl Engine {
                     &mut self.stats,
                     &id,
                     self.keyer.as_deref(),
+                    hint.as_ref(),
                 )?
                 .is_some()
                 {
@@ -1341,6 +1353,7 @@ impl Engine {
                     return Ok(Outcome::Rejected { id, reason });
                 }
                 self.stats.checks += 1;
+                let hint = self.stream_hint(&p);
                 let loc = locate(
                     &self.slots,
                     &self.buffer,
@@ -1348,6 +1361,7 @@ impl Engine {
                     &mut self.stats,
                     &id,
                     self.keyer.as_deref(),
+                    hint.as_ref(),
                 )?;
                 if log {
                     self.wal
@@ -1372,6 +1386,7 @@ impl Engine {
                     &mut scratch,
                     &id,
                     self.keyer.as_deref(),
+                    None,
                 )?;
                 let Some(l) = loc else {
                     return Ok(Outcome::NotFound { id });
@@ -1542,6 +1557,7 @@ fn locate(
     stats: &mut DedupStats,
     id: &SyntheticId,
     keyer: Option<&EventKeyer>,
+    stream: Option<&Tsid>,
 ) -> Result<Option<Location>> {
     if buffer.contains_key(id) {
         stats.live_map_hits += 1;
@@ -1568,7 +1584,7 @@ fn locate(
                     stats.bloom_negatives += 1;
                     continue;
                 }
-                let row = verify(slot, stats, id, keyer)?;
+                let row = verify(slot, stats, id, keyer, stream)?;
                 if row.is_none() {
                     stats.false_positives += 1;
                 }
@@ -1576,11 +1592,12 @@ fn locate(
             }
             Strategy::SeriesRange | Strategy::SeriesRangeBloom => {
                 let in_range = |s: &tidemark_segment::Series| (s.min_ts..=s.max_ts).contains(&ts);
-                let maybe = if keyer.is_some() {
-                    // An event id does not name its stream: any stream covering ts.
-                    seg.series().iter().any(in_range)
-                } else {
-                    seg.series_by_tsid(&tsid).is_some_and(in_range)
+                let maybe = match (keyer, stream) {
+                    // An event id does not name its stream: any stream covering ts,
+                    // unless the caller knows it.
+                    (Some(_), None) => seg.series().iter().any(in_range),
+                    (Some(_), Some(t)) => seg.series_by_tsid(t).is_some_and(in_range),
+                    (None, _) => seg.series_by_tsid(&tsid).is_some_and(in_range),
                 };
                 if !maybe {
                     stats.series_range_negatives += 1;
@@ -1593,14 +1610,14 @@ fn locate(
                     stats.bloom_negatives += 1;
                     continue;
                 }
-                let row = verify(slot, stats, id, keyer)?;
+                let row = verify(slot, stats, id, keyer, stream)?;
                 if row.is_none() {
                     stats.false_positives += 1;
                 }
                 row
             }
             // A segment written under another strategy lacks the section: verify.
-            _ => verify(slot, stats, id, keyer)?,
+            _ => verify(slot, stats, id, keyer, stream)?,
         };
         if let Some(row) = row {
             if slot.tombstones.is_deleted(row) {
@@ -1620,18 +1637,24 @@ fn verify(
     stats: &mut DedupStats,
     id: &SyntheticId,
     keyer: Option<&EventKeyer>,
+    stream: Option<&Tsid>,
 ) -> Result<Option<RowId>> {
     let start = Instant::now();
-    let row = find_row(slot, id, keyer)?;
+    let row = find_row(slot, id, keyer, stream)?;
     stats.verifications += 1;
     stats.verification_nanos += start.elapsed().as_nanos() as u64;
     Ok(row)
 }
 
 /// The row of `id` in the slot's columns: a time-series id names its series and
-/// timestamp; an event id is matched by recomputing the fingerprint of the rows of its
-/// timestamp in every stream that covers it.
-fn find_row(slot: &Slot, id: &SyntheticId, keyer: Option<&EventKeyer>) -> Result<Option<RowId>> {
+/// timestamp; an event id is matched by recomputing the fingerprints of the rows of its
+/// timestamp, in its stream when known (`stream`), else in every stream covering it.
+fn find_row(
+    slot: &Slot,
+    id: &SyntheticId,
+    keyer: Option<&EventKeyer>,
+    stream: Option<&Tsid>,
+) -> Result<Option<RowId>> {
     let seg = &slot.segment;
     let Some(k) = keyer else {
         return seg
@@ -1639,14 +1662,22 @@ fn find_row(slot: &Slot, id: &SyntheticId, keyer: Option<&EventKeyer>) -> Result
             .map_err(|e| slot.err(e));
     };
     let ts = id.ts_millis();
-    for s in seg.series() {
+    let candidates: Vec<&tidemark_segment::Series> = match stream {
+        Some(t) => seg.series_by_tsid(t).into_iter().collect(),
+        None => seg.series().iter().collect(),
+    };
+    for s in candidates {
         if ts < s.min_ts || ts > s.max_ts {
             continue;
         }
         let rows = seg.find_all(&s.tsid, ts).map_err(|e| slot.err(e))?;
-        for row in rows {
-            let p = seg.row(row).map_err(|e| slot.err(e))?.normalized();
-            if k.id_of(&p).as_ref() == Ok(id) {
+        if rows.is_empty() {
+            continue;
+        }
+        // The run's rows decoded together: each block once.
+        let points = seg.points(rows.clone(), |_| true)?;
+        for (row, p) in rows.zip(points) {
+            if k.id_of(&p.normalized()).as_ref() == Ok(id) {
                 return Ok(Some(row));
             }
         }

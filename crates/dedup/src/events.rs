@@ -92,8 +92,11 @@ impl EventIds {
             name: "event_ids",
             detail: e.to_string(),
         })?;
+        let mut fields = self.fields.clone();
+        fields.sort();
         Ok(EventKeyer {
             digest_len: self.method.output_len().min(TSID_LEN),
+            fields,
             fp: Mutex::new(fp),
         })
     }
@@ -103,6 +106,8 @@ impl EventIds {
 #[derive(Debug)]
 pub(crate) struct EventKeyer {
     digest_len: usize,
+    /// Fields hashed, sorted (empty: all).
+    fields: Vec<String>,
     fp: Mutex<Fingerprinter>,
 }
 
@@ -117,6 +122,15 @@ impl EventKeyer {
             .map_err(|_| "fingerprinter lock poisoned".to_owned())?;
         fp.digest_into(&doc, &mut key).map_err(|e| e.to_string())?;
         Ok(SyntheticId::new(Tsid::from_bytes(key), p.ts_millis))
+    }
+
+    /// Whether every dimension of `p` is hashed: then two events with one id have the
+    /// same dimensions, so the same stream.
+    pub(crate) fn covers_dims(&self, p: &Point) -> bool {
+        self.fields.is_empty()
+            || p.dims
+                .iter()
+                .all(|(name, _)| self.fields.binary_search(name).is_ok())
     }
 
     pub(crate) fn format(&self, id: &SyntheticId) -> String {
