@@ -36,9 +36,11 @@ tasks:
       not smaller than inverted. Writes storage.{json,md,svg} to --out (default
       target/xtask/storage-compare). --small: a few seconds, for CI. --with-tantivy needs
       `--features tantivy` (cargo run -p xtask --release --features tantivy -- ...)
-  bench-report [--out FILE] [--full] [--bench NAME]...
-      run the criterion benches in a short mode (1 s warm-up, 2 s measurement) and write
-      a Markdown summary of target/criterion/**/new/estimates.json (stdout or FILE)
+  bench-report [--out FILE] [--bench PACKAGE:BENCH]... [--full] [--no-run]
+      run the criterion benches (default: all four) in a short mode (1 s warm-up, 2 s
+      measurement; --full: criterion's own) and write a Markdown summary of
+      <target>/criterion/**/new/estimates.json to stdout or FILE (--no-run: only the
+      summary of what is on disk); for CI job summaries
   bloom-demo [--items N] [--fpr P] [--absent N]
       build each bloom filter type from N time-series keys, then print its size,
       bits per item and the false-positive rate measured over absent keys
