@@ -247,9 +247,24 @@ impl Index {
     /// applied).
     pub fn ingest(
         &mut self,
+        reader: impl BufRead + Send,
+        options: &IngestOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<IngestSummary> {
+        self.ingest_items(reader, options, progress, &mut |_| {})
+    }
+
+    /// [`ingest`](Self::ingest), also handing each item's result to `on_item`, in input
+    /// order (as the items of an Elasticsearch bulk response).
+    ///
+    /// # Errors
+    /// As [`ingest`](Self::ingest).
+    pub fn ingest_items(
+        &mut self,
         mut reader: impl BufRead + Send,
         options: &IngestOptions,
         progress: &mut dyn FnMut(Progress),
+        on_item: &mut dyn FnMut(&ItemResult),
     ) -> Result<IngestSummary> {
         let start = Instant::now();
         let chunk_lines = options.chunk_lines.max(1);
@@ -264,20 +279,25 @@ impl Index {
         let mut summary = IngestSummary::default();
         let ignored_before = self.counters().ignored_fields;
         let result = match options.format {
-            InputFormat::Bulk => {
-                self.ingest_bulk(&mut reader, chunk_lines, options, &mut summary, progress)
-            }
-            InputFormat::Ndjson if parsers == 0 => {
-                self.ingest_serial(&mut reader, chunk_lines, options, &mut summary, progress)
-            }
-            InputFormat::Ndjson => self.ingest_parallel(
-                reader,
+            InputFormat::Bulk => self.ingest_bulk(
+                &mut reader,
                 chunk_lines,
-                parsers,
                 options,
                 &mut summary,
                 progress,
+                on_item,
             ),
+            InputFormat::Ndjson if parsers == 0 => self.ingest_serial(
+                &mut reader,
+                chunk_lines,
+                options,
+                &mut summary,
+                progress,
+                on_item,
+            ),
+            InputFormat::Ndjson => {
+                self.ingest_parallel(reader, parsers, options, &mut summary, progress, on_item)
+            }
         };
         summary.ignored_fields = self.counters().ignored_fields - ignored_before;
         summary.elapsed = start.elapsed();
@@ -290,8 +310,12 @@ impl Index {
         prepared: Vec<Prepared>,
         summary: &mut IngestSummary,
         max_reported: usize,
+        on_item: &mut dyn FnMut(&ItemResult),
     ) -> Result<()> {
-        self.apply(prepared, &mut |r| summary.add(&r, max_reported))
+        self.apply(prepared, &mut |r| {
+            summary.add(&r, max_reported);
+            on_item(&r);
+        })
     }
 
     fn ingest_serial(
@@ -301,6 +325,7 @@ impl Index {
         options: &IngestOptions,
         summary: &mut IngestSummary,
         progress: &mut dyn FnMut(Progress),
+        on_item: &mut dyn FnMut(&ItemResult),
     ) -> Result<()> {
         let mut parser = self.parser();
         let mut done = Progress::default();
@@ -312,7 +337,7 @@ impl Index {
         while refill(reader, &mut chunk, summary.lines + 1, chunk_lines)? {
             summary.lines += chunk.ends.len() as u64;
             let prepared = prepare_ndjson(&mut parser, &chunk, options.op);
-            self.apply_into(prepared, summary, options.max_reported_errors)?;
+            self.apply_into(prepared, summary, options.max_reported_errors, on_item)?;
             done.bytes += chunk.bytes.len() as u64;
             done.lines = summary.lines;
             done.items = summary.items;
@@ -326,12 +351,13 @@ impl Index {
     fn ingest_parallel<R: BufRead + Send>(
         &mut self,
         mut reader: R,
-        chunk_lines: usize,
         threads: usize,
         options: &IngestOptions,
         summary: &mut IngestSummary,
         progress: &mut dyn FnMut(Progress),
+        on_item: &mut dyn FnMut(&ItemResult),
     ) -> Result<()> {
+        let chunk_lines = options.chunk_lines.max(1);
         let (chunk_tx, chunk_rx) = sync_channel::<(u64, Chunk)>(threads * 2);
         let chunk_rx: Arc<Mutex<Receiver<(u64, Chunk)>>> = Arc::new(Mutex::new(chunk_rx));
         let (done_tx, done_rx) = sync_channel::<(u64, u64, u64, Vec<Prepared>)>(threads * 2);
@@ -391,7 +417,8 @@ impl Index {
                 while let Some((lines, bytes, prepared)) = waiting.remove(&next) {
                     next += 1;
                     summary.lines += lines;
-                    if let Err(e) = self.apply_into(prepared, summary, options.max_reported_errors)
+                    if let Err(e) =
+                        self.apply_into(prepared, summary, options.max_reported_errors, on_item)
                     {
                         apply_error = Some(e);
                         break 'recv;
@@ -422,6 +449,7 @@ impl Index {
         options: &IngestOptions,
         summary: &mut IngestSummary,
         progress: &mut dyn FnMut(Progress),
+        on_item: &mut dyn FnMut(&ItemResult),
     ) -> Result<()> {
         let mut parser = self.parser();
         let mut done = Progress::default();
@@ -491,7 +519,7 @@ impl Index {
                     }
                 }
             }
-            self.apply_into(prepared, summary, options.max_reported_errors)?;
+            self.apply_into(prepared, summary, options.max_reported_errors, on_item)?;
             done.bytes += chunk.bytes.len() as u64;
             done.lines = summary.lines;
             done.items = summary.items;
@@ -504,7 +532,7 @@ impl Index {
                 format!("`{}` action without a document line", action.name()),
             );
             let _ = id;
-            self.apply_into(vec![r], summary, options.max_reported_errors)?;
+            self.apply_into(vec![r], summary, options.max_reported_errors, on_item)?;
         }
         Ok(())
     }

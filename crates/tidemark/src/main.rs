@@ -67,6 +67,10 @@ enum Command {
         /// Print the summary as one JSON object.
         #[arg(long)]
         json: bool,
+        /// Print each item's result as NDJSON, as the items of an Elasticsearch bulk
+        /// response (the summary then goes to standard error).
+        #[arg(long)]
+        items: bool,
         /// Parsing threads (0: from the cores available).
         #[arg(long, default_value_t = 0)]
         threads: usize,
@@ -228,6 +232,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             op,
             format,
             json,
+            items,
             threads,
             max_errors,
             no_refresh,
@@ -266,7 +271,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut printed = 0usize;
             let several = files.len() > 1;
             for file in &files {
-                let summary = ingest_file(&mut index, file, &options)?;
+                let summary = ingest_file(&mut index, file, &options, items)?;
                 for (line, reason) in &summary.first_errors {
                     if printed < max_errors {
                         if several {
@@ -286,11 +291,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 index.refresh()?;
             }
             index.close()?;
+            let mut err = std::io::stderr();
+            let summary_out: &mut dyn Write = if items { &mut err } else { &mut out };
             if json {
-                writeln!(out, "{}", total.to_json())?;
+                writeln!(summary_out, "{}", total.to_json())?;
             } else {
                 writeln!(
-                    out,
+                    summary_out,
                     "{} documents: {} created, {} duplicates, {} replaced, {} updated, {} deleted, {} not found, {} errors, {} ignored fields ({:.0} docs/s)",
                     total.items,
                     total.created,
@@ -441,7 +448,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn ingest_file(index: &mut Index, file: &Path, options: &IngestOptions) -> Result<IngestSummary> {
+fn ingest_file(
+    index: &mut Index,
+    file: &Path,
+    options: &IngestOptions,
+    items: bool,
+) -> Result<IngestSummary> {
     let stdin = file.as_os_str() == "-";
     let (reader, len): (Box<dyn BufRead + Send>, Option<u64>) = if stdin {
         (
@@ -471,9 +483,22 @@ fn ingest_file(index: &mut Index, file: &Path, options: &IngestOptions) -> Resul
             bar.set_message(format!("{} docs", p.items));
         }
     };
+    let mut stdout = std::io::stdout().lock();
+    let mut write_error = None;
+    let mut on_item = |r: &tidemark::ItemResult| {
+        if items
+            && write_error.is_none()
+            && let Err(e) = writeln!(stdout, "{}", r.to_json())
+        {
+            write_error = Some(e);
+        }
+    };
     let summary = index
-        .ingest(reader, options, &mut on_progress)
+        .ingest_items(reader, options, &mut on_progress, &mut on_item)
         .with_context(|| format!("ingesting {}", file.display()))?;
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

@@ -306,6 +306,44 @@ fn bulk_file_with_all_four_actions() {
     assert!(reasons.contains("field `k8s.pod.name`"), "{reasons}");
     assert!(reasons.contains("unknown action `upsert`"), "{reasons}");
 
+    // The same file with per-item results, as an Elasticsearch bulk response's items.
+    let (_tmp2, dir2) = k8s_index();
+    run(&["ingest", &dir2, docs.to_str().unwrap()], 0);
+    let out = tm()
+        .args([
+            "ingest",
+            &dir2,
+            bulk.to_str().unwrap(),
+            "--format",
+            "bulk",
+            "--items",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let items = ndjson(&String::from_utf8(out.stdout).unwrap());
+    let statuses: Vec<u64> = items
+        .iter()
+        .map(|i| {
+            i.as_object().unwrap().values().next().unwrap()["status"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [201, 409, 200, 201, 200, 200, 404, 404, 400, 400, 400, 400]
+    );
+    assert_eq!(
+        items[1]["create"]["error"]["reason"],
+        json!("document already exists")
+    );
+    assert_eq!(items[4]["update"]["_id"], json!(WEB1_T0));
+    assert_eq!(items[10]["create"]["line"], json!(19));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("\"created\":2"), "{stderr}");
+
     // The update changed a metric and an extra field, and nothing else.
     let doc: Value = serde_json::from_str(&run(&["get", &dir, WEB1_T0], 0)).unwrap();
     assert_eq!(doc["k8s"]["pod"]["cpu"]["utilization"], json!(0.9));
