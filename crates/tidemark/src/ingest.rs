@@ -409,6 +409,9 @@ impl Index {
                 });
             }
             drop(done_tx);
+            // Only the parsers hold the chunk receiver now: once they stop (the writer
+            // failed), the reader's sends fail and it stops too.
+            drop(chunk_rx);
             let mut next = 0u64;
             let mut waiting: BTreeMap<u64, (u64, u64, Vec<Prepared>)> = BTreeMap::new();
             let mut done = Progress::default();

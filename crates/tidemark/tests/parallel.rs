@@ -66,3 +66,52 @@ fn parallel_parsing_equals_serial() {
         assert_eq!(docs, first_docs, "threads {threads}");
     }
 }
+
+/// A reader that fails after `ok` bytes.
+struct FailingReader {
+    data: Vec<u8>,
+    pos: usize,
+    ok: usize,
+}
+
+impl std::io::Read for FailingReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos >= self.ok {
+            return Err(std::io::Error::other("disk on fire"));
+        }
+        let n = buf
+            .len()
+            .min(self.ok - self.pos)
+            .min(self.data.len() - self.pos);
+        buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_read_error_stops_the_ingest_without_hanging_and_keeps_what_went_in() {
+    let input = input();
+    for threads in [1, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = Index::create(dir.path().join("ix"), mapping()).unwrap();
+        let reader = std::io::BufReader::with_capacity(
+            4096,
+            FailingReader {
+                ok: input.len() / 2,
+                data: input.clone(),
+                pos: 0,
+            },
+        );
+        let options = IngestOptions {
+            threads,
+            chunk_lines: 50,
+            ..IngestOptions::default()
+        };
+        let err = index.ingest(reader, &options, &mut |_| {}).unwrap_err();
+        assert!(err.to_string().contains("disk on fire"), "{err}");
+        // The chunks read before the error are stored.
+        let stored = index.search(&Query::default()).unwrap().len();
+        assert!(stored > 1_000, "threads {threads}: {stored}");
+    }
+}
