@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 use tidemark_segment::{Dim, MetricValue, Point};
-use tidemark_tsid::Tsid;
+use tidemark_tsid::{SyntheticId, Tsid};
 
 use crate::doc::{dim_json, dim_text, ip_text, point_to_doc};
 use crate::error::{Error, Result};
 use crate::index::Index;
-use crate::mapping::{FieldRole, FieldType, Mapping};
+use crate::mapping::{FieldRole, FieldType, IndexMode, Mapping};
 use crate::time::format_time;
 
 /// Sort order by timestamp.
@@ -208,6 +208,22 @@ impl Filters {
 /// A series' dimensions and its buckets by key.
 type SeriesBuckets = (Vec<(String, Dim)>, BTreeMap<i64, AggBucket>);
 
+/// The timestamps an event `_id` prefix can hold: its first 16 hex digits are the
+/// timestamp XOR 2^63 (so they sort as the timestamps do). `None` when the prefix says
+/// nothing about time (empty, or not hex).
+fn event_prefix_range(prefix: &str) -> Option<(i64, i64)> {
+    let hex = prefix.get(..prefix.len().min(16))?;
+    if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let value = u64::from_str_radix(hex, 16).ok()?;
+    let shift = 4 * (16 - hex.len() as u32);
+    let lo = value.checked_shl(shift).unwrap_or(0);
+    let hi = lo | u64::MAX.checked_shr(64 - shift).unwrap_or(0);
+    let unbias = |b: u64| (b ^ (1 << 63)) as i64;
+    Some((unbias(lo), unbias(hi)))
+}
+
 fn range(from: Option<i64>, to: Option<i64>) -> (i64, i64) {
     (
         from.unwrap_or(i64::MIN),
@@ -223,13 +239,33 @@ impl Index {
     /// errors.
     pub fn search(&self, query: &Query) -> Result<Vec<Value>> {
         let filters = Filters::new(self.mapping(), &query.filters)?;
-        let (from, to) = range(query.from, query.to);
+        let (mut from, mut to) = range(query.from, query.to);
+        let prefix = query.id_prefix.as_deref().unwrap_or("");
+        // An `_id` prefix narrows the scan before any row is read: for time series the
+        // first 26 characters of an `_id` encode only the tsid (series pruned); for
+        // events the first 16 are the timestamp (time range narrowed).
+        let series_prefix = match self.mapping().mode() {
+            IndexMode::TimeSeries => prefix.get(..prefix.len().min(26)).unwrap_or(""),
+            _ => {
+                if let Some((lo, hi)) = event_prefix_range(prefix) {
+                    from = from.max(lo);
+                    to = to.min(hi);
+                }
+                ""
+            }
+        };
         let mut hits: Vec<(i64, String, Point)> = Vec::new();
         let mut failure = None;
         self.engine().scan_live(
             from,
             to,
-            |_, dims| filters.matches(dims),
+            |tsid, dims| {
+                (series_prefix.is_empty()
+                    || SyntheticId::new(*tsid, 0)
+                        .to_string()
+                        .starts_with(series_prefix))
+                    && filters.matches(dims)
+            },
             |mut p, stored| {
                 if let Some((segment, row)) = stored
                     && !segment.extra_columns().is_empty()
@@ -345,5 +381,24 @@ impl Index {
                 })
                 .collect(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::event_prefix_range;
+
+    #[test]
+    fn event_prefixes_give_time_ranges() {
+        // 1764460800000 XOR 2^63 = 0x8000019ad20f2800.
+        let ts = 1_764_460_800_000_i64;
+        assert_eq!(event_prefix_range("8000019ad20f2800"), Some((ts, ts)));
+        assert_eq!(event_prefix_range("8000019ad20f2800ab"), Some((ts, ts)));
+        let (lo, hi) = event_prefix_range("8000019ad20f28").unwrap();
+        assert_eq!((lo, hi), (ts, ts + 255));
+        assert_eq!(event_prefix_range("8"), Some((0, (1 << 60) - 1)));
+        assert_eq!(event_prefix_range("7"), Some((-(1 << 60), -1)));
+        assert_eq!(event_prefix_range(""), None);
+        assert_eq!(event_prefix_range("zz"), None);
     }
 }

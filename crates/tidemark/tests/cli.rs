@@ -408,6 +408,15 @@ fn events_mode_dedups_by_fingerprint() {
     assert_eq!(&doc, same_ms[0]);
     let filtered = ndjson(&run(&["search", &dir, "--filter", "host.name=a"], 0));
     assert_eq!(filtered.len(), 4);
+    // An _id prefix of an event is a time prefix: the millisecond of 00:00:00.001.
+    let later = ndjson(&run(
+        &["search", &dir, "--id-prefix", "8000019ad20f2801"],
+        0,
+    ));
+    assert_eq!(later.len(), 1);
+    assert_eq!(later[0]["@timestamp"], json!("2025-11-30T00:00:00.001Z"));
+    let all = ndjson(&run(&["search", &dir, "--id-prefix", "8000019ad20f28"], 0));
+    assert_eq!(all.len(), 5);
     // The mapping is strict: an undeclared field is an error naming it.
     let out = tm()
         .args(["ingest", &dir, "-"])
