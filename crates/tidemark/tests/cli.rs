@@ -140,6 +140,9 @@ fn ingest_twice_then_queries_and_stats_are_exact() {
             .iter()
             .all(|h| h["k8s"]["pod"]["name"] == json!("web-1"))
     );
+    let one = ndjson(&run(&["search", &dir, "--id-prefix", WEB1_T0], 0));
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0]["_id"], json!(WEB1_T0));
     let ip = ndjson(&run(
         &["search", &dir, "--filter", "k8s.pod.ip=::ffff:10.0.1.1"],
         0,
