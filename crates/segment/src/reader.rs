@@ -348,6 +348,36 @@ impl Segment {
         Ok(Some(BlockedBloomFilterRef::new_without_checksum(bytes)?))
     }
 
+    /// Bytes of the series table's `min_ts` and `span` columns, before the table's
+    /// compression: what the per-series [min, max] timestamps (the `series-range` dedup
+    /// strategy's only structure) cost in this file's format version.
+    pub fn series_range_bytes(&self) -> u64 {
+        fn varint_len(mut v: u64) -> u64 {
+            let mut n = 1;
+            while v >= 0x80 {
+                v >>= 7;
+                n += 1;
+            }
+            n
+        }
+        fn zigzag(v: i64) -> u64 {
+            ((v << 1) ^ (v >> 63)) as u64
+        }
+        let (mut prev_min, mut prev_span, mut total) = (0i64, 0u64, 0u64);
+        for s in &self.series {
+            total += varint_len(zigzag(s.min_ts.wrapping_sub(prev_min)));
+            let span = s.max_ts.wrapping_sub(s.min_ts) as u64;
+            total += if self.footer.version >= 2 {
+                varint_len(zigzag(span.wrapping_sub(prev_span) as i64))
+            } else {
+                varint_len(span)
+            };
+            prev_min = s.min_ts;
+            prev_span = span;
+        }
+        total
+    }
+
     /// An owned copy of the bloom filter, when the segment has one (to OR filters of
     /// merged segments).
     ///

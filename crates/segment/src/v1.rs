@@ -236,8 +236,16 @@ pub(crate) fn parse_series(raw: &[u8], footer: &Footer, meta: &Meta) -> Result<V
         prev = prev.wrapping_add(r.zigzag()?);
         s.min_ts = prev;
     }
+    // Version 1 stores each span as a varint; version 2 as the zigzag difference from
+    // the previous series' span (regular series share one span: one byte each).
+    let mut prev_span = 0u64;
     for s in &mut out {
-        let span = r.varint()?;
+        let span = if footer.version >= 2 {
+            prev_span.wrapping_add(r.zigzag()? as u64)
+        } else {
+            r.varint()?
+        };
+        prev_span = span;
         s.max_ts = s.min_ts.wrapping_add(span as i64);
         if s.max_ts < s.min_ts || (s.row_count == 1 && span != 0) {
             return Err(Error::corrupt(

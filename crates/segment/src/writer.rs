@@ -1082,8 +1082,11 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
         put_zigzag(&mut st, m.wrapping_sub(prev));
         prev = m;
     }
+    let mut prev_span = 0u64;
     for (&mn, &mx) in min_ts.iter().zip(&max_ts) {
-        put_varint(&mut st, mx.wrapping_sub(mn) as u64);
+        let span = mx.wrapping_sub(mn) as u64;
+        put_zigzag(&mut st, span.wrapping_sub(prev_span) as i64);
+        prev_span = span;
     }
     for &s in &series_order {
         let Some(b) = series.get(s as usize) else {

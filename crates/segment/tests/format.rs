@@ -6,12 +6,32 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 use tidemark_segment::{
-    Dim, Error, Extra, FOOTER_LEN, Point, Segment, SegmentOptions, SegmentWriter, dump,
+    Dim, Error, Extra, FOOTER_LEN, FORMAT_VERSION, Point, Segment, SegmentOptions, SegmentWriter,
+    dump,
 };
 use tidemark_tsid::{SyntheticId, Tsid};
 
 fn fixture_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/segment/v2-tiny.tms")
+}
+
+/// The same input as written by format version 1 (spans as plain varints).
+fn v1_fixture_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/segment/v1-tiny.tms")
+}
+
+#[test]
+fn a_version_1_segment_still_reads_identically() {
+    let v1 = Segment::open(v1_fixture_path()).unwrap();
+    let v2 = Segment::from_vec(tiny_bytes()).unwrap();
+    assert_eq!(v1.footer().version, 1);
+    assert_eq!(v2.footer().version, FORMAT_VERSION);
+    v1.verify().unwrap();
+    assert_eq!(v1.series(), v2.series());
+    assert_eq!(
+        v1.points(0..v1.row_count(), |_| true).unwrap(),
+        v2.points(0..v2.row_count(), |_| true).unwrap()
+    );
 }
 
 /// The tiny fixture: 3 series, 11 rows in blocks of 4, a counter, a gauge, a sparse
@@ -185,16 +205,21 @@ fn rejects_foreign_files_and_unknown_versions() {
         Segment::from_vec(vec![0u8; 400]),
         Err(Error::BadMagic { .. })
     ));
-    // Version 2 with a valid footer CRC: a clear unsupported-version error.
-    bytes[n - FOOTER_LEN + 152..n - FOOTER_LEN + 156].copy_from_slice(&2u32.to_le_bytes());
+    // A version from the future with a valid footer CRC: a clear unsupported-version
+    // error.
+    let next = FORMAT_VERSION + 1;
+    bytes[n - FOOTER_LEN + 152..n - FOOTER_LEN + 156].copy_from_slice(&next.to_le_bytes());
     let crc = crc32(&bytes[n - FOOTER_LEN..n - 8]);
     bytes[n - 8..n - 4].copy_from_slice(&crc.to_le_bytes());
     let err = Segment::from_vec(bytes).unwrap_err();
     assert!(
-        matches!(err, Error::UnsupportedVersion { found: 2, .. }),
+        matches!(err, Error::UnsupportedVersion { found, .. } if found == next),
         "{err}"
     );
-    assert!(err.to_string().contains("unsupported format version 2"));
+    assert!(
+        err.to_string()
+            .contains(&format!("unsupported format version {next}"))
+    );
 }
 
 fn crc32(b: &[u8]) -> u32 {
@@ -253,4 +278,27 @@ fn tombstones_reject_every_truncation_and_flipped_byte() {
             assert_eq!(back, t);
         }
     }
+}
+
+#[test]
+fn series_range_bytes_follow_the_format_version() {
+    // At least a byte per column per series, in either version.
+    let v1 = Segment::open(v1_fixture_path()).unwrap();
+    let v2 = Segment::from_vec(tiny_bytes()).unwrap();
+    assert!(v1.series_range_bytes() >= 2 * v1.series_count());
+    assert!(v2.series_range_bytes() >= 2 * v2.series_count());
+    // Regular series of one span: one byte per span after the first.
+    let mut w = SegmentWriter::new(SegmentOptions::new()).unwrap();
+    for s in 0..100u8 {
+        for t in 0..60i64 {
+            w.push(Point::new(
+                Tsid::from_bytes([s; 20]),
+                1_700_000_000_000 + t * 60_000,
+            ))
+            .unwrap();
+        }
+    }
+    let seg = Segment::from_vec(w.to_vec().unwrap().0).unwrap();
+    // min_ts: 6 bytes for the first, then 1; spans: 4 bytes for the first, then 1.
+    assert_eq!(seg.series_range_bytes(), 6 + 99 + 4 + 99);
 }
