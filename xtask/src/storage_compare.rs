@@ -69,12 +69,9 @@ fn default_size(name: &str, small: bool) -> Size {
             series: 2_100,
             points: 2_100 * 240,
         },
-        // Smaller than the others: in events mode a verification decodes candidate rows
-        // of every stream covering the timestamp (see docs/results/storage.md), which
-        // makes `bloom` and `series-range` ingest slow there.
         ("events", false) => Size {
-            series: 20,
-            points: 40_000,
+            series: 100,
+            points: 200_000,
         },
         ("k8s", true) => Size {
             series: 100,
@@ -625,7 +622,7 @@ fn terminal_table(results: &[DatasetResult]) -> String {
         );
         let _ = writeln!(
             o,
-            "{:<13} {:>11} {:>12} {:>7} {:>9} {:>12} {:>10} {:>8} {:>10} {:>9}",
+            "{:<18} {:>11} {:>12} {:>7} {:>9} {:>12} {:>10} {:>8} {:>10} {:>9}",
             "strategy",
             "documents",
             "total bytes",
@@ -650,7 +647,7 @@ fn terminal_table(results: &[DatasetResult]) -> String {
             };
             let _ = writeln!(
                 o,
-                "{:<13} {:>11} {:>12} {:>7.2} {:>9.3} {:>12} {:>10} {:>7.2}x {:>7} {:<2} {:>9}",
+                "{:<18} {:>11} {:>12} {:>7.2} {:>9.3} {:>12} {:>10} {:>7.2}x {:>7} {:<2} {:>9}",
                 s.strategy.name(),
                 thousands(s.storage.documents),
                 thousands(s.storage.total),
