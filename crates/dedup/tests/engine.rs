@@ -754,3 +754,25 @@ fn points_that_would_make_segments_unmergeable_are_rejected_after_refresh_and_re
     engine.merge_all().unwrap();
     assert_eq!(engine.live_count(), 2);
 }
+
+#[test]
+fn rejections_read_as_sentences_naming_the_field() {
+    let r = Rejection::KindConflict {
+        name: "cpu".into(),
+        expected: "gauge",
+        found: "counter",
+    };
+    assert_eq!(
+        r.to_string(),
+        "field `cpu` holds gauge values, this point gives a counter"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::create(dir.path(), config(Strategy::SeriesRange)).unwrap();
+    let out = engine
+        .create_point(point(1, 1).dim("host", "twice"))
+        .unwrap();
+    let Outcome::Rejected { reason, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(reason.to_string(), "dimension `host` given twice");
+}

@@ -558,8 +558,7 @@ fn engine_config(mapping: &Mapping, config: EngineConfig) -> EngineConfig {
 /// A readable reason for an engine rejection.
 pub(crate) fn rejection_text(r: &Rejection) -> String {
     match r {
-        Rejection::DuplicateDimension { name } => format!("dimension `{name}` given twice"),
-        Rejection::DuplicateMetric { name } => format!("metric `{name}` given twice"),
+        // The façade computes tsids from the dimensions: another set means a collision.
         Rejection::InconsistentDimensions { tsid } => {
             format!("series {tsid} was stored with other dimensions (tsid collision)")
         }
@@ -568,7 +567,7 @@ pub(crate) fn rejection_text(r: &Rejection) -> String {
             expected,
             found,
         } => format!("field `{name}` holds {expected} values, this document gives a {found}"),
-        other => format!("rejected: {other:?}"),
+        other => other.to_string(),
     }
 }
 
