@@ -678,34 +678,40 @@ pub fn decode_extras(
     r: &mut Reader<'_>,
     kind: crate::point::ExtraKind,
     count: usize,
+    want: std::ops::Range<usize>,
 ) -> Result<Vec<crate::point::Extra>> {
     use crate::point::{Extra, ExtraKind};
     let enc = r.u8()?;
-    let mut out = Vec::with_capacity(count.min(r.remaining().saturating_mul(8)));
+    // Every value is checked; only those at positions `want` are materialized (a
+    // verification reads a few rows of a block: cloning all its strings dominated).
+    let want = want.start.min(count)..want.end.min(count);
+    let mut out = Vec::with_capacity(want.len().min(r.remaining().saturating_mul(8)));
     match (kind, enc) {
         (ExtraKind::Keyword, ENC_DICT) => {
             let n = r.count("dictionary size", count as u64)?;
-            let mut dict = Vec::with_capacity(n.min(r.remaining()));
+            let mut dict: Vec<&str> = Vec::with_capacity(n.min(r.remaining()));
             for _ in 0..n {
                 let len = r.count("keyword length", r.remaining() as u64)?;
                 let bytes = r.take(len)?;
                 dict.push(
-                    String::from_utf8(bytes.to_vec())
+                    std::str::from_utf8(bytes)
                         .map_err(|_| Error::corrupt(r.place(), "keyword is not UTF-8"))?,
                 );
             }
-            for _ in 0..count {
+            for i in 0..count {
                 let id = r.varint()?;
                 let s = usize::try_from(id)
                     .ok()
                     .and_then(|i| dict.get(i))
                     .ok_or_else(|| Error::corrupt(r.place(), format!("dictionary index {id}")))?;
-                out.push(Extra::Keyword(s.clone()));
+                if want.contains(&i) {
+                    out.push(Extra::Keyword((*s).to_owned()));
+                }
             }
         }
         (ExtraKind::Bool, ENC_BITS) => {
             let bytes = r.take(count.div_ceil(8))?;
-            for i in 0..count {
+            for i in want {
                 let byte = bytes.get(i / 8).copied().unwrap_or(0);
                 out.push(Extra::Bool(byte & (1 << (i % 8)) != 0));
             }

@@ -576,11 +576,24 @@ impl Segment {
         for (e, info) in self.meta.extras.iter().enumerate() {
             let span = self.column_span_rows(base + e as u32).unwrap_or(1).max(1);
             let mut cached: Option<(u64, Vec<Option<Extra>>)> = None;
-            for (row, p) in &mut out {
-                let cb = *row / span;
+            for k in 0..out.len() {
+                let Some(&(row, _)) = out.get(k) else { break };
+                let cb = row / span;
                 if cached.as_ref().is_none_or(|(b, _)| *b != cb) {
-                    cached = Some((cb, self.decode_extra_block(e as u32, cb as u32)?));
+                    // Rows of `out` in this column block are contiguous (row order).
+                    let last = out
+                        .get(k..)
+                        .unwrap_or(&[])
+                        .iter()
+                        .take_while(|(r, _)| *r / span == cb)
+                        .last()
+                        .map_or(row, |(r, _)| *r);
+                    let want = (row - cb * span) as usize..(last - cb * span) as usize + 1;
+                    cached = Some((cb, self.decode_extra_block(e as u32, cb as u32, want)?));
                 }
+                let Some((row, p)) = out.get_mut(k) else {
+                    break;
+                };
                 let value = cached
                     .as_ref()
                     .and_then(|(_, vals)| vals.get((*row - cb * span) as usize))
@@ -1054,8 +1067,15 @@ impl Segment {
         Ok(present)
     }
 
-    /// Decodes extra column `extra` (0-based) of its block `block`, one entry per row.
-    fn decode_extra_block(&self, extra: u32, block: u32) -> Result<Vec<Option<Extra>>> {
+    /// Decodes extra column `extra` (0-based) of its block `block`, one entry per row;
+    /// only rows in `rows` (relative to the block) get their values, though every value
+    /// is checked.
+    fn decode_extra_block(
+        &self,
+        extra: u32,
+        block: u32,
+        rows: std::ops::Range<usize>,
+    ) -> Result<Vec<Option<Extra>>> {
         let index = self.meta.columns.len() as u32 + extra;
         let number = index + 1;
         let place = Place::Block {
@@ -1074,14 +1094,17 @@ impl Segment {
             .map_or(crate::point::ExtraKind::Keyword, |e| e.kind);
         let mut r = Reader::new(&body, place);
         let present = self.present_rows(&mut r, index, block)?;
-        let values = crate::codec::decode_extras(&mut r, kind, present.len())?;
+        // Positions in `present` (sorted rows) of the rows wanted.
+        let lo = present.partition_point(|&i| i < rows.start);
+        let hi = present.partition_point(|&i| i < rows.end);
+        let values = crate::codec::decode_extras(&mut r, kind, present.len(), lo..hi)?;
         if !r.is_empty() {
             return Err(Error::corrupt(
                 place,
                 format!("{} trailing bytes", r.remaining()),
             ));
         }
-        for (&i, v) in present.iter().zip(values) {
+        for (&i, v) in present.get(lo..hi).unwrap_or(&[]).iter().zip(values) {
             if let Some(slot) = out.get_mut(i) {
                 *slot = Some(v);
             }
@@ -1104,8 +1127,9 @@ impl Segment {
         for (e, info) in self.meta.extras.iter().enumerate() {
             let span = self.column_span_rows(base + e as u32).unwrap_or(1).max(1);
             let block = (row / span) as u32;
-            let values = self.decode_extra_block(e as u32, block)?;
-            if let Some(Some(v)) = values.get((row - u64::from(block) * span) as usize) {
+            let i = (row - u64::from(block) * span) as usize;
+            let values = self.decode_extra_block(e as u32, block, i..i + 1)?;
+            if let Some(Some(v)) = values.get(i) {
                 out.push((info.name.clone(), v.clone()));
             }
         }
@@ -1224,7 +1248,7 @@ impl Segment {
         let base = self.meta.columns.len() as u32 + 1;
         for e in 0..self.meta.extras.len() as u32 {
             for b in 0..self.column_block_count(base + e).unwrap_or(0) {
-                self.decode_extra_block(e, b)?;
+                self.decode_extra_block(e, b, 0..usize::MAX)?;
             }
         }
         if let Some(bloom) = self.bloom()? {
