@@ -101,6 +101,7 @@ pub struct EngineConfig {
     pub(crate) refresh_zstd_level: i32,
     pub(crate) merge_zstd_level: i32,
     pub(crate) mode: Mode,
+    pub(crate) derived_tsids: bool,
 }
 
 impl Default for EngineConfig {
@@ -116,6 +117,7 @@ impl Default for EngineConfig {
             refresh_zstd_level: 1,
             merge_zstd_level: 3,
             mode: Mode::TimeSeries,
+            derived_tsids: false,
         }
     }
 }
@@ -188,6 +190,17 @@ impl EngineConfig {
     /// fingerprint method or fields cannot be detected and would let duplicates in.
     pub fn with_mode(mut self, mode: Mode) -> EngineConfig {
         self.mode = mode;
+        self
+    }
+
+    /// Declares that every point's tsid is computed from its dimensions (as
+    /// `tidemark_tsid::TsidComputer` does; the `tidemark` façade always does): then a
+    /// point whose tsid is already buffered is not compared, dimension by dimension,
+    /// with the buffered ones (10% of the façade's ingest). The first point of a tsid
+    /// since the last refresh is still checked against the stored series. Default off:
+    /// points built by hand may give one tsid two dimension sets, which is rejected.
+    pub fn with_derived_tsids(mut self, on: bool) -> EngineConfig {
+        self.derived_tsids = on;
         self
     }
 

@@ -1256,7 +1256,7 @@ impl Engine {
         }
         match self.buf_dims.get(&p.tsid) {
             Some(known) => {
-                if *known != p.dims {
+                if !self.config.derived_tsids && *known != p.dims {
                     return Some(Rejection::InconsistentDimensions { tsid: p.tsid });
                 }
             }

@@ -776,3 +776,32 @@ fn rejections_read_as_sentences_naming_the_field() {
     };
     assert_eq!(reason.to_string(), "dimension `host` given twice");
 }
+
+#[test]
+fn derived_tsids_skip_the_per_point_dimension_comparison_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(Strategy::SeriesRange).with_derived_tsids(true);
+    let mut engine = Engine::create(dir.path(), cfg).unwrap();
+    engine.create_point(point(1, 1)).unwrap();
+    // A second point of a buffered tsid is not compared: the caller vouches for it, and
+    // the series keeps its first dimensions.
+    let other = Point::new(tsid(1), 2)
+        .dim("host", "elsewhere")
+        .gauge("cpu", 2.0);
+    assert!(matches!(
+        engine.create_point(other).unwrap(),
+        Outcome::Created { .. }
+    ));
+    engine.refresh().unwrap();
+    let stored = engine.get(&id(1, 2)).unwrap().unwrap();
+    assert_eq!(stored.dims, point(1, 2).dims);
+    // The first point of a tsid after a refresh is still checked against the segment.
+    let after = Point::new(tsid(1), 3).dim("host", "elsewhere");
+    assert!(matches!(
+        engine.create_point(after).unwrap(),
+        Outcome::Rejected {
+            reason: Rejection::InconsistentDimensions { .. },
+            ..
+        }
+    ));
+}

@@ -543,6 +543,8 @@ impl Index {
 }
 
 fn engine_config(mapping: &Mapping, config: EngineConfig) -> EngineConfig {
+    // Every tsid (or event stream) is computed here from the document's dimensions.
+    let config = config.with_derived_tsids(true);
     match mapping.mode() {
         IndexMode::TimeSeries => config.with_mode(Mode::TimeSeries),
         IndexMode::Events(e) => {
