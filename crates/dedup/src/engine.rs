@@ -462,43 +462,9 @@ pub struct Engine {
     keyer: Option<Arc<EventKeyer>>,
 }
 
-/// A fast hasher for synthetic ids, whose tsid bytes are already hash output: it folds
-/// 8-byte words with a multiply (not DoS-resistant; the ids are not attacker-chosen
-/// hash-flooding material beyond what the tsid hash already mixes).
-#[derive(Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in chunks.by_ref() {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-        for &b in chunks.remainder() {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(23) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-
-    fn write_i64(&mut self, v: i64) {
-        self.write_u64(v as u64);
-    }
-
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-}
-
-type FastHash = std::hash::BuildHasherDefault<IdHasher>;
+/// The segment writer's multiply-fold hasher: synthetic ids' tsid bytes are already hash
+/// output, and names are not attacker-chosen hash-flooding material.
+type FastHash = tidemark_segment::FoldBuildHasher;
 
 /// The live version map: buffered points by synthetic id.
 type Buffer = HashMap<SyntheticId, Point, FastHash>;

@@ -27,4 +27,4 @@ pub use point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point, RowId};
 pub use reader::{BlockRef, RowView, Segment, SizeBreakdown};
 pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
 pub use v1::{ColumnInfo, ExtraInfo, Presence, Series};
-pub use writer::{SegmentMeta, SegmentOptions, SegmentWriter};
+pub use writer::{FoldBuildHasher, FoldHasher, SegmentMeta, SegmentOptions, SegmentWriter};

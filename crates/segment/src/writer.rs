@@ -167,10 +167,11 @@ struct RowBuf {
     extra_len: u32,
 }
 
-/// A multiply-fold hasher for the writer's maps (tsids are hash output already; names
-/// are few and not attacker-chosen): SipHash cost ~3% of ingest.
-#[derive(Default, Clone, Copy)]
-struct FoldHasher(u64);
+/// A multiply-fold hasher for maps keyed by tsids or synthetic ids (already hash
+/// output) and column names (few, not attacker-chosen): SipHash cost ~3% of ingest.
+/// Not DoS-resistant: do not key it with untrusted, adversarial input.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FoldHasher(u64);
 
 impl std::hash::Hasher for FoldHasher {
     fn finish(&self) -> u64 {
@@ -196,9 +197,20 @@ impl std::hash::Hasher for FoldHasher {
     fn write_u64(&mut self, v: u64) {
         self.0 = (self.0.rotate_left(23) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
+
+    fn write_i64(&mut self, v: i64) {
+        self.write_u64(v as u64);
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
 }
 
-type FastHash = std::hash::BuildHasherDefault<FoldHasher>;
+/// `BuildHasher` of [`FoldHasher`].
+pub type FoldBuildHasher = std::hash::BuildHasherDefault<FoldHasher>;
+
+type FastHash = FoldBuildHasher;
 
 /// Collects points in any order and writes them as one segment.
 ///
