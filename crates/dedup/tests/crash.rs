@@ -2,6 +2,8 @@
 //! refreshes) and records each acknowledged point in a file; it is killed with SIGKILL at
 //! random moments, several times per seed. After reopening: every acknowledged point is
 //! present exactly once, nothing is duplicated, and re-ingesting the stream adds nothing.
+//! Time-series points under each strategy, and events (fingerprint ids, many events per
+//! timestamp) under series-range and bloom.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashSet;
@@ -10,15 +12,24 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use tidemark_dedup::{Durability, Engine, EngineConfig, Op, Outcome, Strategy};
+use tidemark_dedup::{Durability, Engine, EngineConfig, EventIds, Mode, Op, Outcome, Strategy};
 use tidemark_segment::Point;
-use tidemark_tsid::{SyntheticId, Tsid};
+use tidemark_tsid::{FingerprintMethod, SyntheticId, Tsid};
 
 const CHILD_ENV: &str = "TIDEMARK_DEDUP_CRASH_CHILD";
 const STREAM: u64 = 20_000;
 const SERIES: u64 = 17;
 
-fn point(i: u64) -> Point {
+/// Point `i` of the stream: a time-series point, or (`events`) an event of one of 3
+/// streams, 50 events per timestamp.
+fn point(i: u64, events: bool) -> Point {
+    if events {
+        let s = i % 3;
+        return Point::new(Tsid::from_bytes([s as u8 + 1; 20]), (i / 50) as i64 * 1000)
+            .dim("host", format!("h{s}"))
+            .keyword("message", format!("event number {i}"))
+            .flag("ok", i % 2 == 0);
+    }
     let s = i % SERIES;
     let mut b = [0u8; 20];
     b[..8].copy_from_slice(&s.to_be_bytes());
@@ -28,13 +39,14 @@ fn point(i: u64) -> Point {
         .counter("n", i as i64)
 }
 
-fn id(i: u64) -> SyntheticId {
-    let p = point(i);
-    SyntheticId::new(p.tsid, p.ts_millis)
-}
-
-fn config(strategy: Strategy) -> EngineConfig {
+fn config(strategy: Strategy, events: bool) -> EngineConfig {
+    let mode = if events {
+        Mode::Events(EventIds::new(FingerprintMethod::Md5))
+    } else {
+        Mode::TimeSeries
+    };
     EngineConfig::new()
+        .with_mode(mode)
         .with_strategy(strategy)
         .with_refresh_rows(700)
         .with_block_rows(64)
@@ -43,8 +55,8 @@ fn config(strategy: Strategy) -> EngineConfig {
 
 /// The child: ingests the stream in batches, each point followed later by a retry, and
 /// appends the indexes of acknowledged points to `acks`.
-fn child(dir: &Path, strategy: Strategy) {
-    let mut engine = Engine::open_or_create(dir, config(strategy)).unwrap();
+fn child(dir: &Path, strategy: Strategy, events: bool) {
+    let mut engine = Engine::open_or_create(dir, config(strategy, events)).unwrap();
     let mut acks = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -53,12 +65,12 @@ fn child(dir: &Path, strategy: Strategy) {
     let mut i = 0;
     while i < STREAM {
         let end = (i + 50).min(STREAM);
-        let mut ops: Vec<Op> = (i..end).map(|k| Op::Create(point(k))).collect();
+        let mut ops: Vec<Op> = (i..end).map(|k| Op::Create(point(k, events))).collect();
         // Retries of earlier points.
         ops.extend(
             (i.saturating_sub(300)..i)
                 .step_by(7)
-                .map(|k| Op::Create(point(k))),
+                .map(|k| Op::Create(point(k, events))),
         );
         let out = engine.batch(ops).unwrap();
         let mut line = String::new();
@@ -78,8 +90,9 @@ fn child(dir: &Path, strategy: Strategy) {
 fn child_process_entry() {
     // Only does something when the crash test starts this binary as its child.
     if let Ok(spec) = std::env::var(CHILD_ENV) {
-        let (strategy, dir) = spec.split_once(':').unwrap();
-        child(Path::new(dir), strategy.parse().unwrap());
+        let (mode, rest) = spec.split_once(':').unwrap();
+        let (strategy, dir) = rest.split_once(':').unwrap();
+        child(Path::new(dir), strategy.parse().unwrap(), mode == "events");
     }
 }
 
@@ -90,7 +103,9 @@ fn read_acks(path: &Path) -> HashSet<u64> {
     complete.lines().map(|l| l.parse().unwrap()).collect()
 }
 
-fn crash_and_recover(strategy: Strategy, seed: u64) {
+fn crash_and_recover(strategy: Strategy, seed: u64, events: bool) {
+    let mode = if events { "events" } else { "series" };
+    let spec = |dir: &Path| format!("{mode}:{}:{}", strategy.name(), dir.display());
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("engine");
     let acks_path = dir.with_extension("acks");
@@ -100,7 +115,7 @@ fn crash_and_recover(strategy: Strategy, seed: u64) {
     for _ in 0..4 {
         let mut c = Command::new(&exe)
             .args(["--exact", "child_process_entry", "--test-threads", "1"])
-            .env(CHILD_ENV, format!("{}:{}", strategy.name(), dir.display()))
+            .env(CHILD_ENV, spec(&dir))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -126,17 +141,14 @@ fn crash_and_recover(strategy: Strategy, seed: u64) {
         if (acked.len() as u64) < STREAM {
             interrupted += 1;
         }
-        let engine = Engine::open(&dir, config(strategy)).unwrap();
+        let engine = Engine::open(&dir, config(strategy, events)).unwrap();
         let points = engine.points().unwrap();
-        let ids: HashSet<SyntheticId> = points
-            .iter()
-            .map(|p| SyntheticId::new(p.tsid, p.ts_millis))
-            .collect();
+        let ids: HashSet<SyntheticId> = points.iter().map(|p| engine.id_of(p).unwrap()).collect();
         assert_eq!(ids.len(), points.len(), "a duplicate slipped in");
         for k in &acked {
             assert!(
-                ids.contains(&id(*k)),
-                "{strategy:?} seed {seed}: acked {k} lost"
+                ids.contains(&engine.id_of(&point(*k, events)).unwrap()),
+                "{mode} {strategy:?} seed {seed}: acked {k} lost"
             );
         }
         assert_eq!(engine.live_count(), points.len() as u64);
@@ -144,15 +156,15 @@ fn crash_and_recover(strategy: Strategy, seed: u64) {
     // A last run completes the stream; re-ingesting it then adds nothing.
     let status = Command::new(&exe)
         .args(["--exact", "child_process_entry", "--test-threads", "1"])
-        .env(CHILD_ENV, format!("{}:{}", strategy.name(), dir.display()))
+        .env(CHILD_ENV, spec(&dir))
         .stdout(std::process::Stdio::null())
         .status()
         .unwrap();
     assert!(status.success());
-    let mut engine = Engine::open(&dir, config(strategy)).unwrap();
+    let mut engine = Engine::open(&dir, config(strategy, events)).unwrap();
     assert_eq!(engine.live_count(), STREAM);
     let out = engine
-        .batch((0..STREAM).map(|k| Op::Create(point(k))))
+        .batch((0..STREAM).map(|k| Op::Create(point(k, events))))
         .unwrap();
     assert!(out.iter().all(|o| matches!(o, Outcome::Conflict { .. })));
     assert_eq!(engine.live_count(), STREAM);
@@ -170,6 +182,16 @@ fn acknowledged_points_survive_sigkill_exactly_once() {
         (3, Strategy::Inverted),
         (4, Strategy::SeriesRange),
     ] {
-        crash_and_recover(strategy, seed);
+        crash_and_recover(strategy, seed, false);
+    }
+}
+
+#[test]
+fn acknowledged_events_survive_sigkill_exactly_once() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    for (seed, strategy) in [(5, Strategy::SeriesRange), (6, Strategy::Bloom)] {
+        crash_and_recover(strategy, seed, true);
     }
 }
