@@ -406,6 +406,9 @@ impl MergeJob {
     }
 }
 
+/// A point that passed validation: normalized, with its id and where that id is live.
+type Checked = (Point, SyntheticId, Option<Location>);
+
 /// Where a live point is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Location {
@@ -1297,34 +1300,43 @@ impl Engine {
         Ok(())
     }
 
+    /// The dedup check of a `create` or `index`: the normalized point, its id and where
+    /// that id is live, or the rejection outcome of an invalid point.
+    fn check_point(&mut self, p: Point) -> Result<std::result::Result<Checked, Outcome>> {
+        let p = p.normalized();
+        let id = match self.point_id(&p) {
+            Ok(id) => id,
+            Err(reason) => {
+                let id = SyntheticId::new(p.tsid, p.ts_millis);
+                return Ok(Err(Outcome::Rejected { id, reason }));
+            }
+        };
+        if let Some(reason) = self.validate(&p) {
+            return Ok(Err(Outcome::Rejected { id, reason }));
+        }
+        self.stats.checks += 1;
+        let hint = self.stream_hint(&p);
+        let loc = locate(
+            &self.slots,
+            &self.buffer,
+            self.config.strategy,
+            &mut self.stats,
+            &id,
+            self.keyer.as_deref(),
+            hint.as_ref(),
+        )?;
+        Ok(Ok((p, id, loc)))
+    }
+
     /// Applies one operation; `log` appends its record to the pending log batch.
     fn apply(&mut self, op: Op, log: bool) -> Result<Outcome> {
         match op {
             Op::Create(p) => {
-                let p = p.normalized();
-                let id = match self.point_id(&p) {
-                    Ok(id) => id,
-                    Err(reason) => {
-                        let id = SyntheticId::new(p.tsid, p.ts_millis);
-                        return Ok(Outcome::Rejected { id, reason });
-                    }
+                let (p, id, loc) = match self.check_point(p)? {
+                    Ok(checked) => checked,
+                    Err(rejected) => return Ok(rejected),
                 };
-                if let Some(reason) = self.validate(&p) {
-                    return Ok(Outcome::Rejected { id, reason });
-                }
-                self.stats.checks += 1;
-                let hint = self.stream_hint(&p);
-                if locate(
-                    &self.slots,
-                    &self.buffer,
-                    self.config.strategy,
-                    &mut self.stats,
-                    &id,
-                    self.keyer.as_deref(),
-                    hint.as_ref(),
-                )?
-                .is_some()
-                {
+                if loc.is_some() {
                     return Ok(Outcome::Conflict { id });
                 }
                 if log {
@@ -1336,28 +1348,10 @@ impl Engine {
                 Ok(Outcome::Created { id })
             }
             Op::Index(p) => {
-                let p = p.normalized();
-                let id = match self.point_id(&p) {
-                    Ok(id) => id,
-                    Err(reason) => {
-                        let id = SyntheticId::new(p.tsid, p.ts_millis);
-                        return Ok(Outcome::Rejected { id, reason });
-                    }
+                let (p, id, loc) = match self.check_point(p)? {
+                    Ok(checked) => checked,
+                    Err(rejected) => return Ok(rejected),
                 };
-                if let Some(reason) = self.validate(&p) {
-                    return Ok(Outcome::Rejected { id, reason });
-                }
-                self.stats.checks += 1;
-                let hint = self.stream_hint(&p);
-                let loc = locate(
-                    &self.slots,
-                    &self.buffer,
-                    self.config.strategy,
-                    &mut self.stats,
-                    &id,
-                    self.keyer.as_deref(),
-                    hint.as_ref(),
-                )?;
                 if log {
                     self.wal
                         .append_with(|out| record::encode_point(out, false, &p));
