@@ -451,11 +451,13 @@ impl SegmentWriter {
                     c
                 }
                 None => {
-                    if self.columns.len() >= MAX_COLUMNS as usize {
+                    // Metric and extra columns share one limit (as the engine counts).
+                    let all = self.columns.len() + self.extra_columns.len();
+                    if all >= MAX_COLUMNS as usize {
                         self.values.truncate(start);
                         return Err(Error::TooLarge {
-                            what: "metric columns",
-                            found: self.columns.len() as u64 + 1,
+                            what: "columns",
+                            found: all as u64 + 1,
                             max: u64::from(MAX_COLUMNS),
                         });
                     }
