@@ -82,6 +82,21 @@ pub(crate) struct Meta {
     pub extras: Vec<ExtraInfo>,
 }
 
+/// A column's span shift: its blocks span `block_rows << shift` rows, at most
+/// `MAX_BLOCK_ROWS`.
+fn read_span_shift(r: &mut Reader<'_>, footer: &Footer) -> Result<u8> {
+    let span_shift = r.u8()?;
+    if span_shift > 16
+        || u64::from(footer.block_rows) << span_shift > u64::from(crate::format::MAX_BLOCK_ROWS)
+    {
+        return Err(Error::corrupt(
+            Place::Meta,
+            format!("span shift {span_shift} exceeds the block limit"),
+        ));
+    }
+    Ok(span_shift)
+}
+
 fn read_str(r: &mut Reader<'_>) -> Result<String> {
     let len = r.u16()? as usize;
     let bytes = r.take(len)?;
@@ -116,15 +131,7 @@ pub(crate) fn parse_meta(bytes: &[u8], footer: &Footer) -> Result<Meta> {
         let code = r.u8()?;
         let kind = MetricKind::from_code(code)
             .ok_or_else(|| Error::corrupt(Place::Meta, format!("unknown metric kind {code}")))?;
-        let span_shift = r.u8()?;
-        if span_shift > 16
-            || u64::from(footer.block_rows) << span_shift > u64::from(crate::format::MAX_BLOCK_ROWS)
-        {
-            return Err(Error::corrupt(
-                Place::Meta,
-                format!("span shift {span_shift} exceeds the block limit"),
-            ));
-        }
+        let span_shift = read_span_shift(&mut r, footer)?;
         let name = read_str(&mut r)?;
         columns.push(ColumnInfo {
             name,
@@ -144,15 +151,7 @@ pub(crate) fn parse_meta(bytes: &[u8], footer: &Footer) -> Result<Meta> {
         let code = r.u8()?;
         let kind = ExtraKind::from_code(code)
             .ok_or_else(|| Error::corrupt(Place::Meta, format!("unknown extra kind {code}")))?;
-        let span_shift = r.u8()?;
-        if span_shift > 16
-            || u64::from(footer.block_rows) << span_shift > u64::from(crate::format::MAX_BLOCK_ROWS)
-        {
-            return Err(Error::corrupt(
-                Place::Meta,
-                format!("span shift {span_shift} exceeds the block limit"),
-            ));
-        }
+        let span_shift = read_span_shift(&mut r, footer)?;
         let name = read_str(&mut r)?;
         extras.push(ExtraInfo {
             name,
