@@ -30,6 +30,13 @@ pub enum Strategy {
     /// series-range "maybe" is often false. Costs the filter's bytes (see
     /// `docs/results/dedup.md` for whether it pays).
     SeriesRangeBloom,
+    /// No dedup check at all, for measurement only: `create` and `index` store every
+    /// point without looking for its id, so the cost of deduplication can be stated
+    /// against doing nothing. Duplicates are stored (a duplicate within the buffer
+    /// replaces the buffered point; across segments both stay, and a merge of segments
+    /// holding the same id fails with the duplicate named). `get` and `delete` still
+    /// find points by verifying each segment.
+    None,
 }
 
 impl Strategy {
@@ -41,9 +48,10 @@ impl Strategy {
         Strategy::SeriesRangeBloom,
     ];
 
-    /// `"inverted"`, `"bloom"`, `"series-range"` or `"series-range+bloom"`.
+    /// `"inverted"`, `"bloom"`, `"series-range"`, `"series-range+bloom"` or `"none"`.
     pub fn name(self) -> &'static str {
         match self {
+            Strategy::None => "none",
             Strategy::Inverted => "inverted",
             Strategy::Bloom => "bloom",
             Strategy::SeriesRange => "series-range",
@@ -58,11 +66,12 @@ impl std::str::FromStr for Strategy {
     fn from_str(s: &str) -> Result<Strategy> {
         Strategy::ALL
             .into_iter()
+            .chain([Strategy::None])
             .find(|st| st.name() == s)
             .ok_or_else(|| Error::InvalidConfig {
                 name: "strategy",
                 detail: format!(
-                    "expected inverted, bloom, series-range or series-range+bloom, found {s:?}"
+                    "expected inverted, bloom, series-range, series-range+bloom or none, found {s:?}"
                 ),
             })
     }
@@ -266,7 +275,7 @@ impl EngineConfig {
     pub(crate) fn bloom_strategy_fpr(&self) -> Option<f64> {
         match self.strategy {
             Strategy::Bloom | Strategy::SeriesRangeBloom => Some(self.bloom_fpr),
-            Strategy::Inverted | Strategy::SeriesRange => None,
+            Strategy::Inverted | Strategy::SeriesRange | Strategy::None => None,
         }
     }
 
@@ -283,7 +292,7 @@ impl EngineConfig {
         match self.strategy {
             Strategy::Inverted => o.with_id_index(true),
             Strategy::Bloom => o.with_bloom(self.bloom_fpr),
-            Strategy::SeriesRange => o,
+            Strategy::SeriesRange | Strategy::None => o,
             Strategy::SeriesRangeBloom => o.with_bloom(self.bloom_fpr),
         }
     }

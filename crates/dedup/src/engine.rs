@@ -287,7 +287,7 @@ fn live_points(segment: &Segment, dead: &Tombstones, out: &mut Vec<Point>) -> Re
 /// The OR of the bloom filters of `inputs` when they all have one, of one shape, and the
 /// OR's estimated false-positive rate is at most `fpr`; `None` means "rebuild". Returns
 /// the filter and the sum of the inputs' capacities.
-fn ored_bloom<'a>(
+pub(crate) fn ored_bloom<'a>(
     inputs: impl IntoIterator<Item = &'a Segment>,
     fpr: f64,
 ) -> Result<Option<(tidemark_bloom::BlockedBloomFilter, u64)>> {
@@ -310,24 +310,6 @@ fn ored_bloom<'a>(
         };
     }
     Ok(acc.filter(|(f, _)| f.estimated_fpr() <= fpr))
-}
-
-/// Adds `points` to `writer`: with their event ids in events mode.
-fn push_points(
-    writer: &mut SegmentWriter,
-    points: impl IntoIterator<Item = Point>,
-    keyer: Option<&EventKeyer>,
-) -> Result<()> {
-    match keyer {
-        None => writer.extend(points)?,
-        Some(k) => {
-            for p in points {
-                let id = k.id_of(&p).map_err(|detail| Error::EventId { detail })?;
-                writer.push_with_id(p, id)?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A merge prepared by [`Engine::plan_merge`], to run on any thread with
@@ -374,34 +356,20 @@ impl MergeJob {
     /// # Errors
     /// Segment read and write errors (the partial file is removed).
     pub fn run(self) -> Result<MergedSegment> {
-        let mut points = Vec::new();
-        for (segment, dead) in &self.inputs {
-            live_points(segment, dead, &mut points)?;
-        }
-        let rows = points.len() as u64;
-        let mut bloom_ored = None;
-        if !points.is_empty() {
-            let mut writer = SegmentWriter::new(self.options)?;
-            if let Some(fpr) = self.bloom_fpr {
-                let ored = ored_bloom(self.inputs.iter().map(|(s, _)| s.as_ref()), fpr)?;
-                bloom_ored = Some(ored.is_some());
-                if let Some((filter, capacity)) = ored {
-                    writer.set_bloom_filter(filter, capacity);
-                }
-            }
-            push_points(&mut writer, points, self.keyer.as_deref())?;
-            if let Err(e) = writer.write_file(&self.path) {
-                let _ = std::fs::remove_file(&self.path);
-                return Err(e.into());
-            }
-        }
+        let merged = crate::merge::merge_segments(
+            &self.inputs,
+            &self.path,
+            self.options,
+            self.keyer.as_deref(),
+            self.bloom_fpr,
+        )?;
         Ok(MergedSegment {
             ids: self.ids,
             snapshots: self.inputs.into_iter().map(|(_, t)| t).collect(),
             new_id: self.new_id,
             path: self.path,
-            rows,
-            bloom_ored,
+            rows: merged.rows,
+            bloom_ored: merged.bloom_ored,
         })
     }
 }
@@ -880,6 +848,22 @@ impl Engine {
     /// merge) and prepares a [`MergeJob`] to run on another thread, or `None`.
     pub fn plan_merge(&mut self) -> Option<MergeJob> {
         let positions = self.merge_candidates()?;
+        self.plan_positions(&positions)
+    }
+
+    /// A merge job for the segments at `positions` (sorted, deduplicated, those past the
+    /// end ignored), or `None` when that leaves none.
+    fn plan_positions(&mut self, positions: &[usize]) -> Option<MergeJob> {
+        let mut positions: Vec<usize> = positions
+            .iter()
+            .copied()
+            .filter(|&i| i < self.slots.len())
+            .collect();
+        positions.sort_unstable();
+        positions.dedup();
+        if positions.is_empty() {
+            return None;
+        }
         let id = self.next_segment;
         self.next_segment = id.saturating_add(1);
         let mut ids = Vec::new();
@@ -1043,95 +1027,11 @@ impl Engine {
     /// [`Error::Poisoned`]; segment read and write errors; I/O errors.
     pub fn merge(&mut self, positions: &[usize]) -> Result<()> {
         self.check_poisoned()?;
-        // Positions past the end are ignored.
-        let mut positions: Vec<usize> = positions
-            .iter()
-            .copied()
-            .filter(|&i| i < self.slots.len())
-            .collect();
-        positions.sort_unstable();
-        positions.dedup();
-        if positions.is_empty() {
+        let Some(job) = self.plan_positions(positions) else {
             return Ok(());
-        }
-        let mut points = Vec::new();
-        for &i in &positions {
-            if let Some(s) = self.slots.get(i) {
-                s.live_points(&mut points)?;
-            }
-        }
-        let id = self.next_segment;
-        let mut new_slot = None;
-        let mut bloom_ored = None;
-        if !points.is_empty() {
-            let mut writer = SegmentWriter::new(self.config.segment_options(true))?;
-            if let Some(fpr) = self.config.bloom_strategy_fpr() {
-                let inputs = positions
-                    .iter()
-                    .filter_map(|&i| self.slots.get(i))
-                    .map(|s| s.segment.as_ref());
-                let ored = ored_bloom(inputs, fpr)?;
-                bloom_ored = Some(ored.is_some());
-                if let Some((filter, capacity)) = ored {
-                    writer.set_bloom_filter(filter, capacity);
-                }
-            }
-            push_points(&mut writer, points, self.keyer.as_deref())?;
-            let path = segment_path(&self.dir, id);
-            let dir = &self.dir;
-            let written = (|| -> Result<Slot> {
-                let meta = writer.write_file(&path)?;
-                let entry = SegmentEntry {
-                    id,
-                    rows: meta.row_count,
-                    tombstones: None,
-                };
-                Slot::open(dir, &entry)
-            })();
-            match written {
-                Ok(slot) => new_slot = Some(slot),
-                Err(e) => {
-                    let _ = std::fs::remove_file(&path);
-                    return Err(e);
-                }
-            }
-        }
-        let first = positions.first().copied().unwrap_or(0);
-        let mut segments = Vec::new();
-        for (i, s) in self.slots.iter().enumerate() {
-            if i == first {
-                segments.extend(new_slot.as_ref().map(Slot::entry));
-            }
-            if positions.binary_search(&i).is_err() {
-                segments.push(s.entry());
-            }
-        }
-        let manifest = Manifest {
-            next_segment: id.saturating_add(1),
-            wal_generation: self.wal.generation(),
-            segments,
         };
-        if let Err(e) = manifest.write(&self.dir) {
-            if let Some(s) = &new_slot {
-                let _ = std::fs::remove_file(&s.path);
-            }
-            return Err(e);
-        }
-        // Memory follows the manifest; then the old files go.
-        let old: Vec<Slot> = positions
-            .iter()
-            .rev()
-            .map(|&i| self.slots.remove(i))
-            .collect();
-        if let Some(slot) = new_slot {
-            self.slots.insert(first.min(self.slots.len()), slot);
-        }
-        self.next_segment = id.saturating_add(1);
-        for s in old {
-            remove_slot_files(s);
-        }
-        self.count_bloom_merge(bloom_ored);
-        Ok(())
+        let merged = job.run();
+        self.install_merge(merged)
     }
 
     fn count_bloom_merge(&mut self, ored: Option<bool>) {
@@ -1313,6 +1213,9 @@ impl Engine {
         };
         if let Some(reason) = self.validate(&p) {
             return Ok(Err(Outcome::Rejected { id, reason }));
+        }
+        if self.config.strategy == Strategy::None {
+            return Ok(Ok((p, id, None)));
         }
         self.stats.checks += 1;
         let hint = self.stream_hint(&p);

@@ -8,6 +8,7 @@ mod events;
 mod fsutil;
 mod le;
 mod manifest;
+mod merge;
 mod record;
 mod shared;
 mod stats;

@@ -805,3 +805,103 @@ fn derived_tsids_skip_the_per_point_dimension_comparison_only() {
         }
     ));
 }
+
+/// A streaming merge of segments whose series interleave (each segment holds every
+/// series, the series' timestamps alternate between segments) and whose tombstones
+/// cover whole blocks and scattered rows: the merged rows equal a model of the live
+/// points, with a sparse metric and an extra column kept, under every strategy.
+#[test]
+fn merging_interleaved_series_with_whole_blocks_dead_keeps_exactly_the_live_rows() {
+    for strategy in [
+        Strategy::SeriesRange,
+        Strategy::Bloom,
+        Strategy::Inverted,
+        Strategy::SeriesRangeBloom,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(strategy)
+            .with_auto_merge(false)
+            .with_refresh_rows(usize::MAX);
+        let mut e = Engine::create(dir.path(), cfg).unwrap();
+        let mut model = std::collections::BTreeMap::new();
+        for seg in 0..3i64 {
+            let mut ops = Vec::new();
+            for s in [5u8, 1, 9, 3] {
+                for t in 0..40i64 {
+                    let ts = t * 3 + seg;
+                    let mut p = point(s, ts);
+                    if t % 3 == 0 {
+                        p = p.counter("rare", t);
+                    }
+                    if s == 9 {
+                        p = p.keyword("phase", format!("p{}", t % 4));
+                    }
+                    model.insert((tsid(s), ts), p.clone().normalized());
+                    ops.push(Op::Create(p));
+                }
+            }
+            e.batch(ops).unwrap();
+            e.refresh().unwrap();
+        }
+        assert_eq!(e.segment_count(), 3);
+        // Whole blocks of 8 rows dead: every row of series 1 in the second segment; and
+        // scattered rows elsewhere.
+        let mut deletes = Vec::new();
+        for t in 0..40i64 {
+            deletes.push(Op::Delete(id(1, t * 3 + 1)));
+            model.remove(&(tsid(1), t * 3 + 1));
+        }
+        for t in (0..120i64).step_by(7) {
+            for s in [5u8, 9] {
+                if model.remove(&(tsid(s), t)).is_some() {
+                    deletes.push(Op::Delete(id(s, t)));
+                }
+            }
+        }
+        e.batch(deletes).unwrap();
+        e.refresh().unwrap();
+        e.merge_all().unwrap();
+        assert_eq!(e.segment_count(), 1, "{strategy:?}");
+        let expected: Vec<Point> = model.values().cloned().collect();
+        assert_eq!(e.points().unwrap(), expected, "{strategy:?}");
+        // Reopened, every live point is still a duplicate and every dead one is new.
+        drop(e);
+        let mut e = Engine::open(dir.path(), config(strategy)).unwrap();
+        assert_eq!(e.points().unwrap(), expected, "{strategy:?}");
+        let again = e.create_point(point(9, 2)).unwrap();
+        assert!(matches!(again, Outcome::Conflict { .. }), "{strategy:?}");
+        let back = e.create_point(point(1, 4)).unwrap();
+        assert!(matches!(back, Outcome::Created { .. }), "{strategy:?}");
+    }
+}
+
+/// `none` does no dedup check: a retry after a refresh is stored again and nothing is
+/// counted as a check; get and delete still find points.
+#[test]
+fn the_none_strategy_checks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let strategy: Strategy = "none".parse().unwrap();
+    assert_eq!(strategy, Strategy::None);
+    let mut e = Engine::create(dir.path(), config(strategy).with_auto_merge(false)).unwrap();
+    assert_eq!(
+        e.create_point(point(1, 10)).unwrap(),
+        Outcome::Created { id: id(1, 10) }
+    );
+    e.refresh().unwrap();
+    assert_eq!(
+        e.create_point(point(1, 10)).unwrap(),
+        Outcome::Created { id: id(1, 10) }
+    );
+    e.refresh().unwrap();
+    assert_eq!(e.live_count(), 2);
+    assert_eq!(e.stats().checks, 0);
+    assert!(e.get(&id(1, 10)).unwrap().is_some());
+    assert_eq!(
+        e.create_point(point(2, 10)).unwrap(),
+        Outcome::Created { id: id(2, 10) }
+    );
+    assert_eq!(
+        e.delete(id(2, 10)).unwrap(),
+        Outcome::Deleted { id: id(2, 10) }
+    );
+}

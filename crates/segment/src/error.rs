@@ -199,6 +199,12 @@ pub enum Error {
         /// The limit.
         max: u64,
     },
+    /// Rows or series given to a streaming writer out of (tsid, timestamp) order.
+    #[error("out of order: {detail}")]
+    OutOfOrder {
+        /// What came after what.
+        detail: String,
+    },
     /// A row id beyond the segment.
     #[error("row {row} is out of range: the segment has {row_count} rows")]
     RowOutOfRange {

@@ -4,6 +4,7 @@
 // memory map in `mmap.rs`, which is the only module allowed to use it.
 #![deny(unsafe_code)]
 
+mod atomic;
 mod codec;
 mod dump;
 mod error;
@@ -13,10 +14,12 @@ mod mmap;
 mod point;
 mod reader;
 pub mod report;
+mod stream;
 mod tombstone;
 mod v1;
 mod writer;
 
+pub use atomic::{AtomicFile, sync_dir};
 pub use dump::dump;
 pub use error::{Error, Place, Result};
 pub use format::{
@@ -24,7 +27,8 @@ pub use format::{
     MAX_BLOCK_ROWS, MIN_FORMAT_VERSION, SectionRef,
 };
 pub use point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point, RowId};
-pub use reader::{BlockRef, RowView, Segment, SizeBreakdown};
+pub use reader::{BlockRef, RowCursor, RowView, Segment, SizeBreakdown};
+pub use stream::{SegmentStreamWriter, StreamSchema, span_shift};
 pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
 pub use v1::{ColumnInfo, ExtraInfo, Presence, Series};
 pub use writer::{FoldBuildHasher, FoldHasher, SegmentMeta, SegmentOptions, SegmentWriter};

@@ -2,25 +2,18 @@
 //! encodes a segment.
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::Path;
 
-use roaring::RoaringBitmap;
 use tidemark_bloom::BlockedBloomFilter;
-use tidemark_tsid::{SyntheticId, TSID_LEN, Tsid};
+use tidemark_tsid::{SyntheticId, Tsid};
 
-use crate::codec::{
-    BlockCompressor, counter_candidates, encode_extras, encode_presence, encode_timestamps,
-    encode_timestamps_grid, gauge_candidates,
-};
+use crate::atomic::AtomicFile;
 use crate::error::{Error, Result};
-use crate::format::{
-    DEFAULT_BLOCK_ROWS, FLAG_BLOOM, FLAG_EVENTS, FLAG_ID_INDEX, FOOTER_LEN, FORMAT_VERSION, Footer,
-    HEADER_LEN, MAGIC, MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS, SECTION_COUNT, SectionRef,
-};
-use crate::le::{put_u16, put_u32, put_u64, put_varint, put_zigzag};
+use crate::format::{DEFAULT_BLOCK_ROWS, MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS};
 use crate::point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point};
+use crate::stream::{SegmentStreamWriter, StreamSchema, span_shift};
+use crate::v1::{ColumnInfo, ExtraInfo, Presence};
 
 /// Longest extra keyword value, in bytes.
 pub const MAX_EXTRA_KEYWORD_LEN: usize = 65_535;
@@ -109,7 +102,27 @@ impl SegmentOptions {
         self.events
     }
 
-    fn check(&self) -> Result<()> {
+    /// Rows per block.
+    pub fn block_rows(&self) -> u32 {
+        self.block_rows
+    }
+
+    /// zstd level of every block.
+    pub fn zstd_level(&self) -> i32 {
+        self.zstd_level
+    }
+
+    /// Target false-positive rate of the bloom section, if one is written.
+    pub fn bloom_rate(&self) -> Option<f64> {
+        self.bloom_fpr
+    }
+
+    /// Whether the id term index (FST) is written.
+    pub fn id_index(&self) -> bool {
+        self.id_index
+    }
+
+    pub(crate) fn check(&self) -> Result<()> {
         if self.block_rows == 0 || self.block_rows > MAX_BLOCK_ROWS {
             return Err(Error::InvalidOption {
                 name: "block_rows",
@@ -591,11 +604,8 @@ impl SegmentWriter {
     ///
     /// # Errors
     /// [`Error::DuplicatePoint`] when two points share tsid and timestamp; I/O errors.
-    pub fn finish<W: Write>(self, mut w: W) -> Result<(W, SegmentMeta)> {
-        let (bytes, meta) = self.to_vec()?;
-        w.write_all(&bytes)?;
-        w.flush()?;
-        Ok((w, meta))
+    pub fn finish<W: Write>(self, w: W) -> Result<(W, SegmentMeta)> {
+        encode(self, w)
     }
 
     /// Encodes the segment into memory.
@@ -603,126 +613,31 @@ impl SegmentWriter {
     /// # Errors
     /// [`Error::DuplicatePoint`] when two points share tsid and timestamp.
     pub fn to_vec(self) -> Result<(Vec<u8>, SegmentMeta)> {
-        encode(self)
+        encode(self, Vec::new())
     }
 
-    /// Writes the segment to `path` atomically: a temporary file in the same directory,
-    /// fsync, rename over `path`, fsync of the directory.
+    /// Writes the segment to `path` atomically (see [`AtomicFile`]): a temporary file in
+    /// the same directory, fsync, rename over `path`, fsync of the directory.
     ///
     /// # Errors
     /// As [`to_vec`](Self::to_vec), and I/O errors naming the file.
     pub fn write_file(self, path: impl AsRef<Path>) -> Result<SegmentMeta> {
         let path = path.as_ref();
-        let (bytes, meta) = self.to_vec()?;
-        write_atomic(path, &bytes).map_err(|e| Error::from(e).in_file(path))?;
+        let in_file = |e: Error| e.in_file(path);
+        let file = AtomicFile::create(path).map_err(|e| in_file(e.into()))?;
+        let (file, meta) = encode(self, file).map_err(in_file)?;
+        file.commit().map_err(|e| in_file(e.into()))?;
         Ok(meta)
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file, fsync and rename, then fsyncs the
-/// directory so that the rename itself is durable.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => Path::new(".").to_path_buf(),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, path)?;
-        // Directories can be opened and synced on Unix; elsewhere this is best effort.
-        if let Ok(d) = File::open(&dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
-struct Blocks {
-    out: Vec<u8>,
-    dir: Vec<u8>,
-    comp: BlockCompressor,
-}
-
-impl Blocks {
-    fn push_compressed(&mut self, block: &[u8], raw_len: usize) -> Result<()> {
-        let offset = self.out.len() as u64;
-        put_u64(&mut self.dir, offset);
-        put_u32(&mut self.dir, len_u32(block.len(), "block bytes")?);
-        put_u32(&mut self.dir, len_u32(raw_len, "decoded block bytes")?);
-        put_u32(&mut self.dir, crc32fast::hash(block));
-        self.out.extend_from_slice(block);
-        Ok(())
-    }
-
-    fn push_empty(&mut self) {
-        put_u64(&mut self.dir, self.out.len() as u64);
-        put_u32(&mut self.dir, 0);
-        put_u32(&mut self.dir, 0);
-        put_u32(&mut self.dir, 0);
-    }
-}
-
-fn len_u32(len: usize, what: &'static str) -> Result<u32> {
-    u32::try_from(len).map_err(|_| Error::TooLarge {
-        what,
-        found: len as u64,
-        max: u64::from(u32::MAX),
-    })
-}
-
-/// Picks the candidate whose compressed block is smallest.
-fn push_best(blocks: &mut Blocks, header: &[u8], candidates: Vec<Vec<u8>>) -> Result<()> {
-    let mut best: Option<(Vec<u8>, usize)> = None;
-    let mut raw = Vec::new();
-    for cand in candidates {
-        raw.clear();
-        raw.extend_from_slice(header);
-        raw.extend_from_slice(&cand);
-        let block = blocks.comp.compress_block(&raw)?;
-        if best.as_ref().is_none_or(|(b, _)| block.len() < b.len()) {
-            best = Some((block, raw.len()));
-        }
-    }
-    if let Some((block, raw_len)) = best {
-        blocks.push_compressed(&block, raw_len)?;
-    }
-    Ok(())
-}
-
-fn put_str(out: &mut Vec<u8>, s: &str) -> Result<()> {
-    let len = u16::try_from(s.len()).map_err(|_| Error::TooLarge {
-        what: "name bytes",
-        found: s.len() as u64,
-        max: u64::from(u16::MAX),
-    })?;
-    put_u16(out, len);
-    out.extend_from_slice(s.as_bytes());
-    Ok(())
-}
-
-fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
+/// Sorts the collected rows and streams them through a [`SegmentStreamWriter`]: columns
+/// in name order, series in tsid order, rows in (tsid, timestamp[, id]) order, each
+/// series' column presence counted exactly before its rows go out.
+fn encode<W: Write>(w: SegmentWriter, out: W) -> Result<(W, SegmentMeta)> {
     let SegmentWriter {
         options,
-        series,
+        mut series,
         columns,
         rows,
         values,
@@ -733,25 +648,50 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
         ..
     } = w;
     let events = options.events;
-    let level = options.zstd_level;
-    let block_rows = options.block_rows as usize;
+    let n = rows.len() as u64;
 
-    // Columns in name order, series in tsid order, rows in (tsid, ts) order.
-    let mut col_order: Vec<u32> = (0..columns.len() as u32).collect();
-    col_order.sort_by(|&a, &b| {
-        let name = |c: u32| columns.get(c as usize).map(|(n, _)| n.as_str());
-        name(a).cmp(&name(b))
-    });
-    let mut col_rank = vec![0u32; columns.len()];
-    for (rank, &c) in col_order.iter().enumerate() {
-        if let Some(slot) = col_rank.get_mut(c as usize) {
-            *slot = rank as u32;
+    let (col_rank, sorted_columns) = rank_by_name(&columns);
+    let (extra_rank, sorted_extras) = rank_by_name(&extra_columns);
+    let ncols = sorted_columns.len() as u32;
+
+    // Values per column (by rank), for the span of each column's blocks.
+    let mut present = vec![0u64; sorted_columns.len() + sorted_extras.len()];
+    for &(c, _) in &values {
+        if let Some(p) = col_rank
+            .get(c as usize)
+            .and_then(|&r| present.get_mut(r as usize))
+        {
+            *p += 1;
         }
     }
-    let sorted_columns: Vec<(String, MetricKind)> = col_order
-        .iter()
-        .filter_map(|&c| columns.get(c as usize).cloned())
-        .collect();
+    for (c, _) in &extra_values {
+        let rank = extra_rank.get(*c as usize).map(|&r| r + ncols);
+        if let Some(p) = rank.and_then(|r| present.get_mut(r as usize)) {
+            *p += 1;
+        }
+    }
+    let block_rows = options.block_rows;
+    let shift = |i: usize| span_shift(n, present.get(i).copied().unwrap_or(0), block_rows);
+    let schema = StreamSchema {
+        columns: sorted_columns
+            .iter()
+            .enumerate()
+            .map(|(i, (name, kind))| ColumnInfo {
+                name: name.clone(),
+                kind: *kind,
+                span_shift: shift(i),
+            })
+            .collect(),
+        extras: sorted_extras
+            .iter()
+            .enumerate()
+            .map(|(i, (name, kind))| ExtraInfo {
+                name: name.clone(),
+                kind: *kind,
+                span_shift: shift(sorted_columns.len() + i),
+            })
+            .collect(),
+    };
 
     let mut series_order: Vec<u32> = (0..series.len() as u32).collect();
     series_order.sort_by_key(|&s| series.get(s as usize).map(|b| b.tsid));
@@ -762,7 +702,6 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
         }
     }
     let rank_of = |s: u32| series_rank.get(s as usize).copied().unwrap_or(0);
-
     let mut order: Vec<u32> = (0..rows.len() as u32).collect();
     let event_key = |i: u32| event_ids.get(i as usize).map(SyntheticId::to_bytes);
     if events {
@@ -779,477 +718,131 @@ fn encode(w: SegmentWriter) -> Result<(Vec<u8>, SegmentMeta)> {
         });
     }
 
-    // Extra columns in name order too, numbered after the metric columns.
-    let mut extra_order: Vec<u32> = (0..extra_columns.len() as u32).collect();
-    extra_order.sort_by(|&a, &b| {
-        let name = |c: u32| extra_columns.get(c as usize).map(|(n, _)| n.as_str());
-        name(a).cmp(&name(b))
-    });
-    let mut extra_rank = vec![0u32; extra_columns.len()];
-    for (rank, &c) in extra_order.iter().enumerate() {
-        if let Some(slot) = extra_rank.get_mut(c as usize) {
-            *slot = rank as u32;
-        }
+    let mut writer = SegmentStreamWriter::new(out, options, schema, n)?;
+    if let Some((filter, capacity)) = given_bloom {
+        writer.set_bloom_filter(filter, capacity);
     }
-    let sorted_extras: Vec<(String, ExtraKind)> = extra_order
-        .iter()
-        .filter_map(|&c| extra_columns.get(c as usize).cloned())
-        .collect();
-    let mut ext_values: Vec<Vec<(u32, &Extra)>> = vec![Vec::new(); extra_columns.len()];
-
-    let n = rows.len();
-    let mut ts = Vec::with_capacity(n);
-    let mut row_series = Vec::with_capacity(n);
-    // Per metric column, its (row, value) pairs in row order.
-    let mut col_values: Vec<Vec<(u32, MetricValue)>> = vec![Vec::new(); columns.len()];
-    let mut prev: Option<u32> = None;
-    for (row, &i) in order.iter().enumerate() {
-        let Some(r) = rows.get(i as usize) else {
-            continue;
-        };
-        let s = rank_of(r.series);
-        let same_key = !events || prev.is_some_and(|p| event_key(p) == event_key(i));
-        prev = Some(i);
-        if let (Some(&pt), Some(&ps)) = (ts.last(), row_series.last()) {
-            if ps == s && pt == r.ts && same_key {
-                let tsid = series.get(r.series as usize).map(|b| b.tsid.to_string());
-                return Err(Error::DuplicatePoint {
-                    tsid: tsid.unwrap_or_default(),
-                    ts_millis: r.ts,
-                });
-            }
-        }
-        ts.push(r.ts);
-        row_series.push(s);
+    let row_of = |i: u32| rows.get(i as usize);
+    let metrics_of = |r: &RowBuf, out: &mut Vec<(u32, MetricValue)>| {
+        out.clear();
         let vals = values
             .get(r.start as usize..(r.start + r.len) as usize)
             .unwrap_or(&[]);
-        for &(c, v) in vals {
-            let c = col_rank.get(c as usize).copied().unwrap_or(0);
-            if let Some(col) = col_values.get_mut(c as usize) {
-                col.push((row as u32, v));
-            }
-        }
-        let extras = extra_values
+        out.extend(
+            vals.iter()
+                .map(|&(c, v)| (col_rank.get(c as usize).copied().unwrap_or(0), v)),
+        );
+        out.sort_unstable_by_key(|(c, _)| *c);
+    };
+    let extras_of = |r: &RowBuf| -> Vec<(u32, &Extra)> {
+        let vals = extra_values
             .get(r.extra_start as usize..(r.extra_start + r.extra_len) as usize)
             .unwrap_or(&[]);
-        for (c, v) in extras {
-            let c = extra_rank.get(*c as usize).copied().unwrap_or(0);
-            if let Some(col) = ext_values.get_mut(c as usize) {
-                col.push((row as u32, v));
-            }
-        }
-    }
-
-    // Series table facts.
-    let series_count = series.len();
-    let mut first_row = vec![0u64; series_count];
-    let mut row_count = vec![0u64; series_count];
-    let mut min_ts = vec![0i64; series_count];
-    let mut max_ts = vec![0i64; series_count];
-    for (row, (&s, &t)) in row_series.iter().zip(&ts).enumerate() {
-        let s = s as usize;
-        if let (Some(fr), Some(rc), Some(mn), Some(mx)) = (
-            first_row.get_mut(s),
-            row_count.get_mut(s),
-            min_ts.get_mut(s),
-            max_ts.get_mut(s),
-        ) {
-            if *rc == 0 {
-                *fr = row as u64;
-                *mn = t;
-            }
-            *rc += 1;
-            *mx = t;
-        }
-    }
-    // Per series, (column, present count) in column order.
-    // Column indexes: metric columns 0..C, then extra columns C..C+E.
-    let ncols = col_values.len();
-    let column_rows: Vec<Vec<u32>> = col_values
-        .iter()
-        .map(|c| c.iter().map(|(r, _)| *r).collect())
-        .chain(
-            ext_values
-                .iter()
-                .map(|c| c.iter().map(|(r, _)| *r).collect()),
-        )
-        .collect();
-    let mut presence: Vec<Vec<(u32, u64)>> = vec![Vec::new(); series_count];
-    for (c, col) in column_rows.iter().enumerate() {
-        for &row in col {
-            let s = row_series.get(row as usize).copied().unwrap_or(0) as usize;
-            if let Some(p) = presence.get_mut(s) {
-                match p.last_mut() {
-                    Some((lc, cnt)) if *lc == c as u32 => *cnt += 1,
-                    _ => p.push((c as u32, 1)),
-                }
-            }
-        }
-    }
-    let state = |s: u32, c: u32| -> u8 {
-        let s = s as usize;
-        let entry = presence.get(s).and_then(|p| {
-            p.binary_search_by_key(&c, |(pc, _)| *pc)
-                .ok()
-                .and_then(|i| p.get(i))
-        });
-        match entry {
-            Some(&(_, cnt)) if Some(&cnt) == row_count.get(s) => STATE_FULL,
-            Some(_) => STATE_PARTIAL,
-            None => 0,
-        }
-    };
-
-    // Sparse columns get longer blocks: a column present in 1/k of the rows spans
-    // block_rows << floor(log2 k) rows (at most MAX_BLOCK_ROWS), so that each of its
-    // blocks holds about block_rows values.
-    let max_shift = (MAX_BLOCK_ROWS / options.block_rows)
-        .checked_ilog2()
-        .unwrap_or(0);
-    let spans: Vec<u32> = column_rows
-        .iter()
-        .map(|col| {
-            let k = n / col.len().max(1);
-            (k.max(1).ilog2()).min(max_shift)
-        })
-        .collect();
-
-    // Blocks, column-major: timestamps first, then each metric column.
-    let block_count = n.div_ceil(block_rows);
-    let mut blocks = Blocks {
-        out: Vec::new(),
-        dir: Vec::new(),
-        comp: BlockCompressor::new(level)?,
-    };
-    blocks.out.extend_from_slice(&MAGIC);
-    put_u32(&mut blocks.out, FORMAT_VERSION);
-    put_u32(&mut blocks.out, 0);
-    put_u32(&mut blocks.out, 0);
-    debug_assert_eq!(blocks.out.len(), HEADER_LEN);
-
-    let runs_of = |lo: usize, hi: usize| -> Vec<(u32, usize)> {
-        let mut runs: Vec<(u32, usize)> = Vec::new();
-        for &s in row_series.get(lo..hi).unwrap_or(&[]) {
-            match runs.last_mut() {
-                Some((ls, len)) if *ls == s => *len += 1,
-                _ => runs.push((s, 1)),
-            }
-        }
-        runs
-    };
-    let block_runs: Vec<Vec<(u32, usize)>> = (0..block_count)
-        .map(|b| runs_of(b * block_rows, ((b + 1) * block_rows).min(n)))
-        .collect();
-
-    for (b, runs) in block_runs.iter().enumerate() {
-        let lo = b * block_rows;
-        let hi = (lo + block_rows).min(n);
-        let lens: Vec<usize> = runs.iter().map(|(_, l)| *l).collect();
-        let block_ts = ts.get(lo..hi).unwrap_or(&[]);
-        let mut dod = Vec::new();
-        encode_timestamps(block_ts, &lens, &mut dod);
-        let mut grid = Vec::new();
-        encode_timestamps_grid(block_ts, &lens, &mut grid);
-        push_best(&mut blocks, &[], vec![dod, grid])?;
-    }
-    for (c, col) in col_values.iter().enumerate() {
-        let kind = sorted_columns.get(c).map_or(MetricKind::Gauge, |(_, k)| *k);
-        let span = block_rows << spans.get(c).copied().unwrap_or(0);
-        let mut at = 0usize;
-        for cb in 0..n.div_ceil(span) {
-            let lo = cb * span;
-            let hi = ((cb + 1) * span).min(n);
-            let start = at;
-            while col.get(at).is_some_and(|(row, _)| (*row as usize) < hi) {
-                at += 1;
-            }
-            let in_block = col.get(start..at).unwrap_or(&[]);
-            if in_block.is_empty() {
-                blocks.push_empty();
-                continue;
-            }
-            let partial = runs_of(lo, hi)
-                .iter()
-                .any(|&(s, _)| state(s, c as u32) == STATE_PARTIAL);
-            let mut header = Vec::new();
-            if partial {
-                let bitmap: RoaringBitmap =
-                    in_block.iter().map(|(row, _)| row - lo as u32).collect();
-                encode_presence(Some(&bitmap), &mut header)?;
-            } else {
-                encode_presence(None, &mut header)?;
-            }
-            let candidates = match kind {
-                MetricKind::Gauge => {
-                    let v: Vec<f64> = in_block
-                        .iter()
-                        .map(|(_, v)| match v {
-                            MetricValue::Gauge(g) => *g,
-                            MetricValue::Counter(c) => *c as f64,
-                        })
-                        .collect();
-                    gauge_candidates(&v, &mut blocks.comp)?
-                }
-                MetricKind::Counter => {
-                    let v: Vec<i64> = in_block
-                        .iter()
-                        .map(|(_, v)| match v {
-                            MetricValue::Counter(c) => *c,
-                            MetricValue::Gauge(g) => *g as i64,
-                        })
-                        .collect();
-                    counter_candidates(&v, &mut blocks.comp)?
-                }
-            };
-            push_best(&mut blocks, &header, candidates)?;
-        }
-    }
-    for (e, col) in ext_values.iter().enumerate() {
-        let span = block_rows << spans.get(ncols + e).copied().unwrap_or(0);
-        let kind = sorted_extras.get(e).map_or(ExtraKind::Keyword, |(_, k)| *k);
-        let mut at = 0usize;
-        for cb in 0..n.div_ceil(span) {
-            let lo = cb * span;
-            let hi = ((cb + 1) * span).min(n);
-            let start = at;
-            while col.get(at).is_some_and(|(row, _)| (*row as usize) < hi) {
-                at += 1;
-            }
-            let in_block = col.get(start..at).unwrap_or(&[]);
-            if in_block.is_empty() {
-                blocks.push_empty();
-                continue;
-            }
-            let partial = runs_of(lo, hi)
-                .iter()
-                .any(|&(s, _)| state(s, (ncols + e) as u32) == STATE_PARTIAL);
-            let mut raw = Vec::new();
-            if partial {
-                let bitmap: RoaringBitmap =
-                    in_block.iter().map(|(row, _)| row - lo as u32).collect();
-                encode_presence(Some(&bitmap), &mut raw)?;
-            } else {
-                encode_presence(None, &mut raw)?;
-            }
-            encode_extras(kind, in_block.iter().map(|(_, v)| *v), &mut raw);
-            push_best(&mut blocks, &[], vec![raw])?;
-        }
-    }
-    let Blocks {
-        mut out,
-        dir,
-        mut comp,
-    } = blocks;
-
-    // Meta section.
-    let bloom_capacity = match &given_bloom {
-        Some((_, capacity)) => *capacity,
-        None => (n as u64).max(1) * BLOOM_HEADROOM_NUM / BLOOM_HEADROOM_DEN,
-    };
-    let mut meta = Vec::new();
-    out_f64(&mut meta, options.bloom_fpr.unwrap_or(0.0));
-    put_u64(
-        &mut meta,
-        if options.bloom_fpr.is_some() {
-            bloom_capacity
-        } else {
-            0
-        },
-    );
-    let mut dim_names: Vec<&str> = series
-        .iter()
-        .flat_map(|s| s.dims.iter().map(|(name, _)| name.as_str()))
-        .collect();
-    dim_names.sort_unstable();
-    dim_names.dedup();
-    put_u32(&mut meta, len_u32(dim_names.len(), "dimension names")?);
-    for name in &dim_names {
-        put_str(&mut meta, name)?;
-    }
-    put_u32(&mut meta, len_u32(sorted_columns.len(), "metric columns")?);
-    for ((name, kind), shift) in sorted_columns.iter().zip(&spans) {
-        meta.push(kind.code());
-        meta.push(*shift as u8);
-        put_str(&mut meta, name)?;
-    }
-    put_u32(&mut meta, len_u32(sorted_extras.len(), "extra columns")?);
-    for ((name, kind), shift) in sorted_extras.iter().zip(spans.get(ncols..).unwrap_or(&[])) {
-        meta.push(kind.code());
-        meta.push(*shift as u8);
-        put_str(&mut meta, name)?;
-    }
-
-    // Series table, column-wise inside one compressed frame.
-    let mut st = Vec::new();
-    for &s in &series_order {
-        if let Some(b) = series.get(s as usize) {
-            st.extend_from_slice(b.tsid.as_bytes());
-        }
-    }
-    debug_assert_eq!(st.len(), series_count * TSID_LEN);
-    for &c in &row_count {
-        put_varint(&mut st, c);
-    }
-    let mut prev = 0i64;
-    for &m in &min_ts {
-        put_zigzag(&mut st, m.wrapping_sub(prev));
-        prev = m;
-    }
-    let mut prev_span = 0u64;
-    for (&mn, &mx) in min_ts.iter().zip(&max_ts) {
-        let span = mx.wrapping_sub(mn) as u64;
-        put_zigzag(&mut st, span.wrapping_sub(prev_span) as i64);
-        prev_span = span;
-    }
-    for &s in &series_order {
-        let Some(b) = series.get(s as usize) else {
-            continue;
-        };
-        put_varint(&mut st, b.dims.len() as u64);
-        for (name, value) in &b.dims {
-            let id = dim_names.binary_search(&name.as_str()).unwrap_or(0);
-            put_varint(&mut st, id as u64);
-            match value {
-                Dim::Keyword(k) => {
-                    st.push(TAG_KEYWORD);
-                    put_varint(&mut st, k.len() as u64);
-                    st.extend_from_slice(k.as_bytes());
-                }
-                Dim::Int(v) => {
-                    st.push(TAG_INT);
-                    put_zigzag(&mut st, *v);
-                }
-                Dim::UInt(v) => {
-                    st.push(TAG_UINT);
-                    put_varint(&mut st, *v);
-                }
-                Dim::Bool(v) => {
-                    st.push(TAG_BOOL);
-                    st.push(u8::from(*v));
-                }
-                Dim::Ip(ip) => {
-                    st.push(TAG_IP);
-                    st.extend_from_slice(&ip.octets());
-                }
-            }
-        }
-    }
-    for (s, p) in presence.iter().enumerate() {
-        put_varint(&mut st, p.len() as u64);
-        for &(c, _) in p {
-            put_varint(&mut st, u64::from(c));
-            st.push(state(s as u32, c));
-        }
-    }
-    let mut series_section = Vec::new();
-    put_u64(&mut series_section, st.len() as u64);
-    series_section.extend_from_slice(&comp.compress_block(&st)?);
-
-    // Optional id sections.
-    // Row ids in row order: the given ids of an event segment, else (tsid, ts).
-    let row_ids: Vec<[u8; 28]> = if events {
-        order.iter().filter_map(|&i| event_key(i)).collect()
-    } else {
-        row_series
+        let mut out: Vec<(u32, &Extra)> = vals
             .iter()
-            .zip(&ts)
-            .map(|(&s, &t)| {
-                let tsid = series_order
-                    .get(s as usize)
-                    .and_then(|&orig| series.get(orig as usize))
-                    .map_or(Tsid::from_bytes([0; TSID_LEN]), |b| b.tsid);
-                SyntheticId::new(tsid, t).to_bytes()
-            })
-            .collect()
-    };
-    let ids = || row_ids.iter();
-    let bloom_section = match (options.bloom_fpr, given_bloom) {
-        (Some(_), Some((filter, _))) => filter.to_bytes(),
-        (Some(fpr), None) => {
-            let mut filter = BlockedBloomFilter::with_capacity(bloom_capacity, fpr)?;
-            for id in ids() {
-                filter.insert(&id[..]);
-            }
-            filter.to_bytes()
-        }
-        (None, _) => Vec::new(),
-    };
-    let id_section = if options.id_index {
-        let mut b = fst::MapBuilder::memory();
-        let mut keyed: Vec<(&[u8; 28], u64)> = ids()
-            .enumerate()
-            .map(|(row, id)| (id, row as u64))
+            .map(|(c, v)| (extra_rank.get(*c as usize).copied().unwrap_or(0), v))
             .collect();
-        if events {
-            // Event ids do not follow row order.
-            keyed.sort_unstable();
-        }
-        for (id, row) in keyed {
-            b.insert(id, row)?;
-        }
-        b.into_inner()?
-    } else {
-        Vec::new()
+        out.sort_unstable_by_key(|(c, _)| *c);
+        out
     };
-
-    let mut sections = [SectionRef::default(); SECTION_COUNT];
-    for (slot, bytes) in
-        sections
-            .iter_mut()
-            .zip([&meta, &series_section, &dir, &bloom_section, &id_section])
-    {
-        *slot = SectionRef {
-            offset: if bytes.is_empty() {
-                0
-            } else {
-                out.len() as u64
-            },
-            len: bytes.len() as u64,
-            crc: if bytes.is_empty() {
-                0
-            } else {
-                crc32fast::hash(bytes)
-            },
+    let mut metrics = Vec::new();
+    let mut counts = vec![0u64; present.len()];
+    let mut touched: Vec<u32> = Vec::new();
+    let mut at = 0usize;
+    while let Some(&first) = order.get(at) {
+        let Some(s) = row_of(first).map(|r| r.series) else {
+            break;
         };
-        out.extend_from_slice(bytes);
+        let end = at
+            + order
+                .get(at..)
+                .unwrap_or(&[])
+                .iter()
+                .take_while(|&&i| row_of(i).is_some_and(|r| r.series == s))
+                .count();
+        let run = order.get(at..end).unwrap_or(&[]);
+        // This series' presence, counted exactly.
+        for &i in run {
+            let Some(r) = row_of(i) else { continue };
+            let vals = values
+                .get(r.start as usize..(r.start + r.len) as usize)
+                .unwrap_or(&[]);
+            let extras = extra_values
+                .get(r.extra_start as usize..(r.extra_start + r.extra_len) as usize)
+                .unwrap_or(&[]);
+            let cols = vals
+                .iter()
+                .map(|&(c, _)| col_rank.get(c as usize).copied().unwrap_or(0))
+                .chain(
+                    extras
+                        .iter()
+                        .map(|(e, _)| ncols + extra_rank.get(*e as usize).copied().unwrap_or(0)),
+                );
+            for c in cols {
+                if let Some(k) = counts.get_mut(c as usize) {
+                    if *k == 0 {
+                        touched.push(c);
+                    }
+                    *k += 1;
+                }
+            }
+        }
+        touched.sort_unstable();
+        let presence: Vec<(u32, Presence)> = touched
+            .iter()
+            .map(|&c| {
+                let k = counts.get(c as usize).copied().unwrap_or(0);
+                let p = if k == run.len() as u64 {
+                    Presence::Full
+                } else {
+                    Presence::Partial
+                };
+                (c, p)
+            })
+            .collect();
+        for &c in &touched {
+            if let Some(k) = counts.get_mut(c as usize) {
+                *k = 0;
+            }
+        }
+        touched.clear();
+        let (tsid, dims) = match series.get_mut(s as usize) {
+            Some(b) => (b.tsid, std::mem::take(&mut b.dims)),
+            None => break,
+        };
+        writer.begin_series(tsid, dims, &presence)?;
+        for &i in run {
+            let Some(r) = row_of(i) else { continue };
+            metrics_of(r, &mut metrics);
+            let extras = extras_of(r);
+            let id = if events {
+                event_ids.get(i as usize)
+            } else {
+                None
+            };
+            writer.push_row(r.ts, &metrics, &extras, id)?;
+        }
+        at = end;
     }
-    let mut flags = 0;
-    if options.bloom_fpr.is_some() {
-        flags |= FLAG_BLOOM;
-    }
-    if options.id_index {
-        flags |= FLAG_ID_INDEX;
-    }
-    if events {
-        flags |= FLAG_EVENTS;
-    }
-    let footer = Footer {
-        row_count: n as u64,
-        series_count: series_count as u64,
-        min_ts: ts.iter().copied().min().unwrap_or(0),
-        max_ts: ts.iter().copied().max().unwrap_or(0),
-        block_rows: options.block_rows,
-        block_count: len_u32(block_count, "blocks")?,
-        column_count: len_u32(sorted_columns.len(), "metric columns")?,
-        flags,
-        sections,
-        data_crc: crc32fast::hash(&out),
-        version: FORMAT_VERSION,
-    };
-    out.extend_from_slice(&footer.encode());
-    let meta = SegmentMeta {
-        row_count: footer.row_count,
-        series_count: footer.series_count,
-        column_count: footer.column_count,
-        min_ts: footer.min_ts,
-        max_ts: footer.max_ts,
-        len_bytes: out.len() as u64,
-    };
-    debug_assert!(out.len() >= HEADER_LEN + FOOTER_LEN);
-    Ok((out, meta))
+    writer.finish()
 }
 
-fn out_f64(out: &mut Vec<u8>, v: f64) {
-    out.extend_from_slice(&v.to_bits().to_le_bytes());
+/// Each name's rank in name order (indexed by insertion number), and the names sorted.
+fn rank_by_name<K: Copy>(columns: &[(String, K)]) -> (Vec<u32>, Vec<(String, K)>) {
+    let mut order: Vec<u32> = (0..columns.len() as u32).collect();
+    order.sort_by(|&a, &b| {
+        let name = |c: u32| columns.get(c as usize).map(|(n, _)| n.as_str());
+        name(a).cmp(&name(b))
+    });
+    let mut rank = vec![0u32; columns.len()];
+    for (r, &c) in order.iter().enumerate() {
+        if let Some(slot) = rank.get_mut(c as usize) {
+            *slot = r as u32;
+        }
+    }
+    let sorted = order
+        .iter()
+        .filter_map(|&c| columns.get(c as usize).cloned())
+        .collect();
+    (rank, sorted)
 }

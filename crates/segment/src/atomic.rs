@@ -1,0 +1,172 @@
+//! [`AtomicFile`]: the one way files of this workspace are written durably.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// A file written atomically: bytes go to a temporary file beside `path`;
+/// [`commit`](Self::commit) flushes, fsyncs, renames it over `path` and fsyncs the
+/// directory, so that after a crash `path` holds either its old content or all of the new
+/// one. Dropped without a commit (an error on the way), the temporary file is removed.
+///
+/// ```
+/// use std::io::Write;
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("state");
+/// let mut f = tidemark_segment::AtomicFile::create(&path)?;
+/// f.write_all(b"hello")?;
+/// f.commit()?;
+/// assert_eq!(std::fs::read(&path)?, b"hello");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct AtomicFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: Option<BufWriter<File>>,
+}
+
+impl AtomicFile {
+    /// Starts writing `path`: creates `.<name>.tmp-<pid>` in the same directory.
+    ///
+    /// # Errors
+    /// I/O errors creating the temporary file; a path without a file name.
+    pub fn create(path: impl AsRef<Path>) -> io::Result<AtomicFile> {
+        let path = path.as_ref().to_path_buf();
+        let name = path
+            .file_name()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+        let tmp = dir_of(&path).join(format!(
+            ".{}.tmp-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        Ok(AtomicFile {
+            path,
+            tmp,
+            file: Some(BufWriter::with_capacity(1 << 16, file)),
+        })
+    }
+
+    /// Writes `bytes` to `path` atomically in one call.
+    ///
+    /// # Errors
+    /// I/O errors (the temporary file is removed).
+    pub fn write_all_to(path: impl AsRef<Path>, bytes: &[u8]) -> io::Result<()> {
+        let mut f = AtomicFile::create(path)?;
+        f.write_all(bytes)?;
+        f.commit()
+    }
+
+    /// The final path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Flushes, fsyncs, renames over the final path and fsyncs the directory.
+    ///
+    /// # Errors
+    /// I/O errors (the temporary file is removed, the final path is untouched).
+    pub fn commit(mut self) -> io::Result<()> {
+        let Some(buffered) = self.file.take() else {
+            return Err(io::Error::other("atomic file already finished"));
+        };
+        let result = (|| {
+            let file = buffered
+                .into_inner()
+                .map_err(io::IntoInnerError::into_error)?;
+            file.sync_all()?;
+            drop(file);
+            fs::rename(&self.tmp, &self.path)?;
+            sync_dir(dir_of(&self.path))
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+        result
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.file {
+            Some(f) => f.write(buf),
+            None => Err(io::Error::other("atomic file already finished")),
+        }
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match &mut self.file {
+            Some(f) => f.write_all(buf),
+            None => Err(io::Error::other("atomic file already finished")),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.file {
+            Some(f) => f.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Fsyncs a directory so that entries created, renamed or removed in it are durable. A
+/// no-op where directories cannot be opened as files (not Unix).
+///
+/// # Errors
+/// I/O errors opening or syncing the directory.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        File::open(dir)?.sync_all()?;
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_without_commit_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x");
+        let mut f = AtomicFile::create(&path).unwrap();
+        f.write_all(b"partial").unwrap();
+        drop(f);
+        assert!(!path.exists());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn commit_replaces_the_old_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x");
+        fs::write(&path, b"old").unwrap();
+        AtomicFile::write_all_to(&path, b"new").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"new");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}

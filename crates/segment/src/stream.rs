@@ -1,0 +1,1135 @@
+//! [`SegmentStreamWriter`]: writes rows that arrive sorted by (tsid, timestamp) as a
+//! segment, block by block, in memory bounded by the open blocks and the series table.
+//!
+//! Each column's current block is encoded and written as soon as the rows pass its end,
+//! so the blocks of a file are interleaved by row range (format version 3); the block
+//! directory, written at the end, is the index of where each block is. The series table
+//! and directory are held until the end: O(series + blocks), never O(rows) (the bloom
+//! filter is the one structure proportional to the rows, by design).
+
+use std::io::{self, Write};
+
+use roaring::RoaringBitmap;
+use tidemark_bloom::BlockedBloomFilter;
+use tidemark_tsid::{SyntheticId, TSID_LEN, Tsid};
+
+use crate::codec::{
+    BlockCompressor, counter_candidates, encode_extras, encode_presence, encode_timestamps,
+    encode_timestamps_grid, gauge_candidates,
+};
+use crate::error::{Error, Result};
+use crate::format::{
+    FLAG_BLOOM, FLAG_EVENTS, FLAG_ID_INDEX, FORMAT_VERSION, Footer, HEADER_LEN, MAGIC,
+    MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS, SECTION_COUNT, SectionRef,
+};
+use crate::le::{put_u16, put_u32, put_u64, put_varint, put_zigzag};
+use crate::point::{Dim, Extra, ExtraKind, MetricKind, MetricValue};
+use crate::v1::{ColumnInfo, ExtraInfo, Presence};
+use crate::writer::{
+    BLOOM_HEADROOM_DEN, BLOOM_HEADROOM_NUM, MAX_EXTRA_KEYWORD_LEN, STATE_FULL, STATE_PARTIAL,
+    SegmentMeta, SegmentOptions, TAG_BOOL, TAG_INT, TAG_IP, TAG_KEYWORD, TAG_UINT,
+};
+
+/// The columns of a streamed segment, declared before the first row: metric columns and
+/// extra columns, each sorted by name (names unique across both), with the span shift of
+/// their blocks (a block of a column with shift `s` covers `block_rows << s` rows; see
+/// [`span_shift`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamSchema {
+    /// Metric columns, by name.
+    pub columns: Vec<ColumnInfo>,
+    /// Extra (keyword/boolean) columns, by name.
+    pub extras: Vec<ExtraInfo>,
+}
+
+impl StreamSchema {
+    fn check(&self, block_rows: u32) -> Result<()> {
+        let max_shift = max_shift(block_rows);
+        let all = self.columns.len() + self.extras.len();
+        if all > MAX_COLUMNS as usize {
+            return Err(Error::TooLarge {
+                what: "columns",
+                found: all as u64,
+                max: u64::from(MAX_COLUMNS),
+            });
+        }
+        let bad = |detail: String| Error::InvalidOption {
+            name: "schema",
+            detail,
+        };
+        for w in self.columns.windows(2) {
+            if w[0].name >= w[1].name {
+                return Err(bad(format!(
+                    "metric columns not sorted and unique: `{}` then `{}`",
+                    w[0].name, w[1].name
+                )));
+            }
+        }
+        for w in self.extras.windows(2) {
+            if w[0].name >= w[1].name {
+                return Err(bad(format!(
+                    "extra columns not sorted and unique: `{}` then `{}`",
+                    w[0].name, w[1].name
+                )));
+            }
+        }
+        for e in &self.extras {
+            if self
+                .columns
+                .binary_search_by(|c| c.name.as_str().cmp(&e.name))
+                .is_ok()
+            {
+                return Err(bad(format!("`{}` is both a metric and an extra", e.name)));
+            }
+        }
+        let shifts = self
+            .columns
+            .iter()
+            .map(|c| (&c.name, c.span_shift))
+            .chain(self.extras.iter().map(|e| (&e.name, e.span_shift)));
+        for (name, shift) in shifts {
+            if u32::from(shift) > max_shift {
+                return Err(bad(format!(
+                    "column `{name}`: span shift {shift}, at most {max_shift} for blocks of \
+                     {block_rows} rows"
+                )));
+            }
+            if name.len() > usize::from(u16::MAX) {
+                return Err(Error::TooLarge {
+                    what: "name bytes",
+                    found: name.len() as u64,
+                    max: u64::from(u16::MAX),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn max_shift(block_rows: u32) -> u32 {
+    (MAX_BLOCK_ROWS / block_rows.max(1))
+        .checked_ilog2()
+        .unwrap_or(0)
+}
+
+/// The span shift the writers give a column present in `present` of `rows` rows: a column
+/// present in 1/k of the rows gets blocks of `block_rows << floor(log2 k)` rows (at most
+/// [`MAX_BLOCK_ROWS`]), so that each of its blocks holds about `block_rows` values.
+pub fn span_shift(rows: u64, present: u64, block_rows: u32) -> u8 {
+    let k = rows / present.max(1);
+    k.max(1).ilog2().min(max_shift(block_rows)) as u8
+}
+
+/// A `Write` that counts the bytes it forwards and computes their CRC32.
+struct Counting<W> {
+    inner: W,
+    pos: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl<W: Write> Counting<W> {
+    fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.inner.write_all(bytes)?;
+        self.crc.update(bytes);
+        self.pos += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct DirEntry {
+    offset: u64,
+    len: u32,
+    raw_len: u32,
+    crc: u32,
+}
+
+/// A series being written or written.
+struct SeriesOut {
+    tsid: Tsid,
+    dims: Vec<(String, Dim)>,
+    row_count: u64,
+    min_ts: i64,
+    max_ts: i64,
+    /// Declared presence per column index (metrics, then extras), sorted by index.
+    declared: Vec<(u32, Presence)>,
+    /// Values seen per declared column.
+    counts: Vec<u64>,
+}
+
+/// The open block of one metric or extra column.
+struct ColumnBuf<V> {
+    span: u64,
+    /// Index of the open block.
+    block: u64,
+    /// Block-relative rows with a value, ascending.
+    rows: Vec<u32>,
+    values: Vec<V>,
+    /// A series declared partial for this column has rows in the open block.
+    partial: bool,
+    entries: Vec<DirEntry>,
+}
+
+impl<V> ColumnBuf<V> {
+    fn new(span: u64) -> Self {
+        ColumnBuf {
+            span,
+            block: 0,
+            rows: Vec::new(),
+            values: Vec::new(),
+            partial: false,
+            entries: Vec::new(),
+        }
+    }
+}
+
+/// Writes a segment from rows sorted by (tsid, timestamp) — (tsid, timestamp, id) in an
+/// event segment — streaming each block to `W` as it fills.
+///
+/// Declare the columns up front ([`StreamSchema`]), then for each series in tsid order
+/// call [`begin_series`](Self::begin_series) with its dimensions and the presence of each
+/// column in its rows, then [`push_row`](Self::push_row) for each of its rows. A declared
+/// [`Presence::Full`] column must have a value in every row, an undeclared one in none; a
+/// [`Presence::Partial`] one may have any (declaring partial when unsure is always safe:
+/// the blocks then carry presence bitmaps). [`finish`](Self::finish) writes the series
+/// table, directory, id sections and footer, and returns `W`.
+///
+/// ```
+/// use tidemark_segment::{
+///     ColumnInfo, MetricKind, MetricValue, Presence, Segment, SegmentOptions,
+///     SegmentStreamWriter, StreamSchema,
+/// };
+/// use tidemark_tsid::Tsid;
+///
+/// let schema = StreamSchema {
+///     columns: vec![ColumnInfo { name: "cpu".into(), kind: MetricKind::Gauge, span_shift: 0 }],
+///     extras: vec![],
+/// };
+/// let mut w = SegmentStreamWriter::new(Vec::new(), SegmentOptions::new(), schema, 2)?;
+/// w.begin_series(Tsid::from_bytes([7; 20]), vec![("host".into(), "a".into())], &[(0, Presence::Full)])?;
+/// w.push_row(1_000, &[(0, MetricValue::Gauge(0.25))], &[], None)?;
+/// w.push_row(2_000, &[(0, MetricValue::Gauge(0.5))], &[], None)?;
+/// let (bytes, meta) = w.finish()?;
+/// assert_eq!(meta.row_count, 2);
+/// let segment = Segment::from_vec(bytes)?;
+/// assert_eq!(segment.find(&Tsid::from_bytes([7; 20]), 2_000)?, Some(1));
+/// # Ok::<(), tidemark_segment::Error>(())
+/// ```
+pub struct SegmentStreamWriter<W: Write> {
+    out: Counting<W>,
+    options: SegmentOptions,
+    schema: StreamSchema,
+    comp: BlockCompressor,
+    block_rows: u64,
+    rows: u64,
+    series: Vec<SeriesOut>,
+    /// Rows of the current series have been marked in the open blocks' partial flags.
+    run_marked: bool,
+    prev_ts: i64,
+    prev_id: Option<[u8; 28]>,
+    min_ts: i64,
+    max_ts: i64,
+    ts_block: Vec<i64>,
+    ts_runs: Vec<usize>,
+    ts_entries: Vec<DirEntry>,
+    metrics: Vec<ColumnBuf<MetricValue>>,
+    extras: Vec<ColumnBuf<Extra>>,
+    bloom: Option<BlockedBloomFilter>,
+    bloom_capacity: u64,
+    bloom_given: bool,
+    /// Time series: ids arrive in order and stream into the FST builder.
+    fst: Option<fst::MapBuilder<Vec<u8>>>,
+    /// Events: ids do not follow row order; sorted at the end.
+    event_ids: Vec<([u8; 28], u64)>,
+    /// Scratch buffers for block encoding.
+    raw: Vec<u8>,
+}
+
+impl<W: Write> std::fmt::Debug for SegmentStreamWriter<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SegmentStreamWriter")
+            .field("rows", &self.rows)
+            .field("series", &self.series.len())
+            .field("columns", &self.schema.columns.len())
+            .field("extras", &self.schema.extras.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: Write> SegmentStreamWriter<W> {
+    /// A writer to `out`. `expected_rows` sizes the bloom filter (when the options ask for
+    /// one and none is given with [`set_bloom_filter`](Self::set_bloom_filter)): give the
+    /// row count, or an upper bound (a merge: the inputs' live rows).
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for bad options or an unsorted schema, I/O errors writing
+    /// the header.
+    pub fn new(
+        out: W,
+        options: SegmentOptions,
+        schema: StreamSchema,
+        expected_rows: u64,
+    ) -> Result<SegmentStreamWriter<W>> {
+        options.check()?;
+        let block_rows = options.block_rows();
+        schema.check(block_rows)?;
+        let span = |shift: u8| u64::from(block_rows) << shift;
+        let metrics = schema
+            .columns
+            .iter()
+            .map(|c| ColumnBuf::new(span(c.span_shift)))
+            .collect();
+        let extras = schema
+            .extras
+            .iter()
+            .map(|e| ColumnBuf::new(span(e.span_shift)))
+            .collect();
+        let bloom_capacity = expected_rows.max(1) * BLOOM_HEADROOM_NUM / BLOOM_HEADROOM_DEN;
+        let bloom = match options.bloom_rate() {
+            Some(fpr) => Some(BlockedBloomFilter::with_capacity(bloom_capacity, fpr)?),
+            None => None,
+        };
+        let fst = (options.id_index() && !options.events()).then(fst::MapBuilder::memory);
+        let mut w = SegmentStreamWriter {
+            out: Counting {
+                inner: out,
+                pos: 0,
+                crc: crc32fast::Hasher::new(),
+            },
+            comp: BlockCompressor::new(options.zstd_level())?,
+            options,
+            schema,
+            block_rows: u64::from(block_rows),
+            rows: 0,
+            series: Vec::new(),
+            run_marked: false,
+            prev_ts: i64::MIN,
+            prev_id: None,
+            min_ts: i64::MAX,
+            max_ts: i64::MIN,
+            ts_block: Vec::with_capacity(block_rows as usize),
+            ts_runs: Vec::new(),
+            ts_entries: Vec::new(),
+            metrics,
+            extras,
+            bloom,
+            bloom_capacity,
+            bloom_given: false,
+            fst,
+            event_ids: Vec::new(),
+            raw: Vec::new(),
+        };
+        let mut header = Vec::with_capacity(HEADER_LEN);
+        header.extend_from_slice(&MAGIC);
+        put_u32(&mut header, FORMAT_VERSION);
+        put_u32(&mut header, 0);
+        put_u32(&mut header, 0);
+        debug_assert_eq!(header.len(), HEADER_LEN);
+        w.out.put(&header)?;
+        Ok(w)
+    }
+
+    /// Writes `filter` as the bloom section (when the options ask for one) instead of
+    /// building one from the rows, recording `capacity` as the items it was sized for.
+    /// The caller guarantees that it holds every row's id: e.g. the OR of the filters of
+    /// the segments being merged (which may also hold ids of rows since deleted: more
+    /// false positives, never a false negative).
+    pub fn set_bloom_filter(&mut self, filter: BlockedBloomFilter, capacity: u64) {
+        if self.options.bloom_rate().is_some() {
+            self.bloom = Some(filter);
+            self.bloom_capacity = capacity;
+            self.bloom_given = true;
+        }
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Starts series `tsid`, whose tsid must sort after the previous series'. `dims` are
+    /// its dimensions, sorted by name; `presence` lists, sorted by column index (metric
+    /// columns `0..C`, then extra columns `C..C+E`), the columns its rows have values in.
+    /// A series that ends with no rows is left out of the segment.
+    ///
+    /// # Errors
+    /// [`Error::OutOfOrder`] for a tsid not after the previous one,
+    /// [`Error::DuplicateDimension`] and [`Error::InvalidOption`] for unsorted dimensions or
+    /// presence, [`Error::TooLarge`] for names or keywords over 65,535 bytes.
+    pub fn begin_series(
+        &mut self,
+        tsid: Tsid,
+        dims: Vec<(String, Dim)>,
+        presence: &[(u32, Presence)],
+    ) -> Result<()> {
+        if self.series.last().is_some_and(|s| s.row_count == 0) {
+            self.series.pop();
+        }
+        if let Some(prev) = self.series.last() {
+            if prev.tsid >= tsid {
+                return Err(Error::OutOfOrder {
+                    detail: format!("series {tsid} after series {}", prev.tsid),
+                });
+            }
+        }
+        for w in dims.windows(2) {
+            match w[0].0.cmp(&w[1].0) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => {
+                    return Err(Error::DuplicateDimension {
+                        name: w[0].0.clone(),
+                    });
+                }
+                std::cmp::Ordering::Greater => {
+                    return Err(Error::OutOfOrder {
+                        detail: format!("dimension `{}` before `{}`", w[0].0, w[1].0),
+                    });
+                }
+            }
+        }
+        for (name, value) in &dims {
+            let long = match value {
+                Dim::Keyword(k) => k.len().max(name.len()),
+                _ => name.len(),
+            };
+            if long > usize::from(u16::MAX) {
+                return Err(Error::TooLarge {
+                    what: "name bytes",
+                    found: long as u64,
+                    max: u64::from(u16::MAX),
+                });
+            }
+        }
+        let ncols = (self.schema.columns.len() + self.schema.extras.len()) as u32;
+        let sorted = presence.windows(2).all(|w| w[0].0 < w[1].0);
+        if !sorted || presence.last().is_some_and(|&(c, _)| c >= ncols) {
+            return Err(Error::InvalidOption {
+                name: "presence",
+                detail: format!(
+                    "series {tsid}: column indexes must be ascending and below {ncols}"
+                ),
+            });
+        }
+        self.series.push(SeriesOut {
+            tsid,
+            dims,
+            row_count: 0,
+            min_ts: 0,
+            max_ts: 0,
+            declared: presence.to_vec(),
+            counts: vec![0; presence.len()],
+        });
+        self.run_marked = false;
+        self.prev_ts = i64::MIN;
+        self.prev_id = None;
+        Ok(())
+    }
+
+    /// Adds a row of the current series: its timestamp, its metric values as
+    /// `(column index, value)` and its extra values as `(extra column index, value)`, both
+    /// ascending, and, in an event segment, its id (a time-series row's id is
+    /// (tsid, timestamp)).
+    ///
+    /// # Errors
+    /// [`Error::DuplicatePoint`] for a row equal to the previous one,
+    /// [`Error::OutOfOrder`] for a row before it, [`Error::InvalidOption`] for values
+    /// that contradict the series' declared presence or the schema, no current series, or
+    /// an event row without an id; [`Error::TooLarge`]; I/O errors.
+    pub fn push_row(
+        &mut self,
+        ts_millis: i64,
+        metrics: &[(u32, MetricValue)],
+        extras: &[(u32, &Extra)],
+        id: Option<&SyntheticId>,
+    ) -> Result<()> {
+        let events = self.options.events();
+        let ncols = self.schema.columns.len() as u32;
+        let Some(series) = self.series.last() else {
+            return Err(Error::InvalidOption {
+                name: "row",
+                detail: "a row before any series".into(),
+            });
+        };
+        let tsid = series.tsid;
+        if self.rows >= MAX_ROWS {
+            return Err(Error::TooLarge {
+                what: "rows",
+                found: self.rows + 1,
+                max: MAX_ROWS,
+            });
+        }
+        // Order within the series.
+        let id_bytes = match (events, id) {
+            (false, _) => SyntheticId::new(tsid, ts_millis).to_bytes(),
+            (true, Some(id)) => id.to_bytes(),
+            (true, None) => {
+                return Err(Error::InvalidOption {
+                    name: "row",
+                    detail: "an event row needs its id".into(),
+                });
+            }
+        };
+        let order = if series.row_count == 0 {
+            std::cmp::Ordering::Greater
+        } else if events {
+            (ts_millis, Some(id_bytes)).cmp(&(self.prev_ts, self.prev_id))
+        } else {
+            ts_millis.cmp(&self.prev_ts)
+        };
+        match order {
+            std::cmp::Ordering::Greater => {}
+            std::cmp::Ordering::Equal => {
+                return Err(Error::DuplicatePoint {
+                    tsid: tsid.to_string(),
+                    ts_millis,
+                });
+            }
+            std::cmp::Ordering::Less => {
+                return Err(Error::OutOfOrder {
+                    detail: format!(
+                        "series {tsid}: row at {ts_millis} ms after one at {} ms",
+                        self.prev_ts
+                    ),
+                });
+            }
+        }
+        // Values against the schema and the declared presence.
+        let sorted = metrics.windows(2).all(|w| w[0].0 < w[1].0)
+            && extras.windows(2).all(|w| w[0].0 < w[1].0);
+        if !sorted {
+            return Err(Error::InvalidOption {
+                name: "row",
+                detail: "column indexes must be ascending".into(),
+            });
+        }
+        for &(c, v) in metrics {
+            match self.schema.columns.get(c as usize) {
+                Some(info) if info.kind == v.kind() => {}
+                Some(info) => {
+                    return Err(Error::MetricKindConflict {
+                        name: info.name.clone(),
+                        expected: info.kind.name(),
+                        found: v.kind().name(),
+                    });
+                }
+                None => {
+                    return Err(Error::InvalidOption {
+                        name: "row",
+                        detail: format!("metric column {c} is not in the schema"),
+                    });
+                }
+            }
+        }
+        for &(e, v) in extras {
+            match self.schema.extras.get(e as usize) {
+                Some(info) if info.kind == v.kind() => {}
+                Some(info) => {
+                    return Err(Error::MetricKindConflict {
+                        name: info.name.clone(),
+                        expected: info.kind.name(),
+                        found: v.kind().name(),
+                    });
+                }
+                None => {
+                    return Err(Error::InvalidOption {
+                        name: "row",
+                        detail: format!("extra column {e} is not in the schema"),
+                    });
+                }
+            }
+            if let Extra::Keyword(k) = v {
+                if k.len() > MAX_EXTRA_KEYWORD_LEN {
+                    return Err(Error::TooLarge {
+                        what: "extra keyword bytes",
+                        found: k.len() as u64,
+                        max: MAX_EXTRA_KEYWORD_LEN as u64,
+                    });
+                }
+            }
+        }
+        self.check_presence(metrics, extras, ncols)?;
+
+        // Block boundaries: the row starts a new timestamp block (and maybe column blocks).
+        if self.rows > 0 && self.rows % self.block_rows == 0 {
+            self.flush_ts_block()?;
+            self.flush_column_blocks(false)?;
+            self.run_marked = false;
+        }
+        if !self.run_marked {
+            self.ts_runs.push(0);
+            self.mark_partial();
+            self.run_marked = true;
+        }
+        if let Some(run) = self.ts_runs.last_mut() {
+            *run += 1;
+        }
+        self.ts_block.push(ts_millis);
+        let row = self.rows;
+        for &(c, v) in metrics {
+            if let Some(col) = self.metrics.get_mut(c as usize) {
+                col.rows.push((row - col.block * col.span) as u32);
+                col.values.push(v);
+            }
+        }
+        for &(e, v) in extras {
+            if let Some(col) = self.extras.get_mut(e as usize) {
+                col.rows.push((row - col.block * col.span) as u32);
+                col.values.push(v.clone());
+            }
+        }
+        // Ids.
+        if !self.bloom_given {
+            if let Some(b) = &mut self.bloom {
+                b.insert(&id_bytes[..]);
+            }
+        }
+        if let Some(f) = &mut self.fst {
+            f.insert(id_bytes, row)?;
+        } else if events && self.options.id_index() {
+            self.event_ids.push((id_bytes, row));
+        }
+        // Bookkeeping.
+        if let Some(s) = self.series.last_mut() {
+            if s.row_count == 0 {
+                s.min_ts = ts_millis;
+            }
+            s.row_count += 1;
+            s.max_ts = ts_millis;
+        }
+        self.min_ts = self.min_ts.min(ts_millis);
+        self.max_ts = self.max_ts.max(ts_millis);
+        self.prev_ts = ts_millis;
+        self.prev_id = events.then_some(id_bytes);
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Checks a row's columns against its series' declared presence and counts them.
+    fn check_presence(
+        &mut self,
+        metrics: &[(u32, MetricValue)],
+        extras: &[(u32, &Extra)],
+        ncols: u32,
+    ) -> Result<()> {
+        let Some(s) = self.series.last_mut() else {
+            return Ok(());
+        };
+        let present = metrics
+            .iter()
+            .map(|&(c, _)| c)
+            .chain(extras.iter().map(|&(e, _)| ncols + e));
+        let mut j = 0usize;
+        let name = |schema: &StreamSchema, c: u32| -> String {
+            if c < ncols {
+                schema.columns.get(c as usize).map(|i| i.name.clone())
+            } else {
+                schema
+                    .extras
+                    .get((c - ncols) as usize)
+                    .map(|i| i.name.clone())
+            }
+            .unwrap_or_default()
+        };
+        for c in present {
+            while s.declared.get(j).is_some_and(|&(d, _)| d < c) {
+                if let Some(&(d, Presence::Full)) = s.declared.get(j) {
+                    return Err(Error::InvalidOption {
+                        name: "row",
+                        detail: format!(
+                            "series {}: column `{}` declared full has no value",
+                            s.tsid,
+                            name(&self.schema, d)
+                        ),
+                    });
+                }
+                j += 1;
+            }
+            match s.declared.get(j) {
+                Some(&(d, _)) if d == c => {
+                    if let Some(n) = s.counts.get_mut(j) {
+                        *n += 1;
+                    }
+                    j += 1;
+                }
+                _ => {
+                    return Err(Error::InvalidOption {
+                        name: "row",
+                        detail: format!(
+                            "series {}: column `{}` not declared for it has a value",
+                            s.tsid,
+                            name(&self.schema, c)
+                        ),
+                    });
+                }
+            }
+        }
+        if let Some(&(d, _)) = s
+            .declared
+            .get(j..)
+            .unwrap_or(&[])
+            .iter()
+            .find(|(_, p)| *p == Presence::Full)
+        {
+            return Err(Error::InvalidOption {
+                name: "row",
+                detail: format!(
+                    "series {}: column `{}` declared full has no value",
+                    s.tsid,
+                    name(&self.schema, d)
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The current series' partial columns get presence bitmaps in their open blocks.
+    fn mark_partial(&mut self) {
+        let Some(s) = self.series.last() else {
+            return;
+        };
+        let ncols = self.metrics.len() as u32;
+        for &(c, p) in &s.declared {
+            if p != Presence::Partial {
+                continue;
+            }
+            if c < ncols {
+                if let Some(col) = self.metrics.get_mut(c as usize) {
+                    col.partial = true;
+                }
+            } else if let Some(col) = self.extras.get_mut((c - ncols) as usize) {
+                col.partial = true;
+            }
+        }
+    }
+
+    fn write_block(&mut self, block: &[u8], raw_len: usize) -> Result<DirEntry> {
+        let entry = DirEntry {
+            offset: self.out.pos,
+            len: len_u32(block.len(), "block bytes")?,
+            raw_len: len_u32(raw_len, "decoded block bytes")?,
+            crc: crc32fast::hash(block),
+        };
+        self.out.put(block)?;
+        Ok(entry)
+    }
+
+    /// Compresses each candidate body after `header` and writes the smallest.
+    fn write_best(&mut self, header: &[u8], candidates: Vec<Vec<u8>>) -> Result<DirEntry> {
+        let mut best: Option<(Vec<u8>, usize)> = None;
+        for cand in candidates {
+            self.raw.clear();
+            self.raw.extend_from_slice(header);
+            self.raw.extend_from_slice(&cand);
+            let block = self.comp.compress_block(&self.raw)?;
+            if best.as_ref().is_none_or(|(b, _)| block.len() < b.len()) {
+                best = Some((block, self.raw.len()));
+            }
+        }
+        match best {
+            Some((block, raw_len)) => self.write_block(&block, raw_len),
+            None => Ok(EMPTY_ENTRY),
+        }
+    }
+
+    fn flush_ts_block(&mut self) -> Result<()> {
+        if self.ts_block.is_empty() {
+            return Ok(());
+        }
+        let mut dod = Vec::new();
+        encode_timestamps(&self.ts_block, &self.ts_runs, &mut dod);
+        let mut grid = Vec::new();
+        encode_timestamps_grid(&self.ts_block, &self.ts_runs, &mut grid);
+        let entry = self.write_best(&[], vec![dod, grid])?;
+        self.ts_entries.push(entry);
+        self.ts_block.clear();
+        self.ts_runs.clear();
+        Ok(())
+    }
+
+    /// Writes the open block of every column whose span ends at the current row count
+    /// (all of them when `all`, at the end).
+    fn flush_column_blocks(&mut self, all: bool) -> Result<()> {
+        let rows = self.rows;
+        for c in 0..self.metrics.len() {
+            let Some(col) = self.metrics.get_mut(c) else {
+                continue;
+            };
+            let due = if all {
+                rows > col.block * col.span
+            } else {
+                rows % col.span == 0
+            };
+            if !due {
+                continue;
+            }
+            let (block_rows, values, partial) = (
+                std::mem::take(&mut col.rows),
+                std::mem::take(&mut col.values),
+                std::mem::replace(&mut col.partial, false),
+            );
+            col.block += 1;
+            let kind = self
+                .schema
+                .columns
+                .get(c)
+                .map_or(MetricKind::Gauge, |i| i.kind);
+            let entry = self.encode_metric_block(kind, &block_rows, &values, partial)?;
+            if let Some(col) = self.metrics.get_mut(c) {
+                col.entries.push(entry);
+                // Keep the allocations for the next block.
+                let (mut r, mut v) = (block_rows, values);
+                r.clear();
+                v.clear();
+                col.rows = r;
+                col.values = v;
+            }
+        }
+        for e in 0..self.extras.len() {
+            let Some(col) = self.extras.get_mut(e) else {
+                continue;
+            };
+            let due = if all {
+                rows > col.block * col.span
+            } else {
+                rows % col.span == 0
+            };
+            if !due {
+                continue;
+            }
+            let (block_rows, values, partial) = (
+                std::mem::take(&mut col.rows),
+                std::mem::take(&mut col.values),
+                std::mem::replace(&mut col.partial, false),
+            );
+            col.block += 1;
+            let kind = self
+                .schema
+                .extras
+                .get(e)
+                .map_or(ExtraKind::Keyword, |i| i.kind);
+            let entry = if block_rows.is_empty() {
+                EMPTY_ENTRY
+            } else {
+                let mut raw = Vec::new();
+                presence_header(partial, &block_rows, &mut raw)?;
+                encode_extras(kind, values.iter(), &mut raw);
+                self.write_best(&[], vec![raw])?
+            };
+            if let Some(col) = self.extras.get_mut(e) {
+                col.entries.push(entry);
+            }
+        }
+        Ok(())
+    }
+
+    fn encode_metric_block(
+        &mut self,
+        kind: MetricKind,
+        rows: &[u32],
+        values: &[MetricValue],
+        partial: bool,
+    ) -> Result<DirEntry> {
+        if rows.is_empty() {
+            return Ok(EMPTY_ENTRY);
+        }
+        let mut header = Vec::new();
+        presence_header(partial, rows, &mut header)?;
+        let candidates = match kind {
+            MetricKind::Gauge => {
+                let v: Vec<f64> = values
+                    .iter()
+                    .map(|v| match v {
+                        MetricValue::Gauge(g) => *g,
+                        MetricValue::Counter(c) => *c as f64,
+                    })
+                    .collect();
+                gauge_candidates(&v, &mut self.comp)?
+            }
+            MetricKind::Counter => {
+                let v: Vec<i64> = values
+                    .iter()
+                    .map(|v| match v {
+                        MetricValue::Counter(c) => *c,
+                        MetricValue::Gauge(g) => *g as i64,
+                    })
+                    .collect();
+                counter_candidates(&v, &mut self.comp)?
+            }
+        };
+        self.write_best(&header, candidates)
+    }
+
+    /// Writes the last blocks, the meta section, series table, directory, id sections and
+    /// footer, and returns the writer and what was written.
+    ///
+    /// # Errors
+    /// I/O errors; [`Error::TooLarge`] for counts the format cannot hold.
+    pub fn finish(mut self) -> Result<(W, SegmentMeta)> {
+        if self.series.last().is_some_and(|s| s.row_count == 0) {
+            self.series.pop();
+        }
+        self.flush_ts_block()?;
+        self.flush_column_blocks(true)?;
+        let n = self.rows;
+        let block_count = n.div_ceil(self.block_rows);
+        debug_assert_eq!(self.ts_entries.len() as u64, block_count);
+
+        let meta = self.encode_meta()?;
+        let series_section = self.encode_series_table()?;
+        let dir = self.encode_directory();
+        let bloom_section = match &self.bloom {
+            Some(b) => b.to_bytes(),
+            None => Vec::new(),
+        };
+        let id_section = match self.fst.take() {
+            Some(b) => b.into_inner()?,
+            None if self.options.id_index() => {
+                let mut ids = std::mem::take(&mut self.event_ids);
+                ids.sort_unstable();
+                let mut b = fst::MapBuilder::memory();
+                for (id, row) in ids {
+                    b.insert(id, row)?;
+                }
+                b.into_inner()?
+            }
+            None => Vec::new(),
+        };
+        let mut sections = [SectionRef::default(); SECTION_COUNT];
+        for (slot, bytes) in
+            sections
+                .iter_mut()
+                .zip([&meta, &series_section, &dir, &bloom_section, &id_section])
+        {
+            *slot = SectionRef {
+                offset: if bytes.is_empty() { 0 } else { self.out.pos },
+                len: bytes.len() as u64,
+                crc: if bytes.is_empty() {
+                    0
+                } else {
+                    crc32fast::hash(bytes)
+                },
+            };
+            self.out.put(bytes)?;
+        }
+        let mut flags = 0;
+        if self.options.bloom_rate().is_some() {
+            flags |= FLAG_BLOOM;
+        }
+        if self.options.id_index() {
+            flags |= FLAG_ID_INDEX;
+        }
+        if self.options.events() {
+            flags |= FLAG_EVENTS;
+        }
+        let empty = n == 0;
+        let footer = Footer {
+            row_count: n,
+            series_count: self.series.len() as u64,
+            min_ts: if empty { 0 } else { self.min_ts },
+            max_ts: if empty { 0 } else { self.max_ts },
+            block_rows: self.block_rows as u32,
+            block_count: len_u32(block_count as usize, "blocks")?,
+            column_count: len_u32(self.schema.columns.len(), "metric columns")?,
+            flags,
+            sections,
+            data_crc: self.out.crc.clone().finalize(),
+            version: FORMAT_VERSION,
+        };
+        self.out.put(&footer.encode())?;
+        self.out.inner.flush()?;
+        let meta = SegmentMeta {
+            row_count: footer.row_count,
+            series_count: footer.series_count,
+            column_count: footer.column_count,
+            min_ts: footer.min_ts,
+            max_ts: footer.max_ts,
+            len_bytes: self.out.pos,
+        };
+        Ok((self.out.inner, meta))
+    }
+
+    fn encode_meta(&self) -> Result<Vec<u8>> {
+        let mut meta = Vec::new();
+        let fpr = self.options.bloom_rate();
+        meta.extend_from_slice(&fpr.unwrap_or(0.0).to_bits().to_le_bytes());
+        put_u64(
+            &mut meta,
+            if fpr.is_some() {
+                self.bloom_capacity
+            } else {
+                0
+            },
+        );
+        let dim_names = self.dim_names();
+        put_u32(&mut meta, len_u32(dim_names.len(), "dimension names")?);
+        for name in &dim_names {
+            put_str(&mut meta, name)?;
+        }
+        put_u32(
+            &mut meta,
+            len_u32(self.schema.columns.len(), "metric columns")?,
+        );
+        for c in &self.schema.columns {
+            meta.push(c.kind.code());
+            meta.push(c.span_shift);
+            put_str(&mut meta, &c.name)?;
+        }
+        put_u32(
+            &mut meta,
+            len_u32(self.schema.extras.len(), "extra columns")?,
+        );
+        for e in &self.schema.extras {
+            meta.push(e.kind.code());
+            meta.push(e.span_shift);
+            put_str(&mut meta, &e.name)?;
+        }
+        Ok(meta)
+    }
+
+    fn dim_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .series
+            .iter()
+            .flat_map(|s| s.dims.iter().map(|(n, _)| n.as_str()))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// The series table, column-wise inside one compressed frame.
+    fn encode_series_table(&mut self) -> Result<Vec<u8>> {
+        let dim_names = self.dim_names();
+        let mut st = Vec::new();
+        for s in &self.series {
+            st.extend_from_slice(s.tsid.as_bytes());
+        }
+        debug_assert_eq!(st.len(), self.series.len() * TSID_LEN);
+        for s in &self.series {
+            put_varint(&mut st, s.row_count);
+        }
+        let mut prev = 0i64;
+        for s in &self.series {
+            put_zigzag(&mut st, s.min_ts.wrapping_sub(prev));
+            prev = s.min_ts;
+        }
+        let mut prev_span = 0u64;
+        for s in &self.series {
+            let span = s.max_ts.wrapping_sub(s.min_ts) as u64;
+            put_zigzag(&mut st, span.wrapping_sub(prev_span) as i64);
+            prev_span = span;
+        }
+        for s in &self.series {
+            put_varint(&mut st, s.dims.len() as u64);
+            for (name, value) in &s.dims {
+                let id = dim_names.binary_search(&name.as_str()).unwrap_or(0);
+                put_varint(&mut st, id as u64);
+                match value {
+                    Dim::Keyword(k) => {
+                        st.push(TAG_KEYWORD);
+                        put_varint(&mut st, k.len() as u64);
+                        st.extend_from_slice(k.as_bytes());
+                    }
+                    Dim::Int(v) => {
+                        st.push(TAG_INT);
+                        put_zigzag(&mut st, *v);
+                    }
+                    Dim::UInt(v) => {
+                        st.push(TAG_UINT);
+                        put_varint(&mut st, *v);
+                    }
+                    Dim::Bool(v) => {
+                        st.push(TAG_BOOL);
+                        st.push(u8::from(*v));
+                    }
+                    Dim::Ip(ip) => {
+                        st.push(TAG_IP);
+                        st.extend_from_slice(&ip.octets());
+                    }
+                }
+            }
+        }
+        // Presence as observed: a column declared partial may turn out full or absent
+        // (its blocks carry bitmaps either way, which the reader follows).
+        for s in &self.series {
+            let observed: Vec<(u32, u8)> = s
+                .declared
+                .iter()
+                .zip(&s.counts)
+                .filter(|(_, n)| **n > 0)
+                .map(|(&(c, _), &n)| {
+                    let state = if n == s.row_count {
+                        STATE_FULL
+                    } else {
+                        STATE_PARTIAL
+                    };
+                    (c, state)
+                })
+                .collect();
+            put_varint(&mut st, observed.len() as u64);
+            for (c, state) in observed {
+                put_varint(&mut st, u64::from(c));
+                st.push(state);
+            }
+        }
+        let mut section = Vec::new();
+        put_u64(&mut section, st.len() as u64);
+        section.extend_from_slice(&self.comp.compress_block(&st)?);
+        Ok(section)
+    }
+
+    fn encode_directory(&self) -> Vec<u8> {
+        let all = std::iter::once(&self.ts_entries)
+            .chain(self.metrics.iter().map(|c| &c.entries))
+            .chain(self.extras.iter().map(|c| &c.entries));
+        let mut dir = Vec::new();
+        for entries in all {
+            for e in entries {
+                put_u64(&mut dir, e.offset);
+                put_u32(&mut dir, e.len);
+                put_u32(&mut dir, e.raw_len);
+                put_u32(&mut dir, e.crc);
+            }
+        }
+        dir
+    }
+}
+
+/// The directory entry of a column block with no value. Its offset is 0: the reader
+/// never reads an empty block's bytes.
+const EMPTY_ENTRY: DirEntry = DirEntry {
+    offset: 0,
+    len: 0,
+    raw_len: 0,
+    crc: 0,
+};
+
+/// A block's presence header: a bitmap of its rows with a value when a series partial
+/// for the column has rows in it, else none (every row of a full series has one).
+fn presence_header(partial: bool, rows: &[u32], out: &mut Vec<u8>) -> Result<()> {
+    if partial {
+        let bitmap: RoaringBitmap = rows.iter().copied().collect();
+        encode_presence(Some(&bitmap), out)
+    } else {
+        encode_presence(None, out)
+    }
+}
+
+fn len_u32(len: usize, what: &'static str) -> Result<u32> {
+    u32::try_from(len).map_err(|_| Error::TooLarge {
+        what,
+        found: len as u64,
+        max: u64::from(u32::MAX),
+    })
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) -> Result<()> {
+    let len = u16::try_from(s.len()).map_err(|_| Error::TooLarge {
+        what: "name bytes",
+        found: s.len() as u64,
+        max: u64::from(u16::MAX),
+    })?;
+    put_u16(out, len);
+    out.extend_from_slice(s.as_bytes());
+    Ok(())
+}
