@@ -5,6 +5,7 @@ mod bench_report;
 mod bloom_demo;
 mod bloom_report;
 mod datasets;
+mod soak;
 mod storage_chart;
 mod storage_compare;
 mod storage_points;
@@ -51,6 +52,15 @@ tasks:
       [--late-rate F] [--shuffle-keys] [--out DIR]
       write a deterministic dataset as NDJSON with its mapping and the exact unique and
       duplicate counts (default out: target/xtask/datasets)
+  soak [--dataset k8s|otel] [--points N] [--strategy S] [--batch N] [--every N]
+      [--refresh-rows N] [--series N] [--seed N] [--dup-rate F] [--late-rate F]
+      [--out DIR] [--data DIR]
+      generate points on the fly (retries and late points included) and ingest them through
+      the engine with background merges; every --every points (default 1,000,000) record
+      peak RSS (VmHWM), RSS, points/s, bytes per point on disk and segments; then merge
+      everything into one segment and report that merge's own peak RSS. Prints a table,
+      writes soak-<dataset>-<points>.{csv,svg} to --out (default target/xtask/soak);
+      fails if a retry is stored or a point lost
   help
       this text
 ";
@@ -63,6 +73,8 @@ fn main() -> ExitCode {
         Some("gen") => datasets::run(&args[1..]),
         Some("storage-compare") => storage_compare::run(&args[1..]),
         Some("bench-report") => bench_report::run(&args[1..]),
+        Some("soak") => soak::run(&args[1..]),
+        Some("soak-merge") => soak::merge_only(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{HELP}");
             Ok(())

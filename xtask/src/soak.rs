@@ -1,0 +1,419 @@
+//! `cargo xtask soak`: memory and throughput as data grows. Generates points on the fly
+//! (no files), ingests them through a `SharedEngine` (background merges on, retries and
+//! late points included), and every million points records the peak resident set
+//! (VmHWM from /proc/self/status), the current one, points/s, bytes per point on disk and
+//! the segment count. At the end, every segment is merged into one with the peak reset
+//! first, so the merge's own peak is reported. Prints a table; writes CSV and an SVG chart.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use plotters::prelude::*;
+use tidemark_datagen::{Dataset, Options};
+use tidemark_dedup::{Durability, Engine, EngineConfig, Op, SharedEngine, Strategy};
+use tidemark_tsid::Tsid;
+
+use crate::storage_compare::metric_point;
+
+struct Args {
+    dataset: String,
+    points: u64,
+    options: Options,
+    strategy: Strategy,
+    batch: usize,
+    refresh_rows: Option<usize>,
+    out: PathBuf,
+    data: Option<PathBuf>,
+    every: u64,
+}
+
+fn parse(args: &[String]) -> Result<Args> {
+    let mut a = Args {
+        dataset: "k8s".into(),
+        points: 10_000_000,
+        // Retries and late points by default: a soak without them proves little.
+        options: Options::default().dup_rate(0.02).late_rate(0.01),
+        strategy: Strategy::default(),
+        batch: 10_000,
+        refresh_rows: None,
+        out: crate::project_root().join("target/xtask/soak"),
+        data: None,
+        every: 1_000_000,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--dataset" => a.dataset = value()?.clone(),
+            "--points" => a.points = value()?.parse().context("--points")?,
+            "--series" => a.options = a.options.series(value()?.parse().context("--series")?),
+            "--seed" => a.options = a.options.seed(value()?.parse().context("--seed")?),
+            "--dup-rate" => a.options = a.options.dup_rate(value()?.parse().context("--dup-rate")?),
+            "--late-rate" => {
+                a.options = a
+                    .options
+                    .late_rate(value()?.parse().context("--late-rate")?)
+            }
+            "--strategy" => a.strategy = value()?.parse().context("--strategy")?,
+            "--batch" => a.batch = value()?.parse().context("--batch")?,
+            "--refresh-rows" => a.refresh_rows = Some(value()?.parse().context("--refresh-rows")?),
+            "--every" => a.every = value()?.parse().context("--every")?,
+            "--out" => a.out = PathBuf::from(value()?),
+            "--data" => a.data = Some(PathBuf::from(value()?)),
+            other => bail!("unknown soak option {other:?} (see `cargo xtask help`)"),
+        }
+    }
+    ensure!(a.points > 0, "--points must be positive");
+    ensure!(a.batch > 0, "--batch must be positive");
+    ensure!(a.every > 0, "--every must be positive");
+    a.options = a.options.points(a.points);
+    Ok(a)
+}
+
+/// One row of the report.
+struct Sample {
+    points: u64,
+    peak_rss: u64,
+    rss: u64,
+    points_per_sec: f64,
+    bytes_on_disk: u64,
+    segment_bytes: u64,
+    segments: usize,
+}
+
+/// `VmHWM` and `VmRSS` of this process, in bytes.
+fn rss() -> Result<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").context("/proc/self/status")?;
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    };
+    Ok((
+        field("VmHWM:").context("no VmHWM in /proc/self/status")?,
+        field("VmRSS:").context("no VmRSS in /proc/self/status")?,
+    ))
+}
+
+/// `cargo xtask soak-merge DIR` (run by `soak` as a child process): opens the engine
+/// in DIR, merges every segment into one, and prints its peak RSS in bytes.
+pub fn merge_only(args: &[String]) -> Result<()> {
+    let dir = args
+        .first()
+        .context("soak-merge needs the engine directory")?;
+    let mut engine = Engine::open(dir, EngineConfig::new().with_derived_tsids(true))?;
+    engine.merge_all()?;
+    drop(engine);
+    println!("{}", rss()?.0);
+    Ok(())
+}
+
+/// Bytes of every file, bytes of the segment files, and the segment count.
+fn dir_stats(dir: &Path) -> Result<(u64, u64, usize)> {
+    let mut bytes = 0;
+    let mut seg_bytes = 0;
+    let mut segments = 0;
+    for e in std::fs::read_dir(dir).with_context(|| dir.display().to_string())? {
+        let e = e?;
+        // Files vanish while merges install: skip what is gone.
+        let Ok(meta) = e.metadata() else { continue };
+        bytes += meta.len();
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("seg-") && name.ends_with(".tms") {
+            segments += 1;
+            seg_bytes += meta.len();
+        }
+    }
+    Ok((bytes, seg_bytes, segments))
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let a = parse(args)?;
+    let ds = Dataset::by_name(&a.dataset, a.options.clone())
+        .with_context(|| format!("unknown dataset {:?} (k8s or otel)", a.dataset))?;
+    ensure!(
+        a.dataset != "events",
+        "soak runs the time-series datasets (k8s, otel)"
+    );
+    std::fs::create_dir_all(&a.out).with_context(|| a.out.display().to_string())?;
+    let tmp;
+    let data = match &a.data {
+        Some(d) => {
+            if d.exists() {
+                std::fs::remove_dir_all(d).with_context(|| d.display().to_string())?;
+            }
+            d.clone()
+        }
+        None => {
+            tmp = tempfile::tempdir_in(&a.out)?;
+            tmp.path().join("engine")
+        }
+    };
+    let mut config = EngineConfig::new()
+        .with_strategy(a.strategy)
+        .with_durability(Durability::Interval(Duration::from_secs(1)))
+        .with_derived_tsids(true);
+    if let Some(rows) = a.refresh_rows {
+        config = config.with_refresh_rows(rows);
+    }
+    let engine = Engine::create(&data, config).context("creating the engine")?;
+    let shared = SharedEngine::new(engine);
+    let writer = shared.writer();
+
+    eprintln!(
+        "soak: {} {} points (of which {} retries), strategy {}, into {}",
+        ds.total_docs(),
+        a.dataset,
+        ds.total_docs() - ds.unique_docs(),
+        a.strategy.name(),
+        data.display()
+    );
+    let mut computer = ds.tsid_computer().context("tsid computer")?;
+    let mut tsids: Vec<Option<Tsid>> = vec![None; ds.series_count() as usize];
+    let mut samples = Vec::new();
+    let mut created = 0u64;
+    let mut duplicates = 0u64;
+    let mut ops = Vec::with_capacity(a.batch);
+    let start = Instant::now();
+    let mut last = (0u64, Instant::now());
+    let total = ds.total_docs();
+    let terminal = std::io::stderr().is_terminal();
+    let mut sent = 0u64;
+    let flush = |ops: &mut Vec<Op>, created: &mut u64, duplicates: &mut u64| -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        for o in writer.batch(std::mem::take(ops))? {
+            match o {
+                tidemark_dedup::Outcome::Created { .. } => *created += 1,
+                tidemark_dedup::Outcome::Conflict { .. } => *duplicates += 1,
+                other => bail!("unexpected outcome {other:?}"),
+            }
+        }
+        Ok(())
+    };
+    for r in ds.records() {
+        let slot = tsids
+            .get_mut(r.series as usize)
+            .context("series number past the series count")?;
+        let tsid = match slot {
+            Some(t) => *t,
+            None => *slot.insert(r.tsid(&mut computer).context("record tsid")?),
+        };
+        ops.push(Op::Create(metric_point(&r, tsid)));
+        sent += 1;
+        if ops.len() >= a.batch {
+            flush(&mut ops, &mut created, &mut duplicates)?;
+        }
+        if sent % a.every == 0 || sent == total {
+            flush(&mut ops, &mut created, &mut duplicates)?;
+            let (peak_rss, now_rss) = rss()?;
+            let (bytes_on_disk, segment_bytes, segments) = dir_stats(&data)?;
+            let secs = last.1.elapsed().as_secs_f64().max(1e-9);
+            samples.push(Sample {
+                points: sent,
+                peak_rss,
+                rss: now_rss,
+                points_per_sec: (sent - last.0) as f64 / secs,
+                bytes_on_disk,
+                segment_bytes,
+                segments,
+            });
+            last = (sent, Instant::now());
+            if terminal {
+                eprint!(
+                    "\r{sent}/{total} points, peak RSS {:.0} MB   ",
+                    mb(peak_rss)
+                );
+            }
+        }
+    }
+    flush(&mut ops, &mut created, &mut duplicates)?;
+    let ingest_secs = start.elapsed().as_secs_f64();
+    if terminal {
+        eprintln!();
+    }
+    let ingest_peak = rss()?.0;
+    let mut engine = shared.into_inner().context("stopping the engine")?;
+    engine.refresh()?;
+    let live = engine.live_count();
+    drop(engine);
+    let before_merge = dir_stats(&data)?;
+    // The final merge runs in a fresh process, so that its peak is its own and not the
+    // heap the ingest left behind.
+    let merge_start = Instant::now();
+    let child = std::process::Command::new(std::env::current_exe()?)
+        .arg("soak-merge")
+        .arg(&data)
+        .output()
+        .context("running the final merge")?;
+    ensure!(
+        child.status.success(),
+        "final merge failed: {}",
+        String::from_utf8_lossy(&child.stderr)
+    );
+    let merge_secs = merge_start.elapsed().as_secs_f64();
+    let merge_peak: u64 = String::from_utf8_lossy(&child.stdout)
+        .trim()
+        .parse()
+        .context("the merge's peak RSS")?;
+    let after = dir_stats(&data)?;
+
+    ensure!(
+        created == ds.unique_docs() && duplicates == total - ds.unique_docs(),
+        "dedup miscounted: {created} created and {duplicates} duplicates, the generator \
+         sent {} unique points and {} retries",
+        ds.unique_docs(),
+        total - ds.unique_docs()
+    );
+    ensure!(
+        live == ds.unique_docs(),
+        "{live} points stored, {} expected",
+        ds.unique_docs()
+    );
+
+    // Report.
+    let mut table = String::new();
+    table.push_str(
+        "     points   peak RSS MB   RSS MB   points/s   bytes/point: all files  segments  segments\n",
+    );
+    for s in &samples {
+        table.push_str(&format!(
+            "{:>11}   {:>11.1}   {:>6.1}   {:>8.0}   {:>16.2} {:>10.2}  {:>8}\n",
+            s.points,
+            mb(s.peak_rss),
+            mb(s.rss),
+            s.points_per_sec,
+            s.bytes_on_disk as f64 / s.points as f64,
+            s.segment_bytes as f64 / s.points as f64,
+            s.segments
+        ));
+    }
+    let summary = format!(
+        "{} points ({} unique, {} retries found) in {:.1} s: {:.0} points/s, peak RSS {:.1} MB \
+         during ingest; final merge of {} segments ({:.1} MB) into {} ({:.1} MB, {:.2} bytes/point) \
+         in {:.1} s, peak RSS {:.1} MB during the merge",
+        total,
+        created,
+        duplicates,
+        ingest_secs,
+        total as f64 / ingest_secs,
+        mb(ingest_peak),
+        before_merge.2,
+        mb(before_merge.1),
+        after.2,
+        mb(after.1),
+        after.1 as f64 / ds.unique_docs().max(1) as f64,
+        merge_secs,
+        mb(merge_peak)
+    );
+    print!("{table}");
+    println!("{summary}");
+    let stem = format!("soak-{}-{}", a.dataset, a.points);
+    let csv_path = a.out.join(format!("{stem}.csv"));
+    let mut csv = std::fs::File::create(&csv_path).context("csv")?;
+    writeln!(
+        csv,
+        "points,peak_rss_bytes,rss_bytes,points_per_sec,bytes_on_disk,segment_bytes,segments"
+    )?;
+    for s in &samples {
+        writeln!(
+            csv,
+            "{},{},{},{:.0},{},{},{}",
+            s.points,
+            s.peak_rss,
+            s.rss,
+            s.points_per_sec,
+            s.bytes_on_disk,
+            s.segment_bytes,
+            s.segments
+        )?;
+    }
+    writeln!(csv, "# {summary}")?;
+    let svg_path = a.out.join(format!("{stem}.svg"));
+    std::fs::write(&svg_path, chart(&samples, &a.dataset)?).context("svg")?;
+    eprintln!("wrote {} and {}", csv_path.display(), svg_path.display());
+    Ok(())
+}
+
+/// Peak RSS (MB) and throughput (points/s) against points ingested, two panels.
+fn chart(samples: &[Sample], dataset: &str) -> Result<String> {
+    let err = |e: &dyn std::fmt::Debug| anyhow::anyhow!("drawing the chart: {e:?}");
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 620)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let (top, bottom) = root.split_vertically(310);
+        let max_x = samples.last().map_or(1, |s| s.points).max(1) as f64 / 1e6;
+        let max_rss = samples.iter().map(|s| mb(s.peak_rss)).fold(1.0, f64::max) * 1.15;
+        let mut c = ChartBuilder::on(&top)
+            .caption(
+                format!("cargo xtask soak ({dataset}): resident memory"),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..max_x, 0.0..max_rss)
+            .map_err(|e| err(&e))?;
+        c.configure_mesh()
+            .x_desc("million points ingested")
+            .y_desc("MB")
+            .draw()
+            .map_err(|e| err(&e))?;
+        let peak: Vec<(f64, f64)> = samples
+            .iter()
+            .map(|s| (s.points as f64 / 1e6, mb(s.peak_rss)))
+            .collect();
+        let now: Vec<(f64, f64)> = samples
+            .iter()
+            .map(|s| (s.points as f64 / 1e6, mb(s.rss)))
+            .collect();
+        c.draw_series(LineSeries::new(peak, &RED))
+            .map_err(|e| err(&e))?
+            .label("peak RSS (VmHWM)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
+        c.draw_series(LineSeries::new(now, &BLUE))
+            .map_err(|e| err(&e))?
+            .label("RSS")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
+        c.configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()
+            .map_err(|e| err(&e))?;
+        let max_tp = samples
+            .iter()
+            .map(|s| s.points_per_sec / 1e3)
+            .fold(1.0, f64::max)
+            * 1.15;
+        let mut c = ChartBuilder::on(&bottom)
+            .caption("ingest throughput", ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..max_x, 0.0..max_tp)
+            .map_err(|e| err(&e))?;
+        c.configure_mesh()
+            .x_desc("million points ingested")
+            .y_desc("thousand points/s")
+            .draw()
+            .map_err(|e| err(&e))?;
+        let tp: Vec<(f64, f64)> = samples
+            .iter()
+            .map(|s| (s.points as f64 / 1e6, s.points_per_sec / 1e3))
+            .collect();
+        c.draw_series(LineSeries::new(tp, &GREEN))
+            .map_err(|e| err(&e))?;
+        root.present().map_err(|e| err(&e))?;
+    }
+    Ok(svg)
+}
