@@ -5,8 +5,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tidemark_segment::{Dim, Extra, Point, RowId, Segment, SegmentWriter, Tombstones};
+use tidemark_segment::{
+    AtomicFile, Dim, Extra, MetricValue, Point, RowId, Segment, Tombstones, write_batch,
+};
 use tidemark_tsid::{SyntheticId, Tsid};
+
+use crate::buffer::{
+    Buffer, BufferView, ColumnId, ColumnKind, ColumnRef, ColumnTable, Key, SeriesRef, SeriesTable,
+};
 
 use crate::config::{EngineConfig, Strategy};
 use crate::error::{Error, Result};
@@ -35,6 +41,135 @@ pub enum Op {
     Delete(SyntheticId),
     /// Read the point with this id.
     Get(SyntheticId),
+}
+
+/// A batch of appends by ref for [`Engine::append`], held as columns so that a batch of
+/// points of known series costs no allocation per point: each append names a
+/// [`SeriesRef`] (from [`Engine::series`]), a timestamp, metric values and extra values
+/// by [`ColumnRef`] (from [`Engine::column`]), and whether it is a `create` (a duplicate
+/// is a [`Outcome::Conflict`]) or an `index` (a duplicate is replaced).
+///
+/// ```
+/// use tidemark_dedup::{AppendBatch, ColumnKind, Engine, EngineConfig, Outcome};
+/// use tidemark_segment::MetricValue;
+/// use tidemark_tsid::Tsid;
+///
+/// let dir = tempfile::tempdir()?;
+/// let mut engine = Engine::create(dir.path(), EngineConfig::new())?;
+/// let s = engine.series(Tsid::from_bytes([1; 20]), vec![("host".into(), "a".into())])?;
+/// let cpu = engine.column("cpu", ColumnKind::Gauge)?;
+/// let mut batch = AppendBatch::new();
+/// batch.create(s, 1_000, &[(cpu, MetricValue::Gauge(0.5))]);
+/// batch.create(s, 1_000, &[(cpu, MetricValue::Gauge(0.5))]);
+/// let out = engine.append(&batch)?;
+/// assert!(matches!(out[0], Outcome::Created { .. }));
+/// assert!(matches!(out[1], Outcome::Conflict { .. }));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct AppendBatch {
+    create: Vec<bool>,
+    series: Vec<SeriesRef>,
+    ts: Vec<i64>,
+    value_end: Vec<u32>,
+    values: Vec<(ColumnRef, MetricValue)>,
+    extra_end: Vec<u32>,
+    extras: Vec<(ColumnRef, Extra)>,
+}
+
+/// One append of an [`AppendBatch`].
+#[derive(Debug)]
+struct AppendItem<'a> {
+    create: bool,
+    series: SeriesRef,
+    ts: i64,
+    values: &'a [(ColumnRef, MetricValue)],
+    extras: &'a [(ColumnRef, Extra)],
+}
+
+impl AppendBatch {
+    /// An empty batch.
+    pub fn new() -> AppendBatch {
+        AppendBatch::default()
+    }
+
+    /// Adds a `create` of a point of `series` at `ts_millis` with metric `values`.
+    pub fn create(
+        &mut self,
+        series: SeriesRef,
+        ts_millis: i64,
+        values: &[(ColumnRef, MetricValue)],
+    ) {
+        self.push(true, series, ts_millis, values, &[]);
+    }
+
+    /// Adds an `index` (store, replacing a duplicate) of a point.
+    pub fn index(
+        &mut self,
+        series: SeriesRef,
+        ts_millis: i64,
+        values: &[(ColumnRef, MetricValue)],
+    ) {
+        self.push(false, series, ts_millis, values, &[]);
+    }
+
+    /// Adds a `create` (`create = true`) or `index` of a point with metric values and
+    /// extra (keyword/boolean) values.
+    pub fn push(
+        &mut self,
+        create: bool,
+        series: SeriesRef,
+        ts_millis: i64,
+        values: &[(ColumnRef, MetricValue)],
+        extras: &[(ColumnRef, Extra)],
+    ) {
+        self.create.push(create);
+        self.series.push(series);
+        self.ts.push(ts_millis);
+        self.values.extend_from_slice(values);
+        self.value_end.push(self.values.len() as u32);
+        self.extras.extend(extras.iter().cloned());
+        self.extra_end.push(self.extras.len() as u32);
+    }
+
+    /// Appends in the batch.
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+
+    /// Empties the batch, keeping its memory.
+    pub fn clear(&mut self) {
+        self.create.clear();
+        self.series.clear();
+        self.ts.clear();
+        self.value_end.clear();
+        self.values.clear();
+        self.extra_end.clear();
+        self.extras.clear();
+    }
+
+    fn get(&self, i: usize) -> Option<AppendItem<'_>> {
+        let span = |ends: &[u32]| {
+            let hi = *ends.get(i)? as usize;
+            let lo = match i.checked_sub(1) {
+                Some(j) => *ends.get(j)? as usize,
+                None => 0,
+            };
+            Some(lo..hi.max(lo))
+        };
+        Some(AppendItem {
+            create: *self.create.get(i)?,
+            series: *self.series.get(i)?,
+            ts: *self.ts.get(i)?,
+            values: self.values.get(span(&self.value_end)?)?,
+            extras: self.extras.get(span(&self.extra_end)?)?,
+        })
+    }
 }
 
 /// What one operation did. A batch returns one per operation, in order.
@@ -135,6 +270,12 @@ pub enum Rejection {
         /// Why.
         detail: String,
     },
+    /// An append named a series or column ref this engine did not give out (or a metric
+    /// ref where an extra belongs, or the reverse).
+    UnknownRef {
+        /// `"series"`, `"metric column"` or `"extra column"`.
+        what: &'static str,
+    },
 }
 
 impl std::fmt::Display for Rejection {
@@ -162,6 +303,7 @@ impl std::fmt::Display for Rejection {
                 "a name or keyword of {len_bytes} bytes (at most {MAX_STRING_LEN})"
             ),
             Rejection::EventId { detail } => write!(f, "no event id: {detail}"),
+            Rejection::UnknownRef { what } => write!(f, "unknown {what} ref"),
         }
     }
 }
@@ -374,13 +516,10 @@ impl MergeJob {
     }
 }
 
-/// A point that passed validation: normalized, with its id and where that id is live.
-type Checked = (Point, SyntheticId, Option<Location>);
-
 /// Where a live point is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Location {
-    Buffer,
+    Buffer(Key),
     Segment { slot: usize, row: RowId },
 }
 
@@ -395,6 +534,9 @@ fn parse_segment_name(name: &str) -> Option<u64> {
         .parse()
         .ok()
 }
+
+/// Reused buffers for a point's metric and extra values by column ref.
+type Scratch = (Vec<(u32, MetricValue)>, Vec<(u32, Extra)>);
 
 /// An exactly-once ingest engine over one directory.
 ///
@@ -412,13 +554,16 @@ pub struct Engine {
     config: EngineConfig,
     /// Oldest first.
     slots: Vec<Slot>,
+    /// Points not yet in a segment, as columns, and the live version map.
     buffer: Buffer,
-    /// Dimensions of each tsid buffered since the last refresh (a segment needs one set).
-    buf_dims: HashMap<Tsid, Vec<(String, Dim)>, FastHash>,
-    /// Kind name of each metric and extra column of the buffer and of the segments (a
-    /// column has one kind in a segment, so in all the segments a merge may join). Never
-    /// shrinks: a name keeps its kind even once its rows are gone.
-    buf_columns: HashMap<String, &'static str, FastHash>,
+    /// Every series seen since the engine opened: each one's dimensions once.
+    series: SeriesTable,
+    /// Every metric and extra column of the buffer and of the segments (a column has one
+    /// kind in a segment, so in all the segments a merge may join). Never shrinks: a
+    /// name keeps its kind even once its rows are gone.
+    columns: ColumnTable,
+    /// Scratch: a point's values by column ref.
+    scratch: Scratch,
     wal: Wal,
     /// Records in the current log.
     wal_records: u64,
@@ -426,19 +571,10 @@ pub struct Engine {
     stats: DedupStats,
     warnings: Vec<Warning>,
     poisoned: bool,
-    /// Set once a refresh moved the buffer into its segment writer.
-    buffer_handed_over: bool,
     background_merges: bool,
     /// Events mode: computes event ids.
     keyer: Option<Arc<EventKeyer>>,
 }
-
-/// The segment writer's multiply-fold hasher: synthetic ids' tsid bytes are already hash
-/// output, and names are not attacker-chosen hash-flooding material.
-type FastHash = tidemark_segment::FoldBuildHasher;
-
-/// The live version map: buffered points by synthetic id.
-type Buffer = HashMap<SyntheticId, Point, FastHash>;
 
 impl Engine {
     /// Creates an engine in `dir` (created if needed), which must not hold one already.
@@ -505,34 +641,38 @@ impl Engine {
         let removed = remove_orphans(&dir, &manifest)?;
         let mut records = Vec::new();
         let (wal, torn) = Wal::open(&dir, manifest.wal_generation, |payload, offset, path| {
-            records.push(record::decode(payload, offset, path)?);
+            records.push((record::decode(payload, offset, path)?, offset));
             Ok(())
         })?;
         let mut engine = Engine::assemble(dir, config, slots, wal, manifest.next_segment, keyer);
         for slot in &engine.slots {
-            for c in slot.segment.columns() {
-                engine
-                    .buf_columns
-                    .entry(c.name.clone())
-                    .or_insert(c.kind.name());
-            }
-            for c in slot.segment.extra_columns() {
-                engine
-                    .buf_columns
-                    .entry(c.name.clone())
-                    .or_insert(c.kind.name());
+            let kinds = slot
+                .segment
+                .columns()
+                .iter()
+                .map(|c| {
+                    let kind = match c.kind {
+                        tidemark_segment::MetricKind::Gauge => ColumnKind::Gauge,
+                        tidemark_segment::MetricKind::Counter => ColumnKind::Counter,
+                    };
+                    (c.name.as_str(), kind)
+                })
+                .chain(slot.segment.extra_columns().iter().map(|e| {
+                    let kind = match e.kind {
+                        tidemark_segment::ExtraKind::Keyword => ColumnKind::Keyword,
+                        tidemark_segment::ExtraKind::Bool => ColumnKind::Bool,
+                    };
+                    (e.name.as_str(), kind)
+                }));
+            for (name, kind) in kinds {
+                if engine.columns.get(name).is_none() {
+                    engine.columns.insert(name, kind);
+                }
             }
         }
         engine.warnings.extend(removed);
         engine.warnings.extend(torn);
-        for r in records {
-            let op = match r {
-                Record::Create(p) => Op::Create(p),
-                Record::Index(p) => Op::Index(p),
-                Record::Delete(id) => Op::Delete(id),
-            };
-            engine.apply(op, false)?;
-        }
+        engine.replay(records)?;
         // Replay is not ingest: count only what happens from now on.
         engine.stats = DedupStats::new(engine.config.strategy);
         Ok(engine)
@@ -565,15 +705,15 @@ impl Engine {
             slots,
             // Sized for a refresh's worth up front (capped): growing by rehashing moved
             // every buffered point again and again (memmove was 11% of in-order ingest).
-            buffer: Buffer::with_capacity_and_hasher(buffer_rows, FastHash::default()),
-            buf_dims: HashMap::default(),
-            buf_columns: HashMap::default(),
+            buffer: Buffer::with_capacity(buffer_rows),
+            series: SeriesTable::default(),
+            columns: ColumnTable::default(),
+            scratch: (Vec::new(), Vec::new()),
             wal,
             wal_records: 0,
             next_segment,
             warnings: Vec::new(),
             poisoned: false,
-            buffer_handed_over: false,
             background_merges: false,
             keyer,
         }
@@ -717,7 +857,7 @@ impl Engine {
     }
 
     fn after_commit(&mut self) -> Result<()> {
-        if self.buffer.len() >= self.config.refresh_rows {
+        if self.buffer.rows() >= self.config.refresh_rows {
             self.refresh()?;
             if self.config.auto_merge && !self.background_merges {
                 self.maybe_merge()?;
@@ -762,16 +902,43 @@ impl Engine {
     /// Segment read errors naming the segment.
     pub fn get(&self, id: &SyntheticId) -> Result<Option<Point>> {
         let mut scratch = DedupStats::default();
-        let loc = locate(
+        let loc = self.locate(&mut scratch, id, None)?;
+        self.read(loc)
+    }
+
+    /// Where `id` is live, if anywhere: the buffer, then the segments (see
+    /// [`locate_in_segments`]).
+    fn locate(
+        &self,
+        stats: &mut DedupStats,
+        id: &SyntheticId,
+        stream: Option<&Tsid>,
+    ) -> Result<Option<Location>> {
+        if let Some(key) = self.buffer_key(id) {
+            if self.buffer.lookup(&key).is_some() {
+                stats.live_map_hits += 1;
+                return Ok(Some(Location::Buffer(key)));
+            }
+        }
+        locate_in_segments(
             &self.slots,
-            &self.buffer,
             self.config.strategy,
-            &mut scratch,
+            stats,
             id,
             self.keyer.as_deref(),
-            None,
-        )?;
-        self.read(id, loc)
+            stream,
+        )
+    }
+
+    /// The live map key of `id`, if its series is known.
+    fn buffer_key(&self, id: &SyntheticId) -> Option<Key> {
+        match self.keyer {
+            Some(_) => Some(Key::Event(*id)),
+            None => self
+                .series
+                .get(&id.tsid())
+                .map(|s| Key::Point(s, id.ts_millis())),
+        }
     }
 
     fn one(&mut self, op: Op) -> Result<Outcome> {
@@ -779,10 +946,13 @@ impl Engine {
         v.pop().ok_or(Error::Poisoned)
     }
 
-    fn read(&self, id: &SyntheticId, loc: Option<Location>) -> Result<Option<Point>> {
+    fn read(&self, loc: Option<Location>) -> Result<Option<Point>> {
         match loc {
             None => Ok(None),
-            Some(Location::Buffer) => Ok(self.buffer.get(id).cloned()),
+            Some(Location::Buffer(key)) => Ok(self
+                .buffer
+                .lookup(&key)
+                .and_then(|i| self.buffer.point(i, &self.series, &self.columns))),
             Some(Location::Segment { slot, row }) => match self.slots.get(slot) {
                 Some(s) => Ok(Some(s.segment.row(row).map_err(|e| s.err(e))?.normalized())),
                 None => Ok(None),
@@ -796,7 +966,11 @@ impl Engine {
     /// # Errors
     /// Segment read errors naming the segment.
     pub fn points(&self) -> Result<Vec<Point>> {
-        let mut out: Vec<Point> = self.buffer.values().cloned().collect();
+        let mut out: Vec<Point> = self
+            .buffer
+            .live()
+            .filter_map(|i| self.buffer.point(i, &self.series, &self.columns))
+            .collect();
         for slot in &self.slots {
             slot.live_points(&mut out)?;
         }
@@ -1067,24 +1241,9 @@ impl Engine {
         }
     }
 
-    /// Events: the stream to search for `p`'s duplicates, when its id fixes it (the
-    /// fingerprint covers every dimension, so an equal id means an equal stream).
-    fn stream_hint(&self, p: &Point) -> Option<Tsid> {
-        self.keyer
-            .as_deref()
-            .filter(|k| k.covers_dims(p))
-            .map(|_| p.tsid)
-    }
-
-    fn point_id(&self, p: &Point) -> std::result::Result<SyntheticId, Rejection> {
-        match &self.keyer {
-            None => Ok(SyntheticId::new(p.tsid, p.ts_millis)),
-            Some(k) => k.id_of(p).map_err(|detail| Rejection::EventId { detail }),
-        }
-    }
-
-    /// Validates a normalized point against itself and the buffer.
-    fn validate(&self, p: &Point) -> Option<Rejection> {
+    /// Checks a normalized point against itself: name and keyword lengths, names given
+    /// twice.
+    fn validate(p: &Point) -> Option<Rejection> {
         for (name, value) in &p.dims {
             let long = match value {
                 Dim::Keyword(s) => s.len().max(name.len()),
@@ -1123,71 +1282,521 @@ impl Engine {
                 name: w[0].0.clone(),
             });
         }
-        match self.buf_dims.get(&p.tsid) {
-            Some(known) => {
-                if !self.config.derived_tsids && *known != p.dims {
-                    return Some(Rejection::InconsistentDimensions { tsid: p.tsid });
-                }
-            }
-            // First point of this tsid since the last refresh: a segment holding the
-            // series must agree too, or the segments could never be merged. (Events: a
-            // stream's tsid names its dimensions just the same.)
-            None => {
-                let stored = self
-                    .slots
-                    .iter()
-                    .rev()
-                    .find_map(|s| s.segment.series_by_tsid(&p.tsid));
-                if stored.is_some_and(|s| s.dims != p.dims) {
-                    return Some(Rejection::InconsistentDimensions { tsid: p.tsid });
-                }
-            }
+        None
+    }
+
+    /// The series of `tsid` with dimensions `dims` (sorted, checked): known, or
+    /// registered now. A tsid must name one dimension set, here and in the segments (or
+    /// the segments could never be merged); with derived tsids a known tsid's dimensions
+    /// are not compared again.
+    fn series_ref(
+        &mut self,
+        tsid: Tsid,
+        dims: &[(String, Dim)],
+    ) -> std::result::Result<u32, Rejection> {
+        if let Some(s) = self.series.get(&tsid) {
+            let same =
+                self.config.derived_tsids || self.series.entry(s).is_some_and(|e| e.dims == dims);
+            return if same {
+                Ok(s)
+            } else {
+                Err(Rejection::InconsistentDimensions { tsid })
+            };
         }
-        let mut new_columns = 0;
-        let mut mine: HashMap<&str, &'static str> = HashMap::new();
-        for (name, found) in column_kinds(p) {
-            let expected = self
-                .buf_columns
-                .get(name)
-                .copied()
-                .or_else(|| mine.get(name).copied());
-            match expected {
-                Some(expected) if expected != found => {
-                    return Some(Rejection::KindConflict {
-                        name: name.to_owned(),
-                        expected,
-                        found,
+        let stored = self
+            .slots
+            .iter()
+            .rev()
+            .find_map(|s| s.segment.series_by_tsid(&tsid));
+        if stored.is_some_and(|s| s.dims != dims) {
+            return Err(Rejection::InconsistentDimensions { tsid });
+        }
+        Ok(self.series.insert(tsid, dims.to_vec()))
+    }
+
+    /// The column `name` of `kind`: known, or registered now.
+    fn column_id(
+        &mut self,
+        name: &str,
+        kind: ColumnKind,
+    ) -> std::result::Result<ColumnId, Rejection> {
+        match self.columns.get(name) {
+            Some(id) => match self.columns.kind(id) {
+                Some(k) if k == kind => Ok(id),
+                k => Err(Rejection::KindConflict {
+                    name: name.to_owned(),
+                    expected: k.map_or("?", ColumnKind::name),
+                    found: kind.name(),
+                }),
+            },
+            None => {
+                if name.len() > MAX_STRING_LEN {
+                    return Err(Rejection::TooLong {
+                        len_bytes: name.len(),
                     });
                 }
-                Some(_) => {}
+                if self.columns.len() >= MAX_COLUMNS {
+                    return Err(Rejection::TooManyColumns);
+                }
+                Ok(self.columns.insert(name, kind))
+            }
+        }
+    }
+
+    /// Registers series `tsid` with dimensions `dims` (in any order) and returns its ref,
+    /// for [`append`](Self::append): the dimensions are checked and stored once, then
+    /// every append names the series by its ref, as Prometheus' `Appender` does. Asking
+    /// again for a known series returns the same ref.
+    ///
+    /// # Errors
+    /// [`Error::Rejected`] for dimensions given twice or too long, or a tsid known with
+    /// other dimensions (here or in a segment).
+    pub fn series(&mut self, tsid: Tsid, mut dims: Vec<(String, Dim)>) -> Result<SeriesRef> {
+        dims.sort_by(|a, b| a.0.cmp(&b.0));
+        let probe = Point {
+            tsid,
+            dims,
+            ts_millis: 0,
+            metrics: Vec::new(),
+            extras: Vec::new(),
+        };
+        if let Some(reason) = Engine::validate(&probe) {
+            return Err(Error::Rejected { reason });
+        }
+        self.series_ref(tsid, &probe.dims)
+            .map(SeriesRef)
+            .map_err(|reason| Error::Rejected { reason })
+    }
+
+    /// The ref of a series already registered (by [`series`](Self::series) or by a
+    /// point), without its dimensions.
+    pub fn series_by_tsid(&self, tsid: &Tsid) -> Option<SeriesRef> {
+        self.series.get(tsid).map(SeriesRef)
+    }
+
+    /// Registers the metric or extra column `name` holding `kind` values and returns its
+    /// ref, for [`append`](Self::append).
+    ///
+    /// # Errors
+    /// [`Error::Rejected`] for a name known with another kind, too long, or past
+    /// [`MAX_COLUMNS`].
+    pub fn column(&mut self, name: &str, kind: ColumnKind) -> Result<ColumnRef> {
+        self.column_id(name, kind)
+            .map(ColumnRef)
+            .map_err(|reason| Error::Rejected { reason })
+    }
+
+    /// Runs a batch of appends by ref (see [`AppendBatch`]) with `create` or `index`
+    /// semantics per item, and returns one outcome per append, exactly as
+    /// [`batch`](Self::batch) does for points: logged with one `write` (and fsynced per
+    /// the durability policy) before returning, then a refresh if due.
+    ///
+    /// # Errors
+    /// As [`batch`](Self::batch); a ref of another engine is rejected per item.
+    pub fn append(&mut self, batch: &AppendBatch) -> Result<Vec<Outcome>> {
+        self.check_poisoned()?;
+        let applied = self.append_all(batch);
+        self.commit()?;
+        let out = applied?;
+        self.after_commit()?;
+        Ok(out)
+    }
+
+    fn append_all(&mut self, batch: &AppendBatch) -> Result<Vec<Outcome>> {
+        let mut out = Vec::with_capacity(batch.len());
+        let mut values = std::mem::take(&mut self.scratch.0);
+        let mut extras = std::mem::take(&mut self.scratch.1);
+        let result = (|| {
+            for i in 0..batch.len() {
+                let Some(item) = batch.get(i) else { break };
+                out.push(self.append_one(&item, &mut values, &mut extras, true)?);
+            }
+            Ok(())
+        })();
+        self.scratch = (values, extras);
+        result.map(|()| out)
+    }
+
+    /// Checks one append's refs and values, then inserts it.
+    fn append_one(
+        &mut self,
+        item: &AppendItem<'_>,
+        values: &mut Vec<(u32, MetricValue)>,
+        extras: &mut Vec<(u32, Extra)>,
+        log: bool,
+    ) -> Result<Outcome> {
+        let SeriesRef(s) = item.series;
+        let Some(tsid) = self.series.entry(s).map(|e| e.tsid) else {
+            let id = SyntheticId::new(Tsid::from_bytes([0; tidemark_tsid::TSID_LEN]), item.ts);
+            let reason = Rejection::UnknownRef { what: "series" };
+            return Ok(Outcome::Rejected { id, reason });
+        };
+        let reject = |reason| {
+            Ok(Outcome::Rejected {
+                id: SyntheticId::new(tsid, item.ts),
+                reason,
+            })
+        };
+        values.clear();
+        for &(ColumnRef(c), v) in item.values {
+            let ColumnId::Metric(m) = c else {
+                return reject(Rejection::UnknownRef {
+                    what: "metric column",
+                });
+            };
+            match self.columns.kind(c) {
+                Some(k) if k == ColumnKind::of_metric(&v) => values.push((m, v)),
+                Some(k) => {
+                    return reject(Rejection::KindConflict {
+                        name: self.columns.name(c).unwrap_or("?").to_owned(),
+                        expected: k.name(),
+                        found: ColumnKind::of_metric(&v).name(),
+                    });
+                }
                 None => {
-                    new_columns += 1;
-                    mine.insert(name, found);
+                    return reject(Rejection::UnknownRef {
+                        what: "metric column",
+                    });
                 }
             }
         }
-        if self.buf_columns.len() + new_columns > MAX_COLUMNS {
-            return Some(Rejection::TooManyColumns);
+        extras.clear();
+        for (ColumnRef(c), v) in item.extras {
+            let ColumnId::Extra(e) = *c else {
+                return reject(Rejection::UnknownRef {
+                    what: "extra column",
+                });
+            };
+            if let Extra::Keyword(k) = v {
+                if k.len() > MAX_STRING_LEN {
+                    return reject(Rejection::TooLong { len_bytes: k.len() });
+                }
+            }
+            match self.columns.kind(*c) {
+                Some(k) if k == ColumnKind::of_extra(v) => extras.push((e, v.clone())),
+                Some(k) => {
+                    return reject(Rejection::KindConflict {
+                        name: self.columns.name(*c).unwrap_or("?").to_owned(),
+                        expected: k.name(),
+                        found: ColumnKind::of_extra(v).name(),
+                    });
+                }
+                None => {
+                    return reject(Rejection::UnknownRef {
+                        what: "extra column",
+                    });
+                }
+            }
+        }
+        if let Some(name) = self.sort_refs(values, extras) {
+            return reject(Rejection::DuplicateMetric { name });
+        }
+        self.insert(item.create, s, item.ts, values, extras, None, log)
+    }
+
+    /// Sorts a point's values by column ref; the name of a column given twice.
+    fn sort_refs(
+        &self,
+        values: &mut [(u32, MetricValue)],
+        extras: &mut [(u32, Extra)],
+    ) -> Option<String> {
+        if !values.windows(2).all(|w| w[0].0 < w[1].0) {
+            values.sort_unstable_by_key(|(c, _)| *c);
+            if let Some(w) = values.windows(2).find(|w| w[0].0 == w[1].0) {
+                return Some(self.columns.name(ColumnId::Metric(w[0].0))?.to_owned());
+            }
+        }
+        if !extras.windows(2).all(|w| w[0].0 < w[1].0) {
+            extras.sort_unstable_by_key(|(c, _)| *c);
+            if let Some(w) = extras.windows(2).find(|w| w[0].0 == w[1].0) {
+                return Some(self.columns.name(ColumnId::Extra(w[0].0))?.to_owned());
+            }
         }
         None
     }
 
-    fn buffer_insert(&mut self, id: SyntheticId, p: Point) {
-        self.buf_dims
-            .entry(p.tsid)
-            .or_insert_with(|| p.dims.clone());
-        for (name, kind) in column_kinds(&p) {
-            if !self.buf_columns.contains_key(name) {
-                self.buf_columns.insert(name.to_owned(), kind);
+    /// A `create` or `index` of a point: validated, resolved to refs, then inserted.
+    fn insert_point(&mut self, create: bool, p: Point, log: bool) -> Result<Outcome> {
+        let p = p.normalized();
+        let fallback_id = SyntheticId::new(p.tsid, p.ts_millis);
+        let reject = |reason| {
+            Ok(Outcome::Rejected {
+                id: fallback_id,
+                reason,
+            })
+        };
+        if let Some(reason) = Engine::validate(&p) {
+            return reject(reason);
+        }
+        let s = match self.series_ref(p.tsid, &p.dims) {
+            Ok(s) => s,
+            Err(reason) => return reject(reason),
+        };
+        let mut values = std::mem::take(&mut self.scratch.0);
+        let mut extras = std::mem::take(&mut self.scratch.1);
+        values.clear();
+        extras.clear();
+        let mut rejection = None;
+        for (name, v) in &p.metrics {
+            match self.column_id(name, ColumnKind::of_metric(v)) {
+                Ok(ColumnId::Metric(c)) => values.push((c, *v)),
+                Ok(ColumnId::Extra(_)) => {}
+                Err(r) => {
+                    rejection = Some(r);
+                    break;
+                }
             }
         }
-        self.buffer.insert(id, p);
+        if rejection.is_none() {
+            for (name, v) in &p.extras {
+                match self.column_id(name, ColumnKind::of_extra(v)) {
+                    Ok(ColumnId::Extra(c)) => extras.push((c, v.clone())),
+                    Ok(ColumnId::Metric(_)) => {}
+                    Err(r) => {
+                        rejection = Some(r);
+                        break;
+                    }
+                }
+            }
+        }
+        let result = match rejection {
+            Some(reason) => reject(reason),
+            None => {
+                values.sort_unstable_by_key(|(c, _)| *c);
+                extras.sort_unstable_by_key(|(c, _)| *c);
+                self.insert(create, s, p.ts_millis, &values, &extras, Some(&p), log)
+            }
+        };
+        self.scratch = (values, extras);
+        result
+    }
+
+    /// The dedup check and the insert of a point by refs (values sorted by column ref):
+    /// its id, where that id is live, then the outcome of `create` (conflict or store) or
+    /// `index` (replace or store). `point` is the same point, when the caller has it
+    /// (events need one for the fingerprint).
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &mut self,
+        create: bool,
+        s: u32,
+        ts: i64,
+        values: &[(u32, MetricValue)],
+        extras: &[(u32, Extra)],
+        point: Option<&Point>,
+        log: bool,
+    ) -> Result<Outcome> {
+        let Some(tsid) = self.series.entry(s).map(|e| e.tsid) else {
+            return Err(Error::Poisoned);
+        };
+        let (id, key, hint) = match self.keyer.as_deref() {
+            None => (SyntheticId::new(tsid, ts), Key::Point(s, ts), None),
+            Some(k) => {
+                let built;
+                let p = match point {
+                    Some(p) => p,
+                    None => {
+                        built = self.point_of(s, ts, values, extras);
+                        &built
+                    }
+                };
+                match k.id_of(p) {
+                    Ok(id) => (id, Key::Event(id), k.covers_dims(p).then_some(tsid)),
+                    Err(detail) => {
+                        return Ok(Outcome::Rejected {
+                            id: SyntheticId::new(tsid, ts),
+                            reason: Rejection::EventId { detail },
+                        });
+                    }
+                }
+            }
+        };
+        let loc = if self.config.strategy == Strategy::None {
+            None
+        } else {
+            self.stats.checks += 1;
+            let mut stats = std::mem::take(&mut self.stats);
+            let loc = if self.buffer.lookup(&key).is_some() {
+                stats.live_map_hits += 1;
+                Ok(Some(Location::Buffer(key)))
+            } else {
+                locate_in_segments(
+                    &self.slots,
+                    self.config.strategy,
+                    &mut stats,
+                    &id,
+                    self.keyer.as_deref(),
+                    hint.as_ref(),
+                )
+            };
+            self.stats = stats;
+            loc?
+        };
+        if create && loc.is_some() {
+            return Ok(Outcome::Conflict { id });
+        }
+        if log {
+            self.log_definitions(s, values, extras);
+            self.wal
+                .append_with(|out| record::encode_append(out, create, s, ts, values, extras));
+        }
+        self.wal_records += 1;
+        if let Some(l) = loc {
+            self.kill(id, l)?;
+        }
+        self.buffer.push(key, s, ts, values, extras);
+        Ok(if create {
+            Outcome::Created { id }
+        } else {
+            Outcome::Indexed {
+                id,
+                replaced: loc.is_some(),
+            }
+        })
+    }
+
+    /// Logs the definitions of a point's series and columns not yet defined in the
+    /// current log file.
+    fn log_definitions(&mut self, s: u32, values: &[(u32, MetricValue)], extras: &[(u32, Extra)]) {
+        let generation = self.wal.generation();
+        let Engine {
+            series,
+            columns,
+            wal,
+            ..
+        } = self;
+        if let Some(e) = series.entry_mut(s) {
+            if e.logged != generation {
+                wal.append_with(|out| record::encode_series(out, s, &e.tsid, &e.dims));
+                e.logged = generation;
+            }
+        }
+        let ids = values
+            .iter()
+            .map(|(c, _)| ColumnId::Metric(*c))
+            .chain(extras.iter().map(|(c, _)| ColumnId::Extra(*c)));
+        for id in ids {
+            if columns.logged(id) == generation {
+                continue;
+            }
+            let (Some(kind), Some(name)) = (columns.kind(id), columns.name(id)) else {
+                continue;
+            };
+            let logged_ref = match id {
+                ColumnId::Metric(c) => c,
+                ColumnId::Extra(c) => c | record::EXTRA_REF_BIT,
+            };
+            wal.append_with(|out| record::encode_column(out, logged_ref, kind, name));
+            columns.set_logged(id, generation);
+        }
+    }
+
+    /// A point built from refs (events: the fingerprint needs names and values).
+    fn point_of(
+        &self,
+        s: u32,
+        ts: i64,
+        values: &[(u32, MetricValue)],
+        extras: &[(u32, Extra)],
+    ) -> Point {
+        let mut p = match self.series.entry(s) {
+            Some(e) => {
+                let mut p = Point::new(e.tsid, ts);
+                p.dims = e.dims.clone();
+                p
+            }
+            None => Point::new(Tsid::from_bytes([0; tidemark_tsid::TSID_LEN]), ts),
+        };
+        for (c, v) in values {
+            if let Some(name) = self.columns.name(ColumnId::Metric(*c)) {
+                p.metrics.push((name.to_owned(), *v));
+            }
+        }
+        for (c, v) in extras {
+            if let Some(name) = self.columns.name(ColumnId::Extra(*c)) {
+                p.extras.push((name.to_owned(), v.clone()));
+            }
+        }
+        p.normalized()
+    }
+
+    /// Replays the log's records on open: points by value and by ref (refs mapped
+    /// through the definitions before them), deletes.
+    fn replay(&mut self, records: Vec<(Record, u64)>) -> Result<()> {
+        let mut series_map: HashMap<u32, u32> = HashMap::new();
+        let mut column_map: HashMap<u32, ColumnId> = HashMap::new();
+        let path = self.wal.path().to_path_buf();
+        let corrupt = |offset: u64, detail: String| Error::Corrupt {
+            path: path.clone(),
+            offset,
+            detail,
+        };
+        let mut values = Vec::new();
+        let mut extras = Vec::new();
+        for (r, offset) in records {
+            match r {
+                Record::Create(p) => {
+                    self.insert_point(true, p, false)?;
+                }
+                Record::Index(p) => {
+                    self.insert_point(false, p, false)?;
+                }
+                Record::Delete(id) => {
+                    self.apply(Op::Delete(id), false)?;
+                }
+                Record::Series { series, tsid, dims } => {
+                    let s = match self.series.get(&tsid) {
+                        Some(s) => s,
+                        None => self.series.insert(tsid, dims),
+                    };
+                    series_map.insert(series, s);
+                }
+                Record::Column { column, kind, name } => {
+                    let id = self
+                        .column_id(&name, kind)
+                        .map_err(|r| corrupt(offset, format!("column `{name}`: {r}")))?;
+                    column_map.insert(column, id);
+                }
+                Record::Append {
+                    create,
+                    series,
+                    ts_millis,
+                    metrics,
+                    extras: logged_extras,
+                } => {
+                    let s = *series_map
+                        .get(&series)
+                        .ok_or_else(|| corrupt(offset, format!("undefined series ref {series}")))?;
+                    values.clear();
+                    for (c, v) in metrics {
+                        match column_map.get(&c) {
+                            Some(ColumnId::Metric(m)) => values.push((*m, v)),
+                            _ => return Err(corrupt(offset, format!("undefined column ref {c}"))),
+                        }
+                    }
+                    extras.clear();
+                    for (c, v) in logged_extras {
+                        match column_map.get(&(c | record::EXTRA_REF_BIT)) {
+                            Some(ColumnId::Extra(e)) => extras.push((*e, v)),
+                            _ => return Err(corrupt(offset, format!("undefined column ref {c}"))),
+                        }
+                    }
+                    values.sort_unstable_by_key(|(c, _)| *c);
+                    extras.sort_unstable_by_key(|(c, _)| *c);
+                    self.insert(create, s, ts_millis, &values, &extras, None, false)?;
+                }
+            }
+        }
+        // The refs logged from here on are this process's: define them again.
+        self.series.unlog();
+        self.columns.unlog();
+        Ok(())
     }
 
     fn kill(&mut self, id: SyntheticId, loc: Location) -> Result<()> {
         match loc {
-            Location::Buffer => {
-                self.buffer.remove(&id);
+            Location::Buffer(key) => {
+                self.buffer.kill(&key);
             }
             Location::Segment { slot, row } => {
                 let s = self.slots.get_mut(slot).ok_or(Error::BadRow { id, row })?;
@@ -1200,87 +1809,14 @@ impl Engine {
         Ok(())
     }
 
-    /// The dedup check of a `create` or `index`: the normalized point, its id and where
-    /// that id is live, or the rejection outcome of an invalid point.
-    fn check_point(&mut self, p: Point) -> Result<std::result::Result<Checked, Outcome>> {
-        let p = p.normalized();
-        let id = match self.point_id(&p) {
-            Ok(id) => id,
-            Err(reason) => {
-                let id = SyntheticId::new(p.tsid, p.ts_millis);
-                return Ok(Err(Outcome::Rejected { id, reason }));
-            }
-        };
-        if let Some(reason) = self.validate(&p) {
-            return Ok(Err(Outcome::Rejected { id, reason }));
-        }
-        if self.config.strategy == Strategy::None {
-            return Ok(Ok((p, id, None)));
-        }
-        self.stats.checks += 1;
-        let hint = self.stream_hint(&p);
-        let loc = locate(
-            &self.slots,
-            &self.buffer,
-            self.config.strategy,
-            &mut self.stats,
-            &id,
-            self.keyer.as_deref(),
-            hint.as_ref(),
-        )?;
-        Ok(Ok((p, id, loc)))
-    }
-
     /// Applies one operation; `log` appends its record to the pending log batch.
     fn apply(&mut self, op: Op, log: bool) -> Result<Outcome> {
         match op {
-            Op::Create(p) => {
-                let (p, id, loc) = match self.check_point(p)? {
-                    Ok(checked) => checked,
-                    Err(rejected) => return Ok(rejected),
-                };
-                if loc.is_some() {
-                    return Ok(Outcome::Conflict { id });
-                }
-                if log {
-                    self.wal
-                        .append_with(|out| record::encode_point(out, true, &p));
-                }
-                self.wal_records += 1;
-                self.buffer_insert(id, p);
-                Ok(Outcome::Created { id })
-            }
-            Op::Index(p) => {
-                let (p, id, loc) = match self.check_point(p)? {
-                    Ok(checked) => checked,
-                    Err(rejected) => return Ok(rejected),
-                };
-                if log {
-                    self.wal
-                        .append_with(|out| record::encode_point(out, false, &p));
-                }
-                self.wal_records += 1;
-                if let Some(l) = loc {
-                    self.kill(id, l)?;
-                }
-                self.buffer_insert(id, p);
-                Ok(Outcome::Indexed {
-                    id,
-                    replaced: loc.is_some(),
-                })
-            }
+            Op::Create(p) => self.insert_point(true, p, log),
+            Op::Index(p) => self.insert_point(false, p, log),
             Op::Delete(id) => {
                 let mut scratch = DedupStats::default();
-                let loc = locate(
-                    &self.slots,
-                    &self.buffer,
-                    self.config.strategy,
-                    &mut scratch,
-                    &id,
-                    self.keyer.as_deref(),
-                    None,
-                )?;
-                let Some(l) = loc else {
+                let Some(l) = self.locate(&mut scratch, &id, None)? else {
                     return Ok(Outcome::NotFound { id });
                 };
                 if log {
@@ -1314,14 +1850,11 @@ impl Engine {
             return Ok(());
         }
         let mut created = Vec::new();
-        self.buffer_handed_over = false;
         let result = self.refresh_inner(&mut created);
         if result.is_err() {
+            // The buffer and the log are untouched: the engine stays as it was.
             for path in created {
                 let _ = std::fs::remove_file(path);
-            }
-            if self.buffer_handed_over {
-                self.poisoned = true;
             }
         }
         result
@@ -1333,19 +1866,17 @@ impl Engine {
         let mut next_segment = self.next_segment;
         if !self.buffer.is_empty() {
             let id = self.next_segment;
-            let mut writer = SegmentWriter::new(self.config.segment_options(false))?;
-            // The points move into the writer: no copy. From here an error poisons the
-            // engine (reopening replays the log, which still holds them).
-            self.buffer_handed_over = true;
-            // Every buffered point of a tsid has the dimensions in `buf_dims` (checked
-            // on ingest): the writer need not compare them again.
-            let events = self.keyer.is_some();
-            for (id, p) in self.buffer.drain() {
-                writer.push_trusted(p, events.then_some(id))?;
-            }
             let path = segment_path(&self.dir, id);
+            let view = BufferView {
+                buffer: &self.buffer,
+                series: &self.series,
+                columns: &self.columns,
+            };
+            let file = AtomicFile::create(&path).map_err(Error::io(&path))?;
+            let (file, meta) = write_batch(&view, self.config.segment_options(false), None, file)
+                .map_err(|e| Error::Segment(e.in_file(&path)))?;
             created.push(path.clone());
-            let meta = writer.write_file(&path)?;
+            file.commit().map_err(Error::io(&path))?;
             let entry = SegmentEntry {
                 id,
                 rows: meta.row_count,
@@ -1402,7 +1933,6 @@ impl Engine {
         self.wal = wal;
         self.wal_records = 0;
         self.buffer.clear();
-        self.buf_dims.clear();
         for path in obsolete {
             let _ = std::fs::remove_file(path);
         }
@@ -1418,16 +1948,6 @@ impl Drop for Engine {
     }
 }
 
-/// Each metric column of a point with its kind name.
-/// Each metric and extra column of a point with its kind name (a name has one kind in a
-/// segment, whether metric or extra).
-fn column_kinds(p: &Point) -> impl Iterator<Item = (&str, &'static str)> {
-    p.metrics
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.kind().name()))
-        .chain(p.extras.iter().map(|(n, v)| (n.as_str(), v.kind().name())))
-}
-
 /// Deletes a replaced segment's files (best effort: open removes orphans). Readers of a
 /// background merge may still map it; on Unix the mapping outlives the name.
 fn remove_slot_files(s: Slot) {
@@ -1440,21 +1960,17 @@ fn remove_slot_files(s: Slot) {
     }
 }
 
-/// The dedup check: where `id` is live, if anywhere. Counts into `stats` (callers pass a
-/// scratch value for lookups that are not dedup checks).
-fn locate(
+/// The dedup check in the segments: where `id` is live there, if anywhere, newest
+/// segment first. Counts into `stats` (callers pass a scratch value for lookups that are
+/// not dedup checks).
+fn locate_in_segments(
     slots: &[Slot],
-    buffer: &Buffer,
     strategy: Strategy,
     stats: &mut DedupStats,
     id: &SyntheticId,
     keyer: Option<&EventKeyer>,
     stream: Option<&Tsid>,
 ) -> Result<Option<Location>> {
-    if buffer.contains_key(id) {
-        stats.live_map_hits += 1;
-        return Ok(Some(Location::Buffer));
-    }
     let tsid = id.tsid();
     let ts = id.ts_millis();
     for (i, slot) in slots.iter().enumerate().rev() {

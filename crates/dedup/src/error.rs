@@ -107,6 +107,13 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
+    /// A series or column given to [`Engine::series`](crate::Engine::series) or
+    /// [`Engine::column`](crate::Engine::column) was refused.
+    #[error("refused: {reason}")]
+    Rejected {
+        /// Why.
+        reason: crate::engine::Rejection,
+    },
     /// The write-ahead log named by the manifest is missing.
     #[error("write-ahead log {path} named by the manifest is missing")]
     MissingWal {

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
+mod buffer;
 mod config;
 mod engine;
 mod error;
@@ -14,9 +15,11 @@ mod shared;
 mod stats;
 mod wal;
 
+pub use buffer::{ColumnKind, ColumnRef, SeriesRef};
 pub use config::{Durability, EngineConfig, Strategy};
 pub use engine::{
-    Engine, MAX_COLUMNS, MAX_STRING_LEN, MergeJob, MergedSegment, Op, Outcome, Rejection, Warning,
+    AppendBatch, Engine, MAX_COLUMNS, MAX_STRING_LEN, MergeJob, MergedSegment, Op, Outcome,
+    Rejection, Warning,
 };
 pub use error::{Error, Result};
 pub use events::{EventIds, Mode};

@@ -21,8 +21,12 @@ use crate::le::{Reader, put_u32, put_u64};
 
 /// Magic at the start of a WAL file.
 pub const WAL_MAGIC: [u8; 4] = *b"TMWL";
-/// WAL format version written and read.
-pub const WAL_VERSION: u32 = 2;
+/// WAL format version written. Version 3 adds the series, column and by-ref point
+/// records (see `record.rs`); version 2 logs (full points) are still read.
+pub const WAL_VERSION: u32 = 3;
+
+/// Oldest WAL format version read.
+pub const MIN_WAL_VERSION: u32 = 2;
 /// Bytes of the WAL file header.
 pub const WAL_HEADER_LEN: u64 = 16;
 /// The largest record payload accepted; a longer length field is treated as a torn tail.
@@ -99,7 +103,7 @@ impl Wal {
             });
         }
         let version = r.u32()?;
-        if version != WAL_VERSION {
+        if !(MIN_WAL_VERSION..=WAL_VERSION).contains(&version) {
             return Err(Error::UnsupportedVersion {
                 path,
                 expected: WAL_VERSION,

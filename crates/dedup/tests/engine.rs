@@ -795,7 +795,12 @@ fn derived_tsids_skip_the_per_point_dimension_comparison_only() {
     engine.refresh().unwrap();
     let stored = engine.get(&id(1, 2)).unwrap().unwrap();
     assert_eq!(stored.dims, point(1, 2).dims);
-    // The first point of a tsid after a refresh is still checked against the segment.
+    // The series table keeps the first dimensions for as long as the engine is open;
+    // the first point of a tsid the engine has not seen since it opened is still
+    // checked against the segments.
+    drop(engine);
+    let cfg = config(Strategy::SeriesRange).with_derived_tsids(true);
+    let mut engine = Engine::open(dir.path(), cfg).unwrap();
     let after = Point::new(tsid(1), 3).dim("host", "elsewhere");
     assert!(matches!(
         engine.create_point(after).unwrap(),
@@ -903,5 +908,137 @@ fn the_none_strategy_checks_nothing() {
     assert_eq!(
         e.delete(id(2, 10)).unwrap(),
         Outcome::Deleted { id: id(2, 10) }
+    );
+}
+
+/// The series-ref API: a series and its columns registered once, then appends by ref
+/// with create and index semantics; per-item rejections for bad refs and values; the
+/// log replays refs on reopen, also after a refresh started a new log file (which must
+/// define the refs again), and points appended by ref equal points given whole.
+#[test]
+fn appends_by_ref_dedup_log_and_replay_like_points() {
+    use tidemark_dedup::{AppendBatch, ColumnKind};
+    use tidemark_segment::{Extra, MetricValue};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || config(Strategy::SeriesRange).with_auto_merge(false);
+    let mut e = Engine::create(dir.path(), cfg()).unwrap();
+    let s = e
+        .series(tsid(1), vec![("host".into(), "h1".into())])
+        .unwrap();
+    assert_eq!(
+        e.series(tsid(1), vec![("host".into(), "h1".into())])
+            .unwrap(),
+        s
+    );
+    assert_eq!(e.series_by_tsid(&tsid(1)), Some(s));
+    assert!(matches!(
+        e.series(tsid(1), vec![("host".into(), "other".into())]),
+        Err(Error::Rejected {
+            reason: Rejection::InconsistentDimensions { .. }
+        })
+    ));
+    let cpu = e.column("cpu", ColumnKind::Gauge).unwrap();
+    let phase = e.column("phase", ColumnKind::Keyword).unwrap();
+    assert!(matches!(
+        e.column("cpu", ColumnKind::Counter),
+        Err(Error::Rejected {
+            reason: Rejection::KindConflict { .. }
+        })
+    ));
+    let mut batch = AppendBatch::new();
+    batch.create(s, 10, &[(cpu, MetricValue::Gauge(10.0))]);
+    batch.create(s, 10, &[(cpu, MetricValue::Gauge(10.0))]);
+    batch.index(s, 10, &[(cpu, MetricValue::Gauge(11.0))]);
+    batch.push(
+        true,
+        s,
+        20,
+        &[(cpu, MetricValue::Gauge(20.0))],
+        &[(phase, Extra::Keyword("Running".into()))],
+    );
+    batch.create(s, 30, &[(cpu, MetricValue::Counter(1))]);
+    batch.create(s, 40, &[(phase, MetricValue::Gauge(1.0))]);
+    batch.create(
+        s,
+        50,
+        &[
+            (cpu, MetricValue::Gauge(1.0)),
+            (cpu, MetricValue::Gauge(2.0)),
+        ],
+    );
+    let out = e.append(&batch).unwrap();
+    assert_eq!(out[0], Outcome::Created { id: id(1, 10) });
+    assert_eq!(out[1], Outcome::Conflict { id: id(1, 10) });
+    assert_eq!(
+        out[2],
+        Outcome::Indexed {
+            id: id(1, 10),
+            replaced: true
+        }
+    );
+    assert_eq!(out[3], Outcome::Created { id: id(1, 20) });
+    let reason = |o: &Outcome| match o {
+        Outcome::Rejected { reason, .. } => reason.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(matches!(reason(&out[4]), Rejection::KindConflict { .. }));
+    assert!(matches!(reason(&out[5]), Rejection::UnknownRef { .. }));
+    assert!(matches!(reason(&out[6]), Rejection::DuplicateMetric { .. }));
+    // A ref of another engine.
+    let other_dir = tempfile::tempdir().unwrap();
+    let mut other = Engine::create(other_dir.path(), cfg()).unwrap();
+    let _ = other.series(tsid(7), vec![]).unwrap();
+    let foreign = other.series(tsid(8), vec![]).unwrap();
+    let mut b = AppendBatch::new();
+    b.create(foreign, 1, &[]);
+    assert!(matches!(
+        reason(&e.append(&b).unwrap()[0]),
+        Rejection::UnknownRef { what: "series" }
+    ));
+    // Points by value meet points by ref.
+    assert!(matches!(
+        e.create_point(point(1, 20)).unwrap(),
+        Outcome::Conflict { .. }
+    ));
+    let expected = vec![
+        point(1, 10).gauge("cpu", 11.0).normalized(),
+        Point::new(tsid(1), 20)
+            .dim("host", "h1")
+            .gauge("cpu", 20.0)
+            .keyword("phase", "Running")
+            .normalized(),
+    ];
+    let expected: Vec<Point> = expected
+        .into_iter()
+        .map(|mut p| {
+            p.metrics
+                .retain(|(n, v)| n != "cpu" || *v != MetricValue::Gauge(10.0));
+            p
+        })
+        .collect();
+    assert_eq!(e.points().unwrap(), expected);
+    // Replay from the log.
+    drop(e);
+    let mut e = Engine::open(dir.path(), cfg()).unwrap();
+    assert_eq!(e.points().unwrap(), expected);
+    // A refresh starts a new log: appends after it define their refs again.
+    e.refresh().unwrap();
+    let s = e.series_by_tsid(&tsid(1)).unwrap();
+    let cpu = e.column("cpu", ColumnKind::Gauge).unwrap();
+    let mut b = AppendBatch::new();
+    b.create(s, 60, &[(cpu, MetricValue::Gauge(60.0))]);
+    b.create(s, 20, &[(cpu, MetricValue::Gauge(0.0))]);
+    let out = e.append(&b).unwrap();
+    assert_eq!(out[0], Outcome::Created { id: id(1, 60) });
+    assert_eq!(out[1], Outcome::Conflict { id: id(1, 20) });
+    drop(e);
+    let e = Engine::open(dir.path(), cfg()).unwrap();
+    assert_eq!(e.points().unwrap().len(), 3);
+    assert_eq!(
+        e.get(&id(1, 60)).unwrap().unwrap(),
+        Point::new(tsid(1), 60)
+            .dim("host", "h1")
+            .gauge("cpu", 60.0)
+            .normalized()
     );
 }

@@ -217,7 +217,7 @@ pub enum Error {
 
 impl Error {
     /// Wraps `self` with the file it came from.
-    pub(crate) fn in_file(self, path: impl Into<PathBuf>) -> Error {
+    pub fn in_file(self, path: impl Into<PathBuf>) -> Error {
         Error::InFile {
             path: path.into(),
             source: Box::new(self),

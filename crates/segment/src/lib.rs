@@ -31,4 +31,6 @@ pub use reader::{BlockRef, RowCursor, RowView, Segment, SizeBreakdown};
 pub use stream::{SegmentStreamWriter, StreamSchema, span_shift};
 pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
 pub use v1::{ColumnInfo, ExtraInfo, Presence, Series};
-pub use writer::{FoldBuildHasher, FoldHasher, SegmentMeta, SegmentOptions, SegmentWriter};
+pub use writer::{
+    FoldBuildHasher, FoldHasher, RowBatch, SegmentMeta, SegmentOptions, SegmentWriter, write_batch,
+};

@@ -631,152 +631,212 @@ impl SegmentWriter {
     }
 }
 
-/// Sorts the collected rows and streams them through a [`SegmentStreamWriter`]: columns
-/// in name order, series in tsid order, rows in (tsid, timestamp[, id]) order, each
-/// series' column presence counted exactly before its rows go out.
-fn encode<W: Write>(w: SegmentWriter, out: W) -> Result<(W, SegmentMeta)> {
-    let SegmentWriter {
-        options,
-        mut series,
-        columns,
-        rows,
-        values,
-        extra_columns,
-        extra_values,
-        ids: event_ids,
-        bloom: given_bloom,
-        ..
-    } = w;
+/// Rows to be written as one segment, in any order: what [`write_batch`] sorts and
+/// streams. Rows are numbered `0..rows()`, series `0..series_count()`, metric and extra
+/// columns by their positions in [`columns`](Self::columns) and
+/// [`extra_columns`](Self::extra_columns) (a column no written row has a value in is left
+/// out of the segment). Implemented by [`SegmentWriter`] and by the dedup engine's
+/// columnar buffer.
+pub trait RowBatch {
+    /// Metric columns: name and kind.
+    fn columns(&self) -> &[(String, MetricKind)];
+    /// Extra columns: name and kind.
+    fn extra_columns(&self) -> &[(String, ExtraKind)];
+    /// Number of series.
+    fn series_count(&self) -> usize;
+    /// Series `s`: its tsid and dimensions, sorted by name.
+    fn series(&self, s: u32) -> Option<(Tsid, &[(String, Dim)])>;
+    /// Number of rows (including any that [`include`](Self::include) leaves out).
+    fn rows(&self) -> usize;
+    /// Whether row `row` is written.
+    fn include(&self, row: u32) -> bool;
+    /// Series of row `row`.
+    fn row_series(&self, row: u32) -> u32;
+    /// Timestamp of row `row`.
+    fn row_ts(&self, row: u32) -> i64;
+    /// Metric values of row `row`: `(column, value)`, each column at most once.
+    fn row_metrics(&self, row: u32) -> &[(u32, MetricValue)];
+    /// Extra values of row `row`: `(extra column, value)`, each column at most once.
+    fn row_extras(&self, row: u32) -> &[(u32, Extra)];
+    /// An event segment's row id (ignored in a time-series segment).
+    fn row_id(&self, row: u32) -> Option<&SyntheticId>;
+}
+
+impl RowBatch for SegmentWriter {
+    fn columns(&self) -> &[(String, MetricKind)] {
+        &self.columns
+    }
+    fn extra_columns(&self) -> &[(String, ExtraKind)] {
+        &self.extra_columns
+    }
+    fn series_count(&self) -> usize {
+        self.series.len()
+    }
+    fn series(&self, s: u32) -> Option<(Tsid, &[(String, Dim)])> {
+        self.series
+            .get(s as usize)
+            .map(|b| (b.tsid, b.dims.as_slice()))
+    }
+    fn rows(&self) -> usize {
+        self.rows.len()
+    }
+    fn include(&self, _row: u32) -> bool {
+        true
+    }
+    fn row_series(&self, row: u32) -> u32 {
+        self.rows.get(row as usize).map_or(0, |r| r.series)
+    }
+    fn row_ts(&self, row: u32) -> i64 {
+        self.rows.get(row as usize).map_or(0, |r| r.ts)
+    }
+    fn row_metrics(&self, row: u32) -> &[(u32, MetricValue)] {
+        self.rows
+            .get(row as usize)
+            .and_then(|r| {
+                self.values
+                    .get(r.start as usize..(r.start + r.len) as usize)
+            })
+            .unwrap_or(&[])
+    }
+    fn row_extras(&self, row: u32) -> &[(u32, Extra)] {
+        self.rows
+            .get(row as usize)
+            .and_then(|r| {
+                self.extra_values
+                    .get(r.extra_start as usize..(r.extra_start + r.extra_len) as usize)
+            })
+            .unwrap_or(&[])
+    }
+    fn row_id(&self, row: u32) -> Option<&SyntheticId> {
+        self.ids.get(row as usize)
+    }
+}
+
+fn encode<W: Write>(mut w: SegmentWriter, out: W) -> Result<(W, SegmentMeta)> {
+    let options = w.options.clone();
+    let bloom = w.bloom.take();
+    write_batch(&w, options, bloom, out)
+}
+
+/// Sorts the rows of `batch` and streams them through a [`SegmentStreamWriter`] to
+/// `out`: columns in name order (those with no value left out), series in tsid order,
+/// rows in (tsid, timestamp[, id]) order, each series' column presence counted exactly
+/// before its rows go out. `bloom` is a filter to write instead of one built from the
+/// rows, with the capacity it was sized for. Memory: the sort order (4 bytes a row) and
+/// the writer's open blocks, beside the batch itself.
+///
+/// # Errors
+/// [`Error::DuplicatePoint`] when two rows share tsid and timestamp (and id, in an event
+/// segment); [`Error::InvalidOption`] for bad options; I/O errors.
+pub fn write_batch<B: RowBatch + ?Sized, W: Write>(
+    batch: &B,
+    options: SegmentOptions,
+    bloom: Option<(BlockedBloomFilter, u64)>,
+    out: W,
+) -> Result<(W, SegmentMeta)> {
     let events = options.events;
-    let n = rows.len() as u64;
+    let columns = batch.columns();
+    let extra_columns = batch.extra_columns();
+    let mut order: Vec<u32> = (0..batch.rows() as u32)
+        .filter(|&r| batch.include(r))
+        .collect();
+    let n = order.len() as u64;
 
-    let (col_rank, sorted_columns) = rank_by_name(&columns);
-    let (extra_rank, sorted_extras) = rank_by_name(&extra_columns);
+    // Values per source column, for the span of each column's blocks and to leave out
+    // columns no row uses.
+    let mut present = vec![0u64; columns.len() + extra_columns.len()];
+    for &r in &order {
+        for &(c, _) in batch.row_metrics(r) {
+            if let Some(p) = present.get_mut(c as usize) {
+                *p += 1;
+            }
+        }
+        for (e, _) in batch.row_extras(r) {
+            if let Some(p) = present.get_mut(columns.len() + *e as usize) {
+                *p += 1;
+            }
+        }
+    }
+    let used = |i: usize| present.get(i).is_some_and(|&p| p > 0);
+    let (col_rank, sorted_columns) = rank_by_name(columns, used);
+    let (extra_rank, sorted_extras) = rank_by_name(extra_columns, |e| used(columns.len() + e));
     let ncols = sorted_columns.len() as u32;
-
-    // Values per column (by rank), for the span of each column's blocks.
-    let mut present = vec![0u64; sorted_columns.len() + sorted_extras.len()];
-    for &(c, _) in &values {
-        if let Some(p) = col_rank
-            .get(c as usize)
-            .and_then(|&r| present.get_mut(r as usize))
-        {
-            *p += 1;
-        }
-    }
-    for (c, _) in &extra_values {
-        let rank = extra_rank.get(*c as usize).map(|&r| r + ncols);
-        if let Some(p) = rank.and_then(|r| present.get_mut(r as usize)) {
-            *p += 1;
-        }
-    }
     let block_rows = options.block_rows;
     let shift = |i: usize| span_shift(n, present.get(i).copied().unwrap_or(0), block_rows);
     let schema = StreamSchema {
         columns: sorted_columns
             .iter()
-            .enumerate()
-            .map(|(i, (name, kind))| ColumnInfo {
+            .map(|&(src, (name, kind))| ColumnInfo {
                 name: name.clone(),
                 kind: *kind,
-                span_shift: shift(i),
+                span_shift: shift(src),
             })
             .collect(),
         extras: sorted_extras
             .iter()
-            .enumerate()
-            .map(|(i, (name, kind))| ExtraInfo {
+            .map(|&(src, (name, kind))| ExtraInfo {
                 name: name.clone(),
                 kind: *kind,
-                span_shift: shift(sorted_columns.len() + i),
+                span_shift: shift(columns.len() + src),
             })
             .collect(),
     };
 
-    let mut series_order: Vec<u32> = (0..series.len() as u32).collect();
-    series_order.sort_by_key(|&s| series.get(s as usize).map(|b| b.tsid));
-    let mut series_rank = vec![0u32; series.len()];
+    let series_count = batch.series_count();
+    let mut series_order: Vec<u32> = (0..series_count as u32).collect();
+    series_order.sort_by_key(|&s| batch.series(s).map(|(t, _)| t));
+    let mut series_rank = vec![0u32; series_count];
     for (rank, &s) in series_order.iter().enumerate() {
         if let Some(slot) = series_rank.get_mut(s as usize) {
             *slot = rank as u32;
         }
     }
     let rank_of = |s: u32| series_rank.get(s as usize).copied().unwrap_or(0);
-    let mut order: Vec<u32> = (0..rows.len() as u32).collect();
-    let event_key = |i: u32| event_ids.get(i as usize).map(SyntheticId::to_bytes);
     if events {
         order.sort_unstable_by_key(|&i| {
-            let (s, t) = rows
-                .get(i as usize)
-                .map_or((0, 0), |r| (rank_of(r.series), r.ts));
-            (s, t, event_key(i))
+            (
+                rank_of(batch.row_series(i)),
+                batch.row_ts(i),
+                batch.row_id(i).map(SyntheticId::to_bytes),
+            )
         });
     } else {
-        order.sort_unstable_by_key(|&i| {
-            rows.get(i as usize)
-                .map_or((0, 0), |r| (rank_of(r.series), r.ts))
-        });
+        order.sort_unstable_by_key(|&i| (rank_of(batch.row_series(i)), batch.row_ts(i)));
     }
 
     let mut writer = SegmentStreamWriter::new(out, options, schema, n)?;
-    if let Some((filter, capacity)) = given_bloom {
+    if let Some((filter, capacity)) = bloom {
         writer.set_bloom_filter(filter, capacity);
     }
-    let row_of = |i: u32| rows.get(i as usize);
-    let metrics_of = |r: &RowBuf, out: &mut Vec<(u32, MetricValue)>| {
-        out.clear();
-        let vals = values
-            .get(r.start as usize..(r.start + r.len) as usize)
-            .unwrap_or(&[]);
-        out.extend(
-            vals.iter()
-                .map(|&(c, v)| (col_rank.get(c as usize).copied().unwrap_or(0), v)),
-        );
-        out.sort_unstable_by_key(|(c, _)| *c);
-    };
-    let extras_of = |r: &RowBuf| -> Vec<(u32, &Extra)> {
-        let vals = extra_values
-            .get(r.extra_start as usize..(r.extra_start + r.extra_len) as usize)
-            .unwrap_or(&[]);
-        let mut out: Vec<(u32, &Extra)> = vals
-            .iter()
-            .map(|(c, v)| (extra_rank.get(*c as usize).copied().unwrap_or(0), v))
-            .collect();
-        out.sort_unstable_by_key(|(c, _)| *c);
-        out
-    };
-    let mut metrics = Vec::new();
+    let metric_rank = |c: u32| col_rank.get(c as usize).copied().flatten();
+    let extra_rank_of = |e: u32| extra_rank.get(e as usize).copied().flatten();
+    let mut metrics: Vec<(u32, MetricValue)> = Vec::new();
+    let mut extras: Vec<(u32, &Extra)> = Vec::new();
     let mut counts = vec![0u64; present.len()];
     let mut touched: Vec<u32> = Vec::new();
+    let mut presence: Vec<(u32, Presence)> = Vec::new();
     let mut at = 0usize;
     while let Some(&first) = order.get(at) {
-        let Some(s) = row_of(first).map(|r| r.series) else {
-            break;
-        };
+        let s = batch.row_series(first);
         let end = at
             + order
                 .get(at..)
                 .unwrap_or(&[])
                 .iter()
-                .take_while(|&&i| row_of(i).is_some_and(|r| r.series == s))
+                .take_while(|&&i| batch.row_series(i) == s)
                 .count();
         let run = order.get(at..end).unwrap_or(&[]);
-        // This series' presence, counted exactly.
+        // This series' presence, counted exactly (output column numbering).
         for &i in run {
-            let Some(r) = row_of(i) else { continue };
-            let vals = values
-                .get(r.start as usize..(r.start + r.len) as usize)
-                .unwrap_or(&[]);
-            let extras = extra_values
-                .get(r.extra_start as usize..(r.extra_start + r.extra_len) as usize)
-                .unwrap_or(&[]);
-            let cols = vals
+            let cols = batch
+                .row_metrics(i)
                 .iter()
-                .map(|&(c, _)| col_rank.get(c as usize).copied().unwrap_or(0))
+                .filter_map(|&(c, _)| metric_rank(c))
                 .chain(
-                    extras
+                    batch
+                        .row_extras(i)
                         .iter()
-                        .map(|(e, _)| ncols + extra_rank.get(*e as usize).copied().unwrap_or(0)),
+                        .filter_map(|(e, _)| extra_rank_of(*e).map(|r| ncols + r)),
                 );
             for c in cols {
                 if let Some(k) = counts.get_mut(c as usize) {
@@ -788,61 +848,68 @@ fn encode<W: Write>(w: SegmentWriter, out: W) -> Result<(W, SegmentMeta)> {
             }
         }
         touched.sort_unstable();
-        let presence: Vec<(u32, Presence)> = touched
-            .iter()
-            .map(|&c| {
-                let k = counts.get(c as usize).copied().unwrap_or(0);
-                let p = if k == run.len() as u64 {
+        presence.clear();
+        for &c in &touched {
+            if let Some(k) = counts.get_mut(c as usize) {
+                let p = if *k == run.len() as u64 {
                     Presence::Full
                 } else {
                     Presence::Partial
                 };
-                (c, p)
-            })
-            .collect();
-        for &c in &touched {
-            if let Some(k) = counts.get_mut(c as usize) {
+                presence.push((c, p));
                 *k = 0;
             }
         }
         touched.clear();
-        let (tsid, dims) = match series.get_mut(s as usize) {
-            Some(b) => (b.tsid, std::mem::take(&mut b.dims)),
-            None => break,
+        let Some((tsid, dims)) = batch.series(s) else {
+            break;
         };
-        writer.begin_series(tsid, dims, &presence)?;
+        writer.begin_series(tsid, dims.to_vec(), &presence)?;
         for &i in run {
-            let Some(r) = row_of(i) else { continue };
-            metrics_of(r, &mut metrics);
-            let extras = extras_of(r);
-            let id = if events {
-                event_ids.get(i as usize)
-            } else {
-                None
-            };
-            writer.push_row(r.ts, &metrics, &extras, id)?;
+            metrics.clear();
+            metrics.extend(
+                batch
+                    .row_metrics(i)
+                    .iter()
+                    .filter_map(|&(c, v)| metric_rank(c).map(|r| (r, v))),
+            );
+            metrics.sort_unstable_by_key(|(c, _)| *c);
+            extras.clear();
+            extras.extend(
+                batch
+                    .row_extras(i)
+                    .iter()
+                    .filter_map(|(e, v)| extra_rank_of(*e).map(|r| (r, v))),
+            );
+            extras.sort_unstable_by_key(|(c, _)| *c);
+            let id = if events { batch.row_id(i) } else { None };
+            writer.push_row(batch.row_ts(i), &metrics, &extras, id)?;
         }
         at = end;
     }
     writer.finish()
 }
 
-/// Each name's rank in name order (indexed by insertion number), and the names sorted.
-fn rank_by_name<K: Copy>(columns: &[(String, K)]) -> (Vec<u32>, Vec<(String, K)>) {
-    let mut order: Vec<u32> = (0..columns.len() as u32).collect();
-    order.sort_by(|&a, &b| {
-        let name = |c: u32| columns.get(c as usize).map(|(n, _)| n.as_str());
-        name(a).cmp(&name(b))
-    });
-    let mut rank = vec![0u32; columns.len()];
-    for (r, &c) in order.iter().enumerate() {
-        if let Some(slot) = rank.get_mut(c as usize) {
-            *slot = r as u32;
+/// Used columns sorted by name, each with its source position.
+type SortedColumns<'a, K> = Vec<(usize, &'a (String, K))>;
+
+/// Each used column's rank in name order (`None` for unused ones), indexed by source
+/// position, and the used columns sorted by name with their source positions.
+fn rank_by_name<K>(
+    columns: &[(String, K)],
+    used: impl Fn(usize) -> bool,
+) -> (Vec<Option<u32>>, SortedColumns<'_, K>) {
+    let mut sorted: Vec<(usize, &(String, K))> = columns
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| used(*i))
+        .collect();
+    sorted.sort_by(|a, b| a.1.0.cmp(&b.1.0));
+    let mut rank = vec![None; columns.len()];
+    for (r, &(src, _)) in sorted.iter().enumerate() {
+        if let Some(slot) = rank.get_mut(src) {
+            *slot = Some(r as u32);
         }
     }
-    let sorted = order
-        .iter()
-        .filter_map(|&c| columns.get(c as usize).cloned())
-        .collect();
     (rank, sorted)
 }

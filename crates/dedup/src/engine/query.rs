@@ -38,9 +38,15 @@ impl Engine {
         mut keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
         mut f: impl FnMut(Point, Option<(&Segment, RowId)>),
     ) -> Result<()> {
-        for p in self.buffer.values() {
-            if p.ts_millis >= from && p.ts_millis <= to && keep_series(&p.tsid, &p.dims) {
-                f(p.clone().normalized(), None);
+        for i in self.buffer.live() {
+            let ts = self.buffer.ts_of(i);
+            let Some(e) = self.series.entry(self.buffer.series_of(i)) else {
+                continue;
+            };
+            if ts >= from && ts <= to && keep_series(&e.tsid, &e.dims) {
+                if let Some(p) = self.buffer.point(i, &self.series, &self.columns) {
+                    f(p, None);
+                }
             }
         }
         for slot in &self.slots {
@@ -85,7 +91,11 @@ impl Engine {
     /// Distinct series (tsids) among the buffered points and the live segments' series
     /// tables (a series whose rows are all deleted still counts until a merge drops it).
     pub fn series_count(&self) -> u64 {
-        let mut seen: HashSet<Tsid> = self.buffer.values().map(|p| p.tsid).collect();
+        let mut seen: HashSet<Tsid> = self
+            .buffer
+            .live()
+            .filter_map(|i| self.series.entry(self.buffer.series_of(i)).map(|e| e.tsid))
+            .collect();
         for slot in &self.slots {
             seen.extend(slot.segment.series().iter().map(|s| s.tsid));
         }
