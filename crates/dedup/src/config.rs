@@ -285,9 +285,12 @@ impl EngineConfig {
         } else {
             self.refresh_zstd_level
         };
+        // Refreshes write short-lived segments that merges rewrite: fast encoding there,
+        // the smallest encodings in merges.
         let o = tidemark_segment::SegmentOptions::new()
             .with_block_rows(self.block_rows)
             .with_zstd_level(level)
+            .with_fast_encoding(!merge)
             .with_events(matches!(self.mode, Mode::Events(_)));
         match self.strategy {
             Strategy::Inverted => o.with_id_index(true),

@@ -601,6 +601,33 @@ pub fn gauge_candidates(values: &[f64], comp: &mut BlockCompressor) -> Result<Ve
     Ok(out)
 }
 
+/// The cheap candidates for a gauge block, for fast writes (no byte-plane layouts, which
+/// need a zstd pass each): XOR, and integer deltas when every value is an integer.
+pub fn gauge_candidates_fast(values: &[f64]) -> Vec<Vec<u8>> {
+    let mut xor = Vec::with_capacity(values.len() * 3 + 1);
+    encode_xor(values, &mut xor);
+    let mut out = vec![xor];
+    if let Some(ints) = integral(values) {
+        let mut d = Vec::with_capacity(values.len() * 2 + 1);
+        encode_counter(&ints, ENC_DELTA, &mut d);
+        if let Some(first) = d.first_mut() {
+            *first = ENC_INT_DELTA;
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// The cheap candidates for a counter block, for fast writes: deltas and deltas of
+/// deltas.
+pub fn counter_candidates_fast(values: &[i64]) -> Vec<Vec<u8>> {
+    let mut delta = Vec::with_capacity(values.len() * 2 + 1);
+    encode_counter(values, ENC_DELTA, &mut delta);
+    let mut dod = Vec::with_capacity(values.len() * 2 + 1);
+    encode_counter(values, ENC_DOD, &mut dod);
+    vec![delta, dod]
+}
+
 /// Writes a presence header: series-implied, or a roaring bitmap of block-relative rows.
 pub fn encode_presence(bitmap: Option<&roaring::RoaringBitmap>, out: &mut Vec<u8>) -> Result<()> {
     match bitmap {

@@ -1337,6 +1337,17 @@ pub struct RowCursor<'a> {
 }
 
 impl Segment {
+    /// Drops the resident pages of the file's bytes before `offset` (a memory-mapped
+    /// segment of format version 3 or later, where the blocks of earlier rows lie before
+    /// those of later rows): what a streaming pass is done with leaves the resident set.
+    fn release_before(&self, offset: u64) {
+        if let Backing::Mmap(m) = &self.data {
+            if self.footer.version >= 3 {
+                crate::mmap::release_before(m, offset as usize);
+            }
+        }
+    }
+
     /// A cursor over the rows not in `dead` (row numbers of this segment), in row order.
     /// Call [`RowCursor::advance`] to reach the first row.
     pub fn cursor<'a>(&'a self, dead: Option<&'a RoaringBitmap>) -> RowCursor<'a> {
@@ -1386,6 +1397,11 @@ impl<'a> RowCursor<'a> {
                         next = hi;
                         continue;
                     }
+                }
+                // Format 3 lays blocks out in row order: every block before this
+                // one's timestamps covers earlier rows only, and is done with.
+                if let Ok(r) = seg.block_ref(0, b as u32) {
+                    seg.release_before(r.offset);
                 }
                 seg.decode_block(b as u32, &mut self.block)?;
             }

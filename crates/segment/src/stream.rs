@@ -14,8 +14,8 @@ use tidemark_bloom::BlockedBloomFilter;
 use tidemark_tsid::{SyntheticId, TSID_LEN, Tsid};
 
 use crate::codec::{
-    BlockCompressor, counter_candidates, encode_extras, encode_presence, encode_timestamps,
-    encode_timestamps_grid, gauge_candidates,
+    BlockCompressor, counter_candidates, counter_candidates_fast, encode_extras, encode_presence,
+    encode_timestamps, encode_timestamps_grid, gauge_candidates, gauge_candidates_fast,
 };
 use crate::error::{Error, Result};
 use crate::format::{
@@ -713,8 +713,15 @@ impl<W: Write> SegmentStreamWriter<W> {
         Ok(entry)
     }
 
-    /// Compresses each candidate body after `header` and writes the smallest.
-    fn write_best(&mut self, header: &[u8], candidates: Vec<Vec<u8>>) -> Result<DirEntry> {
+    /// Compresses each candidate body after `header` and writes the smallest (with fast
+    /// encoding: compresses only the candidate smallest before compression).
+    fn write_best(&mut self, header: &[u8], mut candidates: Vec<Vec<u8>>) -> Result<DirEntry> {
+        if self.options.fast_encoding() && candidates.len() > 1 {
+            if let Some(i) = (0..candidates.len()).min_by_key(|&i| candidates[i].len()) {
+                candidates.swap(0, i);
+                candidates.truncate(1);
+            }
+        }
         let mut best: Option<(Vec<u8>, usize)> = None;
         for cand in candidates {
             self.raw.clear();
@@ -843,7 +850,11 @@ impl<W: Write> SegmentStreamWriter<W> {
                         MetricValue::Counter(c) => *c as f64,
                     })
                     .collect();
-                gauge_candidates(&v, &mut self.comp)?
+                if self.options.fast_encoding() {
+                    gauge_candidates_fast(&v)
+                } else {
+                    gauge_candidates(&v, &mut self.comp)?
+                }
             }
             MetricKind::Counter => {
                 let v: Vec<i64> = values
@@ -853,7 +864,11 @@ impl<W: Write> SegmentStreamWriter<W> {
                         MetricValue::Gauge(g) => *g as i64,
                     })
                     .collect();
-                counter_candidates(&v, &mut self.comp)?
+                if self.options.fast_encoding() {
+                    counter_candidates_fast(&v)
+                } else {
+                    counter_candidates(&v, &mut self.comp)?
+                }
             }
         };
         self.write_best(&header, candidates)
