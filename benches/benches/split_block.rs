@@ -2,11 +2,12 @@
 //! (Parquet's split-block filter with AVX2), fastbloom 0.17 and xorf's static
 //! BinaryFuse8, and tidemark's older filters, with 16-byte time-series keys at 1%.
 //!
-//! Timing is interleaved: each round measures every subject once (200,000 operations
+//! Timing is interleaved: each round measures every subject once (50,000 operations
 //! over a window of the key set that moves each round, so the filter is read from
-//! wherever it lives in the cache hierarchy, not from a warmed window), 15 rounds,
+//! wherever it lives in the cache hierarchy, not from a warmed window), 31 rounds,
 //! medians. Noise from the shared machine then hits all subjects alike and the ratios
-//! hold. Inserts go into a fresh filter per round (its pages touched first, untimed);
+//! hold. Inserts go into fresh filters, all made and their pages touched (untimed)
+//! before any is timed;
 //! the grown scalable filters and xorf report their whole build divided by the items.
 //!
 //! `cargo bench -p tidemark-benches --bench split_block` (both sizes, ~5 minutes);
@@ -50,6 +51,15 @@ trait Subject {
     fn insert(&mut self, key: &[u8; 16]);
     fn contains(&self, key: &[u8; 16]) -> bool;
     fn bits(&self) -> u64;
+    /// Items in the newest layer, for layered filters.
+    fn newest_layer_items(&self) -> Option<u64> {
+        None
+    }
+    /// Many lookups; peers without a batch API look up one by one.
+    fn contains_batch(&self, keys: &[[u8; 16]], out: &mut Vec<bool>) {
+        out.clear();
+        out.extend(keys.iter().map(|k| self.contains(k)));
+    }
 }
 
 struct Split(SplitBlockBloomFilter);
@@ -81,6 +91,9 @@ impl Subject for Split {
     }
     fn bits(&self) -> u64 {
         self.0.num_bits()
+    }
+    fn contains_batch(&self, keys: &[[u8; 16]], out: &mut Vec<bool>) {
+        self.0.contains_batch(keys, out);
     }
 }
 impl Subject for Sbbf {
@@ -135,8 +148,14 @@ impl Subject for Scalable {
     fn contains(&self, key: &[u8; 16]) -> bool {
         self.0.contains(key)
     }
+    fn contains_batch(&self, keys: &[[u8; 16]], out: &mut Vec<bool>) {
+        self.0.contains_batch(keys, out);
+    }
     fn bits(&self) -> u64 {
         self.0.size_bytes() * 8
+    }
+    fn newest_layer_items(&self) -> Option<u64> {
+        self.0.layers().last().map(|l| l.items)
     }
 }
 impl Subject for Fuse {
@@ -288,11 +307,22 @@ fn label(n: usize) -> String {
     }
 }
 
-/// Times `f` over `keys`, in ns per key.
+/// Times `f` over `keys`, in ns per key. One pass: a second pass over the same window
+/// would find its blocks in cache, which a real lookup stream does not.
 fn per_key(keys: &[[u8; 16]], mut f: impl FnMut(&[u8; 16])) -> f64 {
     let t = Instant::now();
     for k in keys {
         f(black_box(k));
+    }
+    t.elapsed().as_nanos() as f64 / keys.len() as f64
+}
+
+/// Times batch lookups over `keys` (1,024 per call), in ns per key.
+fn per_key_batch(keys: &[[u8; 16]], s: &dyn Subject, out: &mut Vec<bool>) -> f64 {
+    let t = Instant::now();
+    for chunk in keys.chunks(1024) {
+        s.contains_batch(black_box(chunk), out);
+        black_box(&*out);
     }
     t.elapsed().as_nanos() as f64 / keys.len() as f64
 }
@@ -331,14 +361,21 @@ fn run(n: usize, rounds: usize, ops: usize, absent: &[[u8; 16]], md: &mut String
         let hits = absent.iter().filter(|k| s.contains(k)).count();
         rates.push(hits as f64 / absent.len() as f64);
     }
-    // The newest layer of a filter grown from 100 holds at least the last quarter of the
-    // keys (its capacity is at least the sum of all earlier layers').
-    let newest = &present[n - n / 4..];
-    let ops = ops.min(n / 4).min(absent.len());
-    // [subject][insert, present, absent, present in the newest layer]
+    // Keys in the newest layer of every grown filter: the last ones added, fewer than
+    // its item count (false positives at add time are not added, so stay 2% inside).
+    let newest_items = filled
+        .iter()
+        .filter_map(|s| s.newest_layer_items())
+        .filter(|&items| items < n as u64)
+        .min()
+        .unwrap_or(n as u64 / 4);
+    let newest = &present[n - (newest_items as usize * 49 / 50).max(1)..];
+    let ops = ops.min(newest.len()).min(absent.len());
+    // [subject][insert, present, absent, present in the newest layer, present batch]
     let mut samples: Vec<Vec<Vec<f64>>> = (0..subjects.len())
-        .map(|_| (0..4).map(|_| Vec::with_capacity(rounds)).collect())
+        .map(|_| (0..5).map(|_| Vec::with_capacity(rounds)).collect())
         .collect();
+    let mut out = Vec::with_capacity(1024);
     for round in 0..rounds {
         let at = (round * 7919 * ops) % (n - ops + 1);
         let keys = &present[at..at + ops];
@@ -346,6 +383,10 @@ fn run(n: usize, rounds: usize, ops: usize, absent: &[[u8; 16]], md: &mut String
         let misses = &absent[at_absent..at_absent + ops];
         let at_newest = (round * ops) % (newest.len() - ops + 1);
         let recent = &newest[at_newest..at_newest + ops];
+        // The batch pass reads another window than the single lookups, so that neither
+        // finds the other's blocks in cache.
+        let at_batch = (at + n / 2) % (n - ops + 1);
+        let batch = &present[at_batch..at_batch + ops];
         for (i, s) in filled.iter().enumerate() {
             samples[i][1].push(per_key(keys, |k| {
                 black_box(s.contains(k));
@@ -356,15 +397,25 @@ fn run(n: usize, rounds: usize, ops: usize, absent: &[[u8; 16]], md: &mut String
             samples[i][3].push(per_key(recent, |k| {
                 black_box(s.contains(k));
             }));
+            samples[i][4].push(per_key_batch(batch, s.as_ref(), &mut out));
         }
-        for (i, (_, make)) in subjects.iter().enumerate() {
-            if let Make::Fresh(make) = make {
-                let mut fresh = make();
-                for k in misses {
-                    fresh.insert(k);
-                }
-                samples[i][0].push(per_key(keys, |k| fresh.insert(k)));
+        // Every fresh filter is made and its pages touched before any is timed, so that
+        // no timed pass follows an allocation or a free of another subject's filter.
+        let mut fresh: Vec<(usize, Box<dyn Subject>)> = subjects
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, make))| match make {
+                Make::Fresh(make) => Some((i, make())),
+                Make::Built(_) => None,
+            })
+            .collect();
+        for (_, f) in &mut fresh {
+            for k in misses {
+                f.insert(k);
             }
+        }
+        for (i, f) in &mut fresh {
+            samples[*i][0].push(per_key(keys, |k| f.insert(k)));
         }
     }
     let _ = writeln!(
@@ -374,9 +425,9 @@ fn run(n: usize, rounds: usize, ops: usize, absent: &[[u8; 16]], md: &mut String
     );
     let _ = writeln!(
         md,
-        "| filter | insert | lookup present | lookup absent | present, newest layer | bits/key | measured FPR |"
+        "| filter | insert | lookup present | lookup absent | present, newest layer | present, batch API | bits/key | measured FPR |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
     let mut table = Vec::new();
     for (i, (name, _)) in subjects.iter().enumerate() {
         let insert = match build_ns[i] {
@@ -388,6 +439,7 @@ fn run(n: usize, rounds: usize, ops: usize, absent: &[[u8; 16]], md: &mut String
             median(&mut samples[i][1]),
             median(&mut samples[i][2]),
             median(&mut samples[i][3]),
+            median(&mut samples[i][4]),
         ];
         let built = if build_ns[i].is_some() {
             " (build)"
@@ -396,11 +448,12 @@ fn run(n: usize, rounds: usize, ops: usize, absent: &[[u8; 16]], md: &mut String
         };
         let _ = writeln!(
             md,
-            "| {name} | {:.1}{built} | {:.1} | {:.1} | {:.1} | {:.2} | {:.3}% |",
+            "| {name} | {:.1}{built} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.3}% |",
             m[0],
             m[1],
             m[2],
             m[3],
+            m[4],
             filled[i].bits() as f64 / n as f64,
             100.0 * rates[i]
         );
@@ -464,7 +517,7 @@ fn main() {
         Err(_) if test_mode => vec![20_000],
         Err(_) => vec![1_000_000, 10_000_000],
     };
-    let (rounds, ops) = if test_mode { (3, 2_000) } else { (15, 200_000) };
+    let (rounds, ops) = if test_mode { (3, 2_000) } else { (31, 50_000) };
     let absent = keys(2, if test_mode { 20_000 } else { 1_000_000 });
     let mut md = String::new();
     for n in sizes {
