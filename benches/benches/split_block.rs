@@ -5,8 +5,8 @@
 //! Timing is interleaved: each round measures every subject once (50,000 operations
 //! over a window of the key set that moves each round, so the filter is read from
 //! wherever it lives in the cache hierarchy, not from a warmed window), 31 rounds,
-//! medians. Noise from the shared machine then hits all subjects alike and the ratios
-//! hold. Inserts go into fresh filters, all made and their pages touched (untimed)
+//! medians; each round starts with the next subject. Noise from the shared machine then
+//! hits all subjects alike and the ratios hold. Inserts go into fresh filters, all made and their pages touched (untimed)
 //! before any is timed;
 //! the grown scalable filters and xorf report their whole build divided by the items.
 //!
@@ -387,7 +387,11 @@ fn run(n: usize, rounds: usize, ops: usize, absent: &[[u8; 16]], md: &mut String
         // finds the other's blocks in cache.
         let at_batch = (at + n / 2) % (n - ops + 1);
         let batch = &present[at_batch..at_batch + ops];
-        for (i, s) in filled.iter().enumerate() {
+        // Each round starts with another subject, so that none always runs right after
+        // the same neighbour (whose cache and TLB footprint it would inherit).
+        let count = filled.len();
+        for i in (0..count).map(|j| (j + round) % count) {
+            let s = &filled[i];
             samples[i][1].push(per_key(keys, |k| {
                 black_box(s.contains(k));
             }));
@@ -414,7 +418,9 @@ fn run(n: usize, rounds: usize, ops: usize, absent: &[[u8; 16]], md: &mut String
                 f.insert(k);
             }
         }
-        for (i, f) in &mut fresh {
+        let count = fresh.len();
+        for j in 0..count {
+            let (i, f) = &mut fresh[(j + round) % count];
             samples[*i][0].push(per_key(keys, |k| f.insert(k)));
         }
     }

@@ -95,28 +95,53 @@ fn has_avx2() -> bool {
     }
 }
 
-/// Whether every probe bit of `hash` is set in `block`: AVX2 when available, else the
-/// portable reduction.
-#[inline(always)]
-pub(crate) fn contains(block: &Block, hash: u64) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: the CPU supports AVX2 (checked just above), which is all that calling
-        // an `avx2`-target-feature function requires; its body is safe code.
-        return unsafe { avx2::contains(block, hash) };
-    }
-    portable_contains(&block.0, hash)
+/// The probe implementation this CPU runs, detected once per filter so that a lookup
+/// tests one flag of the filter instead of std's global feature cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Probe {
+    /// True only when `is_x86_feature_detected!("avx2")` said so: the field is private
+    /// and [`Probe::detect`] is the only constructor, which the `SAFETY` comments below
+    /// rely on.
+    avx2: bool,
 }
 
-/// Sets the probe bits of `hash` in `block`; true when at least one was clear.
-#[inline(always)]
-pub(crate) fn insert(block: &mut Block, hash: u64) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: as in `contains`: AVX2 was detected on this CPU.
-        return unsafe { avx2::insert(block, hash) };
+impl Probe {
+    /// Detects the CPU's features.
+    pub(crate) fn detect() -> Self {
+        Probe { avx2: has_avx2() }
     }
-    portable_insert(&mut block.0, hash)
+
+    /// Whether every probe bit of `hash` is set in `block`: AVX2 when available, else
+    /// the portable reduction.
+    #[inline(always)]
+    pub(crate) fn contains(self, block: &Block, hash: u64) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: `avx2` is true only when the CPU was detected to support AVX2
+            // (`Probe::detect`), which is all that calling an `avx2`-target-feature
+            // function requires; its body is safe code.
+            return unsafe { avx2::contains(block, hash) };
+        }
+        portable_contains(&block.0, hash)
+    }
+
+    /// Sets the probe bits of `hash` in `block`; true when at least one was clear.
+    #[inline(always)]
+    pub(crate) fn insert(self, block: &mut Block, hash: u64) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: as in `contains`: AVX2 was detected on this CPU.
+            return unsafe { avx2::insert(block, hash) };
+        }
+        portable_insert(&mut block.0, hash)
+    }
+}
+
+/// Whether every probe bit of `hash` is set in `block` (detecting the CPU's features
+/// through std's cache; the views, which hold no [`Probe`], use it).
+#[inline(always)]
+pub(crate) fn contains(block: &Block, hash: u64) -> bool {
+    Probe::detect().contains(block, hash)
 }
 
 /// Appends the answers for `hashes` over `blocks` to `out`.
@@ -174,7 +199,7 @@ mod tests {
             let block = Block(if dense { block.map(|w| w | 0xfff7_ffff) } else { block });
             prop_assert_eq!(contains(&block, hash), portable_contains(&block.0, hash));
             let (mut a, mut b) = (block, block.0);
-            prop_assert_eq!(insert(&mut a, hash), portable_insert(&mut b, hash));
+            prop_assert_eq!(Probe::detect().insert(&mut a, hash), portable_insert(&mut b, hash));
             prop_assert_eq!(a.0, b);
             prop_assert!(contains(&a, hash));
             let blocks = [block, a];

@@ -140,6 +140,7 @@ pub struct SplitBlockBloomFilter {
     num_blocks: u64,
     hasher: Hash64,
     len: u64,
+    probe: simd::Probe,
 }
 
 impl SplitBlockBloomFilter {
@@ -163,6 +164,7 @@ impl SplitBlockBloomFilter {
             num_blocks,
             hasher: Hash64::XXH3,
             len: 0,
+            probe: simd::Probe::detect(),
         })
     }
 
@@ -200,7 +202,7 @@ impl SplitBlockBloomFilter {
         let new = self
             .blocks
             .get_mut(index)
-            .is_some_and(|b| simd::insert(b, hash));
+            .is_some_and(|b| self.probe.insert(b, hash));
         self.len += u64::from(new);
         new
     }
@@ -216,7 +218,7 @@ impl SplitBlockBloomFilter {
     pub fn contains_hash(&self, hash: u64) -> bool {
         self.blocks
             .get(block_index(hash, self.num_blocks))
-            .is_some_and(|b| simd::contains(b, hash))
+            .is_some_and(|b| self.probe.contains(b, hash))
     }
 
     /// Looks up many items, one answer per item into `out` (cleared first). Items are
