@@ -717,8 +717,10 @@ impl<'a> ScalableBloomFilterRef<'a> {
                 .any(|l| Standard::contains(&l.words, l.num_bits, l.num_hashes, hash)),
             ScalableLayout::SplitBlock(_) => {
                 let h = hash as u64;
+                let probe = crate::simd::Probe::detect();
                 layers.into_iter().any(|l| {
                     crate::split::bitset_contains(
+                        probe,
                         l.words.0,
                         l.num_bits / crate::math::SPLIT_BLOCK_BITS,
                         h,

@@ -137,13 +137,6 @@ impl Probe {
     }
 }
 
-/// Whether every probe bit of `hash` is set in `block` (detecting the CPU's features
-/// through std's cache; the views, which hold no [`Probe`], use it).
-#[inline(always)]
-pub(crate) fn contains(block: &Block, hash: u64) -> bool {
-    Probe::detect().contains(block, hash)
-}
-
 /// Appends the answers for `hashes` over `blocks` to `out`.
 pub(crate) fn contains_many(
     blocks: &[Block],
@@ -197,11 +190,11 @@ mod tests {
         fn avx2_equals_portable(block in proptest::array::uniform8(any::<u32>()), hash in any::<u64>(), dense in any::<bool>()) {
             // Dense blocks make "all bits present" common enough to test both answers.
             let block = Block(if dense { block.map(|w| w | 0xfff7_ffff) } else { block });
-            prop_assert_eq!(contains(&block, hash), portable_contains(&block.0, hash));
+            prop_assert_eq!(Probe::detect().contains(&block, hash), portable_contains(&block.0, hash));
             let (mut a, mut b) = (block, block.0);
             prop_assert_eq!(Probe::detect().insert(&mut a, hash), portable_insert(&mut b, hash));
             prop_assert_eq!(a.0, b);
-            prop_assert!(contains(&a, hash));
+            prop_assert!(Probe::detect().contains(&a, hash));
             let blocks = [block, a];
             let mut out = Vec::new();
             contains_many(&blocks, 2, &[hash, hash ^ (1 << 63)], &mut out);

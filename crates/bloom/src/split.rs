@@ -82,8 +82,13 @@ fn le_block(bitset: &[u8], index: usize) -> Option<[u32; 8]> {
 /// Whether the key of `hash` is possibly in the little-endian bitset of `num_blocks`
 /// blocks.
 #[inline(always)]
-pub(crate) fn bitset_contains(bitset: &[u8], num_blocks: u64, hash: u64) -> bool {
-    le_block(bitset, block_index(hash, num_blocks)).is_some_and(|b| simd::contains(&Block(b), hash))
+pub(crate) fn bitset_contains(
+    probe: simd::Probe,
+    bitset: &[u8],
+    num_blocks: u64,
+    hash: u64,
+) -> bool {
+    le_block(bitset, block_index(hash, num_blocks)).is_some_and(|b| probe.contains(&Block(b), hash))
 }
 
 fn check_num_blocks(num_blocks: u64) -> Result<()> {
@@ -510,6 +515,7 @@ pub struct SplitBlockBloomFilterRef<'a> {
     num_blocks: u64,
     hasher: Hash64,
     len: u64,
+    probe: simd::Probe,
 }
 
 impl<'a> SplitBlockBloomFilterRef<'a> {
@@ -558,6 +564,7 @@ impl<'a> SplitBlockBloomFilterRef<'a> {
             num_blocks,
             hasher,
             len,
+            probe: simd::Probe::detect(),
         })
     }
 
@@ -578,7 +585,7 @@ impl<'a> SplitBlockBloomFilterRef<'a> {
     /// Whether the key with this 64-bit hash is possibly present.
     #[inline]
     pub fn contains_hash(&self, hash: u64) -> bool {
-        bitset_contains(self.bitset, self.num_blocks, hash)
+        bitset_contains(self.probe, self.bitset, self.num_blocks, hash)
     }
 
     /// Looks up many items, one answer per item into `out` (cleared first); hashes a
