@@ -20,7 +20,7 @@ use std::marker::PhantomData;
 
 use crate::error::{Error, Result};
 use crate::filter::check_shape;
-use crate::hash::Seed;
+use crate::hash::{Hash64, Seed};
 use crate::layout::sealed::Sealed as _;
 use crate::layout::{Blocked, Layout, Standard};
 use crate::le::Reader;
@@ -30,17 +30,32 @@ use crate::words::{LeWords, Words};
 /// First and last four bytes of every encoded filter.
 pub const MAGIC: [u8; 4] = *b"TMBL";
 
-/// The version this build writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest version this build writes: 2, the version of the split-block kinds (4 and
+/// 5). The kinds of version 1 (standard, blocked, scalable) keep their version-1 layout
+/// and are still written as version 1, byte for byte as before, so that files holding
+/// them (segments) do not change.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The oldest version this build reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
+
+/// The version of kinds 1–3 (SipHash-1-3-128, 64-bit words).
+pub(crate) const VERSION_1: u32 = 1;
+
+/// The version of kinds 4 and 5 (split blocks, 64-bit key hashes).
+pub(crate) const VERSION_SPLIT_BLOCK: u32 = 2;
 
 /// Hash algorithm code of SipHash-1-3 with 128-bit output.
 pub const HASH_SIPHASH13_128: u8 = 1;
 
 /// Kind code of a scalable filter.
 pub const KIND_SCALABLE: u8 = 3;
+
+/// Kind code of a split-block filter (version 2).
+pub const KIND_SPLIT_BLOCK: u8 = 4;
+
+/// Kind code of a scalable filter of split-block layers (version 2).
+pub const KIND_SCALABLE_SPLIT_BLOCK: u8 = 5;
 
 /// Flag bit of a non-scaling scalable filter.
 pub const FLAG_NONSCALING: u16 = 1;
@@ -51,14 +66,27 @@ pub const MAX_LAYERS: usize = 1024;
 pub(crate) const HEADER_LEN: usize = 32;
 pub(crate) const FILTER_BODY_LEN: usize = 24;
 pub(crate) const SCALABLE_BODY_LEN: usize = 24;
+pub(crate) const SCALABLE_SPLIT_BODY_LEN: usize = 40;
 pub(crate) const LAYER_RECORD_LEN: usize = 40;
 pub(crate) const TRAILER_LEN: usize = 8;
 
 fn put_header(out: &mut Vec<u8>, kind: u8, flags: u16, seed: Seed) {
+    put_header_v(out, VERSION_1, kind, HASH_SIPHASH13_128, flags, seed);
+}
+
+/// Writes the 32-byte header of any version.
+pub(crate) fn put_header_v(
+    out: &mut Vec<u8>,
+    version: u32,
+    kind: u8,
+    hash: u8,
+    flags: u16,
+    seed: Seed,
+) {
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.push(kind);
-    out.push(HASH_SIPHASH13_128);
+    out.push(hash);
     out.extend_from_slice(&flags.to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
     out.extend_from_slice(&seed.k0.to_le_bytes());
@@ -72,7 +100,12 @@ fn put_words(out: &mut Vec<u8>, words: &[u64]) {
 }
 
 fn put_trailer(out: &mut Vec<u8>) {
-    let crc = crc32fast::hash(out);
+    put_trailer_from(out, 0);
+}
+
+/// Appends the trailer of the encoding that starts at `out[start]`.
+pub(crate) fn put_trailer_from(out: &mut Vec<u8>, start: usize) {
+    let crc = crc32fast::hash(out.get(start..).unwrap_or_default());
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&MAGIC);
 }
@@ -102,7 +135,43 @@ pub(crate) struct LayerParts<'a> {
     pub len: u64,
     pub num_bits: u64,
     pub num_hashes: u32,
-    pub words: &'a [u64],
+    pub words: LayerWords<'a>,
+}
+
+/// A layer's bit array: 64-bit words (standard layers) or Parquet's 32-bit words
+/// (split-block layers); both are written little-endian.
+pub(crate) enum LayerWords<'a> {
+    U64(&'a [u64]),
+    U32(&'a [u32]),
+}
+
+impl LayerWords<'_> {
+    fn len_bytes(&self) -> usize {
+        match self {
+            LayerWords::U64(w) => w.len() * 8,
+            LayerWords::U32(w) => w.len() * 4,
+        }
+    }
+
+    fn put(&self, out: &mut Vec<u8>) {
+        match self {
+            LayerWords::U64(w) => put_words(out, w),
+            LayerWords::U32(w) => {
+                for x in *w {
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
+            }
+        }
+    }
+}
+
+/// How a scalable filter's layers are laid out and hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScalableLayout {
+    /// Standard layers hashed with SipHash-1-3-128 (kind 3, version 1).
+    Standard,
+    /// Split-block layers sharing one 64-bit hash per key (kind 5, version 2).
+    SplitBlock(Hash64),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -112,23 +181,46 @@ pub(crate) struct ScalableParams {
     pub expansion: u32,
     pub nonscaling: bool,
     pub seed: Seed,
+    pub layout: ScalableLayout,
+    pub tightening: f64,
 }
 
 pub(crate) fn encode_scalable(params: &ScalableParams, layers: &[LayerParts<'_>]) -> Vec<u8> {
-    let words: usize = layers.iter().map(|l| l.words.len()).sum();
+    let words: usize = layers.iter().map(|l| l.words.len_bytes()).sum();
     let mut out = Vec::with_capacity(
-        HEADER_LEN + SCALABLE_BODY_LEN + layers.len() * LAYER_RECORD_LEN + words * 8 + TRAILER_LEN,
+        HEADER_LEN
+            + SCALABLE_SPLIT_BODY_LEN
+            + layers.len() * LAYER_RECORD_LEN
+            + words
+            + TRAILER_LEN,
     );
     let flags = if params.nonscaling {
         FLAG_NONSCALING
     } else {
         0
     };
-    put_header(&mut out, KIND_SCALABLE, flags, params.seed);
+    match params.layout {
+        ScalableLayout::Standard => put_header(&mut out, KIND_SCALABLE, flags, params.seed),
+        ScalableLayout::SplitBlock(hasher) => {
+            let (code, seed) = hasher.to_parts();
+            put_header_v(
+                &mut out,
+                VERSION_SPLIT_BLOCK,
+                KIND_SCALABLE_SPLIT_BLOCK,
+                code,
+                flags,
+                seed,
+            );
+        }
+    }
     out.extend_from_slice(&params.capacity.to_le_bytes());
     out.extend_from_slice(&params.error.to_bits().to_le_bytes());
     out.extend_from_slice(&params.expansion.to_le_bytes());
     out.extend_from_slice(&(layers.len() as u32).to_le_bytes());
+    if let ScalableLayout::SplitBlock(_) = params.layout {
+        out.extend_from_slice(&params.tightening.to_bits().to_le_bytes());
+        out.extend_from_slice(&0u64.to_le_bytes());
+    }
     for l in layers {
         out.extend_from_slice(&l.capacity.to_le_bytes());
         out.extend_from_slice(&l.error.to_bits().to_le_bytes());
@@ -138,7 +230,7 @@ pub(crate) fn encode_scalable(params: &ScalableParams, layers: &[LayerParts<'_>]
         out.extend_from_slice(&0u32.to_le_bytes());
     }
     for l in layers {
-        put_words(&mut out, l.words);
+        l.words.put(&mut out);
     }
     put_trailer(&mut out);
     out
@@ -149,11 +241,27 @@ pub(crate) fn encode_scalable(params: &ScalableParams, layers: &[LayerParts<'_>]
 pub(crate) struct Header {
     pub version: u32,
     pub kind: u8,
+    pub hash: u8,
     pub flags: u16,
     pub seed: Seed,
 }
 
-fn corrupt(field: &'static str, detail: impl Into<String>) -> Error {
+impl Header {
+    /// The 64-bit key hash of a version-2 header.
+    pub(crate) fn hash64(&self) -> Result<Hash64> {
+        Hash64::from_parts(self.hash, self.seed).ok_or_else(|| {
+            corrupt(
+                "hash algorithm",
+                format!(
+                    "code {} with seed words {:#x}, {:#x}",
+                    self.hash, self.seed.k0, self.seed.k1
+                ),
+            )
+        })
+    }
+}
+
+pub(crate) fn corrupt(field: &'static str, detail: impl Into<String>) -> Error {
     Error::Corrupt {
         field,
         detail: detail.into(),
@@ -190,8 +298,21 @@ pub(crate) fn read_header(bytes: &[u8]) -> Result<(Header, Reader<'_>)> {
     }
     let kind = r.u8("kind")?;
     let hash = r.u8("hash algorithm")?;
-    if hash != HASH_SIPHASH13_128 {
-        return Err(corrupt("hash algorithm", format!("unknown code {hash}")));
+    // Each version has its own kinds and hashes: version 1 the SipHash-128 kinds 1–3,
+    // version 2 the split-block kinds 4–5 with a 64-bit hash.
+    let (kinds, hashes) = if version == VERSION_1 {
+        (1..=KIND_SCALABLE, HASH_SIPHASH13_128..=HASH_SIPHASH13_128)
+    } else {
+        (KIND_SPLIT_BLOCK..=KIND_SCALABLE_SPLIT_BLOCK, 2..=4)
+    };
+    if !kinds.contains(&kind) {
+        return Err(corrupt("kind", format!("code {kind} in version {version}")));
+    }
+    if !hashes.contains(&hash) {
+        return Err(corrupt(
+            "hash algorithm",
+            format!("unknown code {hash} in version {version}"),
+        ));
     }
     let flags = r.u16("flags")?;
     let reserved = r.u32("reserved")?;
@@ -203,6 +324,7 @@ pub(crate) fn read_header(bytes: &[u8]) -> Result<(Header, Reader<'_>)> {
         Header {
             version,
             kind,
+            hash,
             flags,
             seed,
         },
@@ -231,7 +353,7 @@ fn take_words<'a>(r: &mut Reader<'a>, num_bits: u64) -> Result<LeWords<'a>> {
     Ok(LeWords(r.take(n, "bit array")?))
 }
 
-fn expect_end(r: &Reader<'_>, bytes: &[u8]) -> Result<()> {
+pub(crate) fn expect_end(r: &Reader<'_>, bytes: &[u8]) -> Result<()> {
     let end = bytes.len() - TRAILER_LEN;
     if r.position() != end {
         return Err(corrupt(
@@ -417,12 +539,16 @@ fn check_rate(field: &'static str, error: f64) -> Result<()> {
 /// is verified too.
 pub(crate) fn decode_scalable(bytes: &[u8], checksum: bool) -> Result<ScalableParts<'_>> {
     let (header, mut r) = read_header(bytes)?;
-    if header.kind != KIND_SCALABLE {
-        return Err(Error::WrongKind {
-            expected: "scalable",
-            found: header.kind,
-        });
-    }
+    let layout = match header.kind {
+        KIND_SCALABLE => ScalableLayout::Standard,
+        KIND_SCALABLE_SPLIT_BLOCK => ScalableLayout::SplitBlock(header.hash64()?),
+        found => {
+            return Err(Error::WrongKind {
+                expected: "scalable",
+                found,
+            });
+        }
+    };
     if header.flags & !FLAG_NONSCALING != 0 {
         return Err(corrupt(
             "flags",
@@ -433,6 +559,18 @@ pub(crate) fn decode_scalable(bytes: &[u8], checksum: bool) -> Result<ScalablePa
     let error = r.f64("error rate")?;
     let expansion = r.u32("expansion")?;
     let count = r.u32("layer count")? as usize;
+    let tightening = match layout {
+        ScalableLayout::Standard => crate::scalable::TIGHTENING_RATIO,
+        ScalableLayout::SplitBlock(_) => {
+            let ratio = r.f64("tightening ratio")?;
+            check_rate("tightening ratio", ratio)?;
+            let reserved = r.u64("reserved")?;
+            if reserved != 0 {
+                return Err(corrupt("reserved", format!("{reserved:#x}, expected 0")));
+            }
+            ratio
+        }
+    };
     let nonscaling = header.flags & FLAG_NONSCALING != 0;
     if capacity == 0 {
         return Err(corrupt("capacity", "0"));
@@ -460,7 +598,12 @@ pub(crate) fn decode_scalable(bytes: &[u8], checksum: bool) -> Result<ScalablePa
             return Err(corrupt("layer capacity", "0"));
         }
         check_rate("layer error", err)?;
-        check_shape::<Standard>(num_bits, num_hashes)?;
+        match layout {
+            ScalableLayout::Standard => check_shape::<Standard>(num_bits, num_hashes)?,
+            ScalableLayout::SplitBlock(_) => {
+                crate::split::check_encoded_shape(num_bits, num_hashes)?;
+            }
+        }
         if reserved != 0 {
             return Err(corrupt("layer reserved", format!("{reserved:#x}")));
         }
@@ -495,6 +638,8 @@ pub(crate) fn decode_scalable(bytes: &[u8], checksum: bool) -> Result<ScalablePa
             expansion,
             nonscaling,
             seed: header.seed,
+            layout,
+            tightening,
         },
         layers,
     })
@@ -546,18 +691,48 @@ impl<'a> ScalableBloomFilterRef<'a> {
         &self.parts.layers
     }
 
-    /// Whether `item` is possibly present in some layer.
+    /// Whether `item` is possibly present in some layer (hashed once, newest first).
+    #[inline]
     pub fn contains(&self, item: &[u8]) -> bool {
-        self.contains_hash(self.parts.params.seed.hash(item))
+        self.contains_hash(self.hash(item))
     }
 
-    /// Whether the item with this hash is possibly present in some layer.
+    /// The key hash this filter probes `item` with: SipHash-1-3-128 for standard layers,
+    /// the 64-bit [`Hash64`] (zero-extended) for split-block layers.
+    #[inline]
+    pub fn hash(&self, item: &[u8]) -> u128 {
+        match self.parts.params.layout {
+            ScalableLayout::Standard => self.parts.params.seed.hash(item),
+            ScalableLayout::SplitBlock(h) => u128::from(h.hash(item)),
+        }
+    }
+
+    /// Whether the item with this hash (see [`hash`](Self::hash)) is possibly present in
+    /// some layer.
     pub fn contains_hash(&self, hash: u128) -> bool {
-        self.parts
-            .layers
-            .iter()
-            .rev()
-            .any(|l| Standard::contains(&l.words, l.num_bits, l.num_hashes, hash))
+        let layers = self.parts.layers.iter().rev();
+        match self.parts.params.layout {
+            ScalableLayout::Standard => layers
+                .into_iter()
+                .any(|l| Standard::contains(&l.words, l.num_bits, l.num_hashes, hash)),
+            ScalableLayout::SplitBlock(_) => {
+                let h = hash as u64;
+                let probe = crate::simd::Probe::detect();
+                layers.into_iter().any(|l| {
+                    crate::split::bitset_contains(
+                        probe,
+                        l.words.0,
+                        l.num_bits / crate::math::SPLIT_BLOCK_BITS,
+                        h,
+                    )
+                })
+            }
+        }
+    }
+
+    /// The layout and hash of the layers.
+    pub fn layout(&self) -> ScalableLayout {
+        self.parts.params.layout
     }
 
     /// Items added.

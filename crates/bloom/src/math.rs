@@ -10,6 +10,13 @@
 //! `Σ_j Pois(j; λ) · (1 - (1 - 1/512)^{k·j})^k`, and the smallest block count whose best
 //! `k` reaches the target is found by bisection.
 
+//!
+//! Split-block filter (Parquet's SBBF): every item sets one bit in each of the eight
+//! 32-bit words of one 256-bit block. With `λ = n / blocks` items per block (Poisson),
+//! a probe's bit in one word is set with probability `1 - (31/32)^j` when the block holds
+//! `j` items, so the rate is `Σ_j Pois(j; λ) · (1 - (31/32)^j)^8`, again computed exactly
+//! and inverted by bisection over the block count.
+
 use crate::error::{Error, Result};
 
 /// The largest bit array any filter of this crate allocates: 2^40 bits (128 GiB).
@@ -185,6 +192,100 @@ pub fn blocked_shape(capacity: u64, fpr: f64) -> Result<(u64, u32)> {
     Ok((hi * BLOCK_BITS, best_blocked_hashes(hi, capacity).0))
 }
 
+/// Bits of one block of a [`crate::SplitBlockBloomFilter`]: eight 32-bit words, as
+/// Parquet's split-block bloom filter specifies.
+pub const SPLIT_BLOCK_BITS: u64 = 256;
+
+/// Probes (bits set) per item of a [`crate::SplitBlockBloomFilter`]: one per word.
+pub const SPLIT_BLOCK_HASHES: u32 = 8;
+
+/// The most blocks of a split-block filter: [`MAX_NUM_BITS`] / 256 = 2^32, the most that
+/// Parquet's 32-bit multiply-shift block choice addresses.
+pub const MAX_SPLIT_BLOCKS: u64 = MAX_NUM_BITS / SPLIT_BLOCK_BITS;
+
+/// Rate of a split-block filter with `num_blocks` blocks holding `items` items, under the
+/// Poisson block-load model: `Σ_j Pois(j; λ) · (1 - (31/32)^j)^8` with `λ = items/blocks`.
+pub fn split_block_fpr(num_blocks: u64, items: u64) -> f64 {
+    if num_blocks == 0 {
+        return 1.0;
+    }
+    let lambda = items as f64 / num_blocks as f64;
+    if lambda == 0.0 {
+        return 0.0;
+    }
+    let miss: f64 = 31.0 / 32.0;
+    let ln_lambda = lambda.ln();
+    let j_max = (lambda + 12.0 * lambda.sqrt() + 30.0).ceil() as u64;
+    let mut ln_pmf = -lambda;
+    let mut rate = 0.0;
+    for j in 0..=j_max {
+        if j > 0 {
+            ln_pmf += ln_lambda - (j as f64).ln();
+        }
+        let fill = 1.0 - miss.powf(j as f64);
+        rate += ln_pmf.exp() * fill.powi(SPLIT_BLOCK_HASHES as i32);
+    }
+    rate.min(1.0)
+}
+
+/// The split-block filter's block count for `capacity` items at rate `fpr`: the smallest
+/// whose modelled rate ([`split_block_fpr`]) is at most `fpr`.
+///
+/// # Errors
+/// [`Error::ZeroCapacity`], [`Error::InvalidFalsePositiveRate`], or [`Error::TooLarge`]
+/// when more than [`MAX_SPLIT_BLOCKS`] blocks would be needed.
+pub fn split_block_shape(capacity: u64, fpr: f64) -> Result<u64> {
+    check_capacity_and_rate(capacity, fpr)?;
+    let reaches = |blocks: u64| split_block_fpr(blocks, capacity) <= fpr;
+    let too_large = |blocks: f64| Error::TooLarge {
+        needed_bits: (blocks * SPLIT_BLOCK_BITS as f64).min(u128::MAX as f64) as u128,
+        max_bits: MAX_NUM_BITS,
+    };
+    // A split-block filter never beats the standard optimum: a lower bound.
+    let optimum = capacity as f64 * optimal_bits_per_item(fpr) / SPLIT_BLOCK_BITS as f64;
+    if optimum > MAX_SPLIT_BLOCKS as f64 {
+        return Err(too_large(optimum));
+    }
+    let mut lo = (optimum.floor() as u64).max(1);
+    if reaches(lo) {
+        return Ok(lo);
+    }
+    let mut hi = lo;
+    loop {
+        let next = hi.saturating_mul(2).min(MAX_SPLIT_BLOCKS);
+        if next == hi {
+            return Err(too_large(hi as f64 * 2.0));
+        }
+        lo = hi;
+        hi = next;
+        if reaches(hi) {
+            break;
+        }
+    }
+    // Invariant: `lo` does not reach the rate, `hi` does.
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if reaches(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(hi)
+}
+
+/// Cardinality estimate of a split-block filter from its set-bit count: a bit of a word
+/// stays clear with probability `exp(-λ/32)` under the Poisson load, so
+/// `n ≈ -32·ln(1 - X/m) · blocks`.
+pub(crate) fn split_block_estimated_len(num_blocks: u64, ones: u64) -> u64 {
+    if num_blocks == 0 {
+        return 0;
+    }
+    let m = (num_blocks * SPLIT_BLOCK_BITS) as f64;
+    let x = (ones as f64).min(m - 0.5);
+    (-32.0 * (1.0 - x / m).ln() * num_blocks as f64).round() as u64
+}
+
 /// Cardinality estimate of a standard filter from its set-bit count (Swamidass & Baldi
 /// 2007): `n ≈ -(m/k)·ln(1 - X/m)`.
 pub(crate) fn standard_estimated_len(num_bits: u64, num_hashes: u32, ones: u64) -> u64 {
@@ -277,6 +378,40 @@ mod tests {
         let blk = blocked_fpr(1_000, 7, 50_000);
         assert!(blk > std);
         assert!(blk < 2.5 * std);
+    }
+
+    #[test]
+    fn split_block_shape_reaches_its_modelled_rate() {
+        for (n, p) in [
+            (1_000u64, 0.01),
+            (1_000_000, 0.01),
+            (10_000_000, 0.01),
+            (10, 0.1),
+        ] {
+            let blocks = split_block_shape(n, p).unwrap();
+            assert!(split_block_fpr(blocks, n) <= p);
+            if blocks > 1 {
+                assert!(split_block_fpr(blocks - 1, n) > p);
+            }
+        }
+        // Parquet's sizing table: about 10.5 bits per item at 1%.
+        let per_item = split_block_shape(1_000_000, 0.01).unwrap() as f64 * 256.0 / 1e6;
+        assert!((10.0..10.6).contains(&per_item), "{per_item}");
+        assert!(matches!(
+            split_block_shape(u64::MAX, 0.01),
+            Err(Error::TooLarge { .. })
+        ));
+        assert_eq!(split_block_shape(0, 0.01), Err(Error::ZeroCapacity));
+        assert!(split_block_shape(10, f64::NAN).is_err());
+    }
+
+    #[test]
+    fn split_block_estimate_inverts_the_expected_fill() {
+        let (blocks, n) = (1u64 << 14, 40_000u64);
+        let m = (blocks * 256) as f64;
+        let expected_ones = m * (1.0 - (-(n as f64) / blocks as f64 / 32.0).exp());
+        let est = split_block_estimated_len(blocks, expected_ones as u64);
+        assert!((est as f64 / n as f64 - 1.0).abs() < 0.001, "{est}");
     }
 
     #[test]

@@ -1,10 +1,15 @@
-//! [`ScalableBloomFilter`]: a chain of standard filters that grows with its content, with
-//! the semantics of RedisBloom's and TairBloom's `BF.*` filters.
+//! [`ScalableBloomFilter`]: a chain of filters (standard, or Parquet split-block) that
+//! grows with its content, with the semantics of RedisBloom's and TairBloom's `BF.*`
+//! filters.
 
 use crate::error::{Error, Result};
 use crate::filter::BloomFilter;
-use crate::format::{self, LayerParts, MAX_LAYERS, ScalableBloomFilterRef, ScalableParams};
-use crate::hash::Seed;
+use crate::format::{
+    self, LayerParts, LayerWords, MAX_LAYERS, ScalableBloomFilterRef, ScalableLayout,
+    ScalableParams,
+};
+use crate::hash::{Hash64, Seed};
+use crate::split::SplitBlockBloomFilter;
 use crate::words::Bits;
 
 /// Default growth factor: each new layer holds twice the previous one's capacity.
@@ -14,6 +19,13 @@ pub const DEFAULT_EXPANSION: u32 = 2;
 /// scaling filter gets `error_rate × TIGHTENING_RATIO`, so the rates sum to at most the
 /// requested one however far the filter grows.
 pub const TIGHTENING_RATIO: f64 = 0.5;
+
+/// The tightening ratio of split-block layers. A split-block filter sets one bit per
+/// word, so its cost per item grows fast as the rate falls (10.5 bits at 1%, 26 at
+/// 0.01%, 41 at 0.001%); halving each layer's rate would take a filter grown from 100 to
+/// 10M items to 164 MB. With 0.9 the rates past the first layer still sum to the half
+/// budget left after it, and that filter takes 43 MB (see `docs/results/bloom.md`).
+pub const SPLIT_BLOCK_TIGHTENING_RATIO: f64 = 0.9;
 
 /// Each layer's bit array is sized for this fraction of its error budget. The rate of a
 /// small layer varies with the luck of its fill (a 100-item layer by ±20%); sizing with
@@ -38,9 +50,95 @@ pub struct LayerInfo {
     pub size_bytes: u64,
 }
 
+/// The bit array of one layer: all layers of a filter have the same kind.
+#[derive(Debug, Clone, PartialEq)]
+enum LayerFilter {
+    Standard(BloomFilter),
+    Split(SplitBlockBloomFilter),
+}
+
+impl LayerFilter {
+    fn len(&self) -> u64 {
+        match self {
+            LayerFilter::Standard(f) => f.len(),
+            LayerFilter::Split(f) => f.len(),
+        }
+    }
+
+    fn num_bits(&self) -> u64 {
+        match self {
+            LayerFilter::Standard(f) => f.num_bits(),
+            LayerFilter::Split(f) => f.num_bits(),
+        }
+    }
+
+    fn num_hashes(&self) -> u32 {
+        match self {
+            LayerFilter::Standard(f) => f.num_hashes(),
+            LayerFilter::Split(_) => crate::math::SPLIT_BLOCK_HASHES,
+        }
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.num_bits() / 8
+    }
+
+    fn estimated_fpr(&self) -> f64 {
+        match self {
+            LayerFilter::Standard(f) => f.estimated_fpr(),
+            LayerFilter::Split(f) => f.estimated_fpr(),
+        }
+    }
+
+    /// Probes with the filter's key hash; split-block layers use its low 64 bits.
+    #[inline(always)]
+    fn contains_hash(&self, hash: u128) -> bool {
+        match self {
+            LayerFilter::Standard(f) => f.contains_hash(hash),
+            LayerFilter::Split(f) => f.contains_hash(hash as u64),
+        }
+    }
+
+    fn insert_hash(&mut self, hash: u128) -> bool {
+        match self {
+            LayerFilter::Standard(f) => f.insert_hash(hash),
+            LayerFilter::Split(f) => f.insert_hash(hash as u64),
+        }
+    }
+
+    fn union_estimated_len(&self, other: &Self) -> Result<u64> {
+        match (self, other) {
+            (LayerFilter::Standard(a), LayerFilter::Standard(b)) => a.union_estimated_len(b),
+            (LayerFilter::Split(a), LayerFilter::Split(b)) => a.union_estimated_len(b),
+            _ => Err(mixed_layers()),
+        }
+    }
+
+    fn union(&mut self, other: &Self) -> Result<()> {
+        match (self, other) {
+            (LayerFilter::Standard(a), LayerFilter::Standard(b)) => a.union(b),
+            (LayerFilter::Split(a), LayerFilter::Split(b)) => a.union(b),
+            _ => Err(mixed_layers()),
+        }
+    }
+
+    fn words(&self) -> LayerWords<'_> {
+        match self {
+            LayerFilter::Standard(f) => LayerWords::U64(f.as_words()),
+            LayerFilter::Split(f) => LayerWords::U32(f.as_words()),
+        }
+    }
+}
+
+fn mixed_layers() -> Error {
+    Error::IncompatibleFilters {
+        reason: "standard vs split-block layers".to_string(),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 struct Layer {
-    filter: BloomFilter,
+    filter: LayerFilter,
     capacity: u64,
     error: f64,
 }
@@ -66,7 +164,16 @@ impl Layer {
 /// or under the requested one (RedisBloom/TairBloom semantics).
 ///
 /// * Layer 1 holds `capacity` items at `error_rate / 2` (`error_rate` when non-scaling);
-///   layer `i+1` holds `expansion ×` layer `i`'s capacity at half its error rate.
+///   layer `i+1` holds `expansion ×` layer `i`'s capacity. Layer 2 gets
+///   `error_rate / 2 × (1 - r)` and each later layer `r ×` the previous one's rate, with
+///   the tightening ratio `r` = [`TIGHTENING_RATIO`] (½, RedisBloom's: every layer at
+///   half the previous one's rate) for standard layers and
+///   [`SPLIT_BLOCK_TIGHTENING_RATIO`] for split-block ones; the rates sum to at most
+///   `error_rate` however far the filter grows.
+/// * Layers are standard filters hashed with SipHash-1-3-128, or, with
+///   [`ScalableBuilder::split_block`], Parquet split-block filters that share one 64-bit
+///   hash per key ([`Hash64`]): a lookup hashes once and probes one 32-byte block per
+///   layer, newest first.
 /// * [`add`](Self::add) checks every layer, newest first, and inserts into the newest
 ///   only when the item is absent everywhere, growing first if that layer is full.
 /// * A non-scaling filter refuses new items once full with [`Error::Full`].
@@ -89,6 +196,8 @@ pub struct ScalableBloomFilter {
     expansion: u32,
     nonscaling: bool,
     seed: Seed,
+    layout: ScalableLayout,
+    tightening: f64,
     layers: Vec<Layer>,
 }
 
@@ -100,6 +209,7 @@ pub struct ScalableBuilder {
     expansion: u32,
     nonscaling: bool,
     seed: Seed,
+    layout: ScalableLayout,
 }
 
 impl ScalableBuilder {
@@ -118,10 +228,19 @@ impl ScalableBuilder {
         self
     }
 
-    /// The hash seed (default [`Seed::DEFAULT`]).
+    /// The SipHash-1-3-128 keys of standard layers (default [`Seed::DEFAULT`]).
     #[must_use]
     pub fn seed(mut self, seed: Seed) -> Self {
         self.seed = seed;
+        self
+    }
+
+    /// Parquet split-block layers hashed with `hasher`, one 64-bit hash per key shared by
+    /// all layers (written as kind 5 of format version 2). Lookups cost one hash and one
+    /// 32-byte block per layer; see [`Hash64`] for choosing the hash.
+    #[must_use]
+    pub fn split_block(mut self, hasher: Hash64) -> Self {
+        self.layout = ScalableLayout::SplitBlock(hasher);
         self
     }
 
@@ -141,12 +260,18 @@ impl ScalableBuilder {
         } else {
             self.error_rate * TIGHTENING_RATIO
         };
+        let (seed, tightening) = match self.layout {
+            ScalableLayout::Standard => (self.seed, TIGHTENING_RATIO),
+            ScalableLayout::SplitBlock(h) => (h.to_parts().1, SPLIT_BLOCK_TIGHTENING_RATIO),
+        };
         let mut filter = ScalableBloomFilter {
             capacity: self.capacity,
             error_rate: self.error_rate,
             expansion: self.expansion,
             nonscaling: self.nonscaling,
-            seed: self.seed,
+            seed,
+            layout: self.layout,
+            tightening,
             layers: Vec::new(),
         };
         filter.push_layer(self.capacity, first_error)?;
@@ -172,6 +297,7 @@ impl ScalableBloomFilter {
             expansion: DEFAULT_EXPANSION,
             nonscaling: false,
             seed: Seed::DEFAULT,
+            layout: ScalableLayout::Standard,
         }
     }
 
@@ -181,8 +307,15 @@ impl ScalableBloomFilter {
                 layers: self.layers.len(),
             });
         }
-        let filter =
-            BloomFilter::with_capacity(capacity, error * LAYER_SIZING_FACTOR)?.with_seed(self.seed);
+        let sized_for = error * LAYER_SIZING_FACTOR;
+        let filter = match self.layout {
+            ScalableLayout::Standard => LayerFilter::Standard(
+                BloomFilter::with_capacity(capacity, sized_for)?.with_seed(self.seed),
+            ),
+            ScalableLayout::SplitBlock(h) => LayerFilter::Split(
+                SplitBlockBloomFilter::with_rate(capacity, sized_for)?.with_hasher(h),
+            ),
+        };
         self.layers.push(Layer {
             filter,
             capacity,
@@ -200,7 +333,13 @@ impl ScalableBloomFilter {
             .capacity
             .checked_mul(u64::from(self.expansion))
             .ok_or(Error::CannotGrow { layers })?;
-        let error = last.error * TIGHTENING_RATIO;
+        // Layer 2 takes (1 - r) of the half budget the first layer leaves; later layers
+        // r times their predecessor's rate. With r = ½ that is "half the previous rate".
+        let error = if layers == 1 {
+            last.error * (1.0 - self.tightening)
+        } else {
+            last.error * self.tightening
+        };
         self.push_layer(capacity, error)
     }
 
@@ -211,10 +350,31 @@ impl ScalableBloomFilter {
     /// [`Error::Full`] for a new item in a full non-scaling filter; [`Error::CannotGrow`],
     /// [`Error::TooLarge`] or [`Error::Allocation`] when a new layer cannot be made.
     pub fn add(&mut self, item: &[u8]) -> Result<bool> {
-        self.add_hash(self.seed.hash(item))
+        self.add_hash(self.hash(item))
     }
 
-    /// Adds by a precomputed 128-bit hash (see [`crate::Seed::hash`]).
+    /// The key hash this filter adds and probes `item` with, computed once for all
+    /// layers: SipHash-1-3-128 under [`seed`](Self::seed) for standard layers, the
+    /// 64-bit [`Hash64`] zero-extended for split-block layers.
+    #[inline]
+    pub fn hash(&self, item: &[u8]) -> u128 {
+        match self.layout {
+            ScalableLayout::Standard => self.seed.hash(item),
+            ScalableLayout::SplitBlock(h) => u128::from(h.hash(item)),
+        }
+    }
+
+    /// The layers' layout and hash.
+    pub fn layout(&self) -> ScalableLayout {
+        self.layout
+    }
+
+    /// The tightening ratio between layers' rates.
+    pub fn tightening_ratio(&self) -> f64 {
+        self.tightening
+    }
+
+    /// Adds by a precomputed hash (see [`hash`](Self::hash)).
     ///
     /// # Errors
     /// As [`add`](Self::add).
@@ -239,10 +399,25 @@ impl ScalableBloomFilter {
     /// Whether `item` is possibly present in some layer.
     #[inline]
     pub fn contains(&self, item: &[u8]) -> bool {
-        self.contains_hash(self.seed.hash(item))
+        self.contains_hash(self.hash(item))
     }
 
-    /// Whether the item with this hash is possibly present in some layer (newest first).
+    /// Looks up many items, one answer per item into `out` (cleared first): each group
+    /// of items is hashed before any layer is probed.
+    pub fn contains_batch<T: AsRef<[u8]>>(&self, items: &[T], out: &mut Vec<bool>) {
+        out.clear();
+        out.reserve(items.len());
+        let mut hashes = [0u128; 32];
+        for group in items.chunks(hashes.len()) {
+            for (h, item) in hashes.iter_mut().zip(group) {
+                *h = self.hash(item.as_ref());
+            }
+            out.extend(hashes[..group.len()].iter().map(|&h| self.contains_hash(h)));
+        }
+    }
+
+    /// Whether the item with this hash (see [`hash`](Self::hash)) is possibly present in
+    /// some layer (newest first).
     #[inline]
     pub fn contains_hash(&self, hash: u128) -> bool {
         self.layers
@@ -306,9 +481,22 @@ impl ScalableBloomFilter {
         self.layers.iter().map(Layer::info).collect()
     }
 
-    /// The bit array of layer `index` (oldest is 0).
+    /// The bit array of standard layer `index` (oldest is 0); `None` past the end and
+    /// for split-block layers (see [`split_layer`](Self::split_layer)).
     pub fn layer_words(&self, index: usize) -> Option<&[u64]> {
-        self.layers.get(index).map(|l| l.filter.as_words())
+        match self.layers.get(index).map(|l| &l.filter) {
+            Some(LayerFilter::Standard(f)) => Some(f.as_words()),
+            _ => None,
+        }
+    }
+
+    /// Split-block layer `index` (oldest is 0); `None` past the end and for standard
+    /// layers.
+    pub fn split_layer(&self, index: usize) -> Option<&SplitBlockBloomFilter> {
+        match self.layers.get(index).map(|l| &l.filter) {
+            Some(LayerFilter::Split(f)) => Some(f),
+            _ => None,
+        }
     }
 
     /// Bytes of all bit arrays.
@@ -356,6 +544,8 @@ impl ScalableBloomFilter {
             ))
         } else if self.nonscaling != other.nonscaling {
             Some("scaling vs non-scaling".to_string())
+        } else if self.layout != other.layout {
+            Some(format!("layout {:?} vs {:?}", self.layout, other.layout))
         } else if self.seed != other.seed {
             Some(format!("seed {:?} vs {:?}", self.seed, other.seed))
         } else {
@@ -404,7 +594,7 @@ impl ScalableBloomFilter {
                 len: l.filter.len(),
                 num_bits: l.filter.num_bits(),
                 num_hashes: l.filter.num_hashes(),
-                words: l.filter.as_words(),
+                words: l.filter.words(),
             })
             .collect();
         format::encode_scalable(&self.params(), &layers)
@@ -417,6 +607,8 @@ impl ScalableBloomFilter {
             expansion: self.expansion,
             nonscaling: self.nonscaling,
             seed: self.seed,
+            layout: self.layout,
+            tightening: self.tightening,
         }
     }
 
@@ -429,15 +621,20 @@ impl ScalableBloomFilter {
         let params = view.params();
         let mut layers = Vec::with_capacity(view.layer_refs().len());
         for l in view.layer_refs() {
-            let words = Bits::copied_from(&l.words)?;
-            layers.push(Layer {
-                filter: BloomFilter::from_parts(
-                    words,
+            let filter = match params.layout {
+                ScalableLayout::Standard => LayerFilter::Standard(BloomFilter::from_parts(
+                    Bits::copied_from(&l.words)?,
                     l.num_bits,
                     l.num_hashes,
                     params.seed,
                     l.len,
+                )),
+                ScalableLayout::SplitBlock(h) => LayerFilter::Split(
+                    SplitBlockBloomFilter::from_bitset_parts(l.words.0, h, l.len)?,
                 ),
+            };
+            layers.push(Layer {
+                filter,
                 capacity: l.capacity,
                 error: l.error,
             });
@@ -448,6 +645,8 @@ impl ScalableBloomFilter {
             expansion: params.expansion,
             nonscaling: params.nonscaling,
             seed: params.seed,
+            layout: params.layout,
+            tightening: params.tightening,
             layers,
         })
     }

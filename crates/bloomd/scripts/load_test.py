@@ -89,7 +89,12 @@ def main():
     ap.add_argument("--items", type=int, default=10_000_000)
     ap.add_argument("--requests", type=int, default=5_000_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--variant", action="append", default=[],
+                    help="NAME:ARGS, another tidemark-bloomd started with ARGS (e.g. "
+                         "'legacy:--bloom-hash legacy') whose BF.ADD/BF.EXISTS run in the same "
+                         "alternating rounds")
     a = ap.parse_args()
+    variants = [v.split(":", 1) for v in a.variant]
 
     tmp = tempfile.mkdtemp(prefix="bloomd-load-")
     rport, bport = free_port(), free_port()
@@ -99,9 +104,19 @@ def main():
     bloomd_proc = subprocess.Popen(
         [a.binary, "--port", str(bport), "--dir", tmp, "--save", ""],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    extra = []
+    for name, args in variants:
+        port = free_port()
+        vdir = tempfile.mkdtemp(prefix=f"bloomd-{name}-", dir=tmp)
+        proc = subprocess.Popen(
+            [a.binary, "--port", str(port), "--dir", vdir, "--save", ""] + args.split(),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        extra.append((name, port, proc))
     try:
         rr = wait_ready(rport, redis_proc)
         br = wait_ready(bport, bloomd_proc)
+        for name, port, proc in extra:
+            wait_ready(port, proc).execute_command("BF.RESERVE", "bf", "0.01", "10000000")
         version = rr.info("server")["redis_version"]
 
         # 1. Memory for N distinct items.
@@ -138,6 +153,9 @@ def main():
         br.execute_command("BF.RESERVE", "bf", "0.01", "10000000")
         runs = {k: [] for k in ["SADD", "BF.ADD", "SISMEMBER", "BF.EXISTS",
                                 "BF.ADD grown", "BF.EXISTS grown", "PING redis", "PING bloomd"]}
+        for name, _, _ in extra:
+            for k in ["BF.ADD", "BF.EXISTS", "BF.ADD grown", "BF.EXISTS grown"]:
+                runs[f"{k} [{name}]"] = []
         for _ in range(a.rounds):
             runs["SADD"].append(bench(rport, ["SADD", "myset", "__rand_int__"], a.requests))
             runs["BF.ADD"].append(bench(bport, ["BF.ADD", "bf", "__rand_int__"], a.requests))
@@ -147,6 +165,11 @@ def main():
             runs["BF.EXISTS grown"].append(bench(bport, ["BF.EXISTS", "grown", "__rand_int__"], a.requests))
             runs["PING redis"].append(bench(rport, ["PING"], a.requests))
             runs["PING bloomd"].append(bench(bport, ["PING"], a.requests))
+            for name, port, _ in extra:
+                for k, cmd in [("BF.ADD", ["BF.ADD", "bf"]), ("BF.EXISTS", ["BF.EXISTS", "bf"]),
+                               ("BF.ADD grown", ["BF.ADD", "grown"]),
+                               ("BF.EXISTS grown", ["BF.EXISTS", "grown"])]:
+                    runs[f"{k} [{name}]"].append(bench(port, cmd + ["__rand_int__"], a.requests))
         med = {k: statistics.median(v) for k, v in runs.items()}
         grown = br.execute_command("BF.INFO", "grown")
 
@@ -162,6 +185,12 @@ def main():
                                     ("PING bloomd", "PING redis", "PING")]:
             print(f"| {label} | {med[theirs]:,.0f} req/s | {med[ours]:,.0f} req/s | "
                   f"{med[ours] / med[theirs]:.2f}× |")
+        for name, _, _ in extra:
+            for k, theirs in [("BF.ADD", "SADD"), ("BF.EXISTS", "SISMEMBER"),
+                              ("BF.ADD grown", "SADD"), ("BF.EXISTS grown", "SISMEMBER")]:
+                ours = f"{k} [{name}]"
+                print(f"| {theirs} vs {ours} | {med[theirs]:,.0f} req/s | {med[ours]:,.0f} req/s | "
+                      f"{med[ours] / med[theirs]:.2f}× |")
         print()
         print("All rounds (req/s): " + "; ".join(
             f"{k}: {', '.join(f'{x:,.0f}' for x in v)}" for k, v in runs.items()))
@@ -178,7 +207,7 @@ def main():
         print(f"| load time (redis-cli --pipe, 1,000 per command) | {set_load_s:.1f} s | {bf_load_s:.1f} s | |")
         print(f"\nMeasured false-positive rate of the filter over 100,000 absent items: {fpr:.4%}")
     finally:
-        for p in (redis_proc, bloomd_proc):
+        for p in [redis_proc, bloomd_proc] + [proc for _, _, proc in extra]:
             p.terminate()
             try:
                 p.wait(timeout=30)

@@ -2,7 +2,7 @@
 //! checks (`shared/reference/redisbloom-behaviour.md`); the deliberate differences are
 //! listed in `docs/bloomd.md`.
 
-use tidemark_bloom::{Error as BloomError, ScalableBloomFilter};
+use tidemark_bloom::{Error as BloomError, ScalableBloomFilter, ScalableLayout};
 
 use crate::resp::{Out, parse_i64};
 use crate::store::{Db, Slot, Value};
@@ -68,28 +68,53 @@ impl Default for Options {
 
 /// Bytes a new filter with these options needs (its first layer), or `None` when the crate
 /// would refuse it as too large.
-fn estimate_bytes(o: &Options) -> Option<u64> {
+fn estimate_bytes(o: &Options, layout: ScalableLayout) -> Option<u64> {
     let layer_error = if o.nonscaling { o.error } else { o.error / 2.0 };
-    let (bits, _) = tidemark_bloom::math::standard_shape(
-        o.capacity,
-        layer_error * tidemark_bloom::LAYER_SIZING_FACTOR,
-    )
-    .ok()?;
-    Some(bits / 8 + 96)
+    let sized_for = layer_error * tidemark_bloom::LAYER_SIZING_FACTOR;
+    let bytes = match layout {
+        ScalableLayout::Standard => {
+            tidemark_bloom::math::standard_shape(o.capacity, sized_for)
+                .ok()?
+                .0
+                / 8
+        }
+        ScalableLayout::SplitBlock(_) => {
+            tidemark_bloom::math::split_block_shape(o.capacity, sized_for).ok()? * 32
+        }
+    };
+    Some(bytes + 96)
+}
+
+/// The layout a new filter with these options gets: the server's, unless that is split
+/// blocks and the rate is below what eight bits per key in one block can reach within
+/// 2^32 blocks (about 1e-12 per item, e.g. `BF.RESERVE k 1e-300 1`, which RedisBloom
+/// accepts); such filters get standard layers, whose hash count is not fixed.
+fn layout_for(db: &Db, o: &Options) -> ScalableLayout {
+    match db.bloom_layout {
+        ScalableLayout::SplitBlock(_) if estimate_bytes(o, db.bloom_layout).is_none() => {
+            ScalableLayout::Standard
+        }
+        layout => layout,
+    }
 }
 
 fn build(db: &Db, o: &Options) -> Result<ScalableBloomFilter, &'static str> {
-    let Some(need) = estimate_bytes(o) else {
+    let layout = layout_for(db, o);
+    let Some(need) = estimate_bytes(o, layout) else {
         return Err(NO_MEMORY);
     };
     if db.over_limit(need) {
         return Err(OOM);
     }
-    ScalableBloomFilter::builder(o.capacity, o.error)
+    let builder = ScalableBloomFilter::builder(o.capacity, o.error)
         .expansion(o.expansion)
-        .nonscaling(o.nonscaling)
-        .build()
-        .map_err(|_| NO_MEMORY)
+        .nonscaling(o.nonscaling);
+    match layout {
+        ScalableLayout::Standard => builder,
+        ScalableLayout::SplitBlock(hash) => builder.split_block(hash),
+    }
+    .build()
+    .map_err(|_| NO_MEMORY)
 }
 
 /// Bytes the next new item may allocate: a new layer when the newest one is full.

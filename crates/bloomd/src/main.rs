@@ -45,6 +45,14 @@ struct Args {
     /// Write the bound port to this file once listening.
     #[arg(long)]
     port_file: Option<PathBuf>,
+    /// Hash of new filters: siphash (keyed, the default: items from untrusted clients),
+    /// xxh3 (fastest, unkeyed: trusted clients only) or legacy (format-1 standard layers).
+    #[arg(long)]
+    bloom_hash: Option<String>,
+    /// Secret SipHash key of new filters, 32 hex digits (set it when clients are not
+    /// trusted; the default key is public).
+    #[arg(long)]
+    bloom_hash_key: Option<String>,
 }
 
 fn configure(args: Args) -> tidemark_bloomd::Result<Config> {
@@ -52,7 +60,7 @@ fn configure(args: Args) -> tidemark_bloomd::Result<Config> {
     if let Some(path) = &args.config {
         c.load_file(path)?;
     }
-    let flags: [(&str, Option<String>); 9] = [
+    let flags: [(&str, Option<String>); 11] = [
         ("bind", args.bind),
         ("port", args.port.map(|p| p.to_string())),
         ("dir", args.dir.map(|d| d.display().to_string())),
@@ -62,6 +70,8 @@ fn configure(args: Args) -> tidemark_bloomd::Result<Config> {
         ("requirepass", args.requirepass),
         ("maxmemory", args.maxmemory),
         ("max-request-bytes", args.max_request_bytes),
+        ("bloom-hash", args.bloom_hash),
+        ("bloom-hash-key", args.bloom_hash_key),
     ];
     for (name, value) in flags {
         if let Some(v) = value {

@@ -42,7 +42,7 @@ impl Shared {
     fn new(config: Config) -> Self {
         let (shutdown, _) = watch::channel(false);
         Shared {
-            db: Db::new(config.maxmemory),
+            db: Db::new(config.maxmemory, config.bloom_layout),
             config,
             started: Instant::now(),
             port: AtomicU16::new(0),

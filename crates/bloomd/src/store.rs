@@ -141,11 +141,13 @@ pub struct Db {
     pub aof: RwLock<Option<Arc<Aof>>>,
     /// The memory limit (0: none).
     pub maxmemory: u64,
+    /// Layout and hash of the filters this server creates.
+    pub bloom_layout: tidemark_bloom::ScalableLayout,
 }
 
 impl Db {
     /// An empty keyspace.
-    pub fn new(maxmemory: u64) -> Self {
+    pub fn new(maxmemory: u64, bloom_layout: tidemark_bloom::ScalableLayout) -> Self {
         Db {
             map: RwLock::new(HashMap::new()),
             gate: RwLock::new(()),
@@ -153,6 +155,7 @@ impl Db {
             dirty: AtomicU64::new(0),
             loading: AtomicBool::new(false),
             aof: RwLock::new(None),
+            bloom_layout,
             maxmemory,
         }
     }

@@ -154,13 +154,13 @@ fn add_exists_and_info_replies() {
             (&["BF.ADD", "a", "x"], ":0\r\n"),
             (
                 &["BF.INFO", "a"],
-                "*10\r\n+Capacity\r\n:100\r\n+Size\r\n:240\r\n+Number of filters\r\n:1\r\n\
+                "*10\r\n+Capacity\r\n:100\r\n+Size\r\n:256\r\n+Number of filters\r\n:1\r\n\
                  +Number of items inserted\r\n:1\r\n+Expansion rate\r\n:2\r\n",
             ),
             (&["BF.INFO", "a", "capacity"], "*1\r\n:100\r\n"),
             (&["BF.INFO", "a", "ITEMS"], "*1\r\n:1\r\n"),
             (&["BF.INFO", "a", "FILTERS"], "*1\r\n:1\r\n"),
-            (&["BF.INFO", "a", "SIZE"], "*1\r\n:240\r\n"),
+            (&["BF.INFO", "a", "SIZE"], "*1\r\n:256\r\n"),
             (&["BF.INFO", "a", "EXPANSION"], "*1\r\n:2\r\n"),
             (
                 &["BF.INFO", "a", "capacit"],
@@ -225,7 +225,7 @@ fn add_exists_and_info_replies() {
             (&["TYPE", "a"], "+MBbloom--\r\n"),
             (
                 &["BF.DEBUG", "a"],
-                "*2\r\n$6\r\nsize:1\r\n$73\r\nbytes:144 bits:1152 hashes:8 hashwidth:64 capacity:100 size:1 ratio:0.005\r\n",
+                "*2\r\n$6\r\nsize:1\r\n$73\r\nbytes:160 bits:1280 hashes:8 hashwidth:64 capacity:100 size:1 ratio:0.005\r\n",
             ),
             (&["BF.DEBUG", "nokey"], "-ERR not found\r\n"),
             (
@@ -362,7 +362,7 @@ fn insert_parses_options_like_redisbloom() {
             (&["BF.INFO", "n", "EXPANSION"], "*1\r\n$-1\r\n"),
             (
                 &["BF.INFO", "n"],
-                "*10\r\n+Capacity\r\n:3\r\n+Size\r\n:104\r\n+Number of filters\r\n:1\r\n\
+                "*10\r\n+Capacity\r\n:3\r\n+Size\r\n:128\r\n+Number of filters\r\n:1\r\n\
                  +Number of items inserted\r\n:3\r\n+Expansion rate\r\n$-1\r\n",
             ),
         ],
@@ -408,7 +408,7 @@ fn filters_grow_by_the_expansion_factor() {
     let debug: Vec<String> = redis::cmd("BF.DEBUG").arg("g").query(&mut c).unwrap();
     assert_eq!(debug.len(), 5);
     assert_eq!(debug[0], format!("size:{added}"));
-    assert!(debug[2].contains("capacity:20") && debug[2].contains("ratio:0.0025"));
+    assert!(debug[2].contains("capacity:20") && debug[2].contains("ratio:0.0005"));
     for i in 0..100 {
         assert!(
             redis::cmd("BF.EXISTS")

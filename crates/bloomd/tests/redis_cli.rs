@@ -47,12 +47,12 @@ fn every_command_through_redis_cli() {
         (&["BF.INFO", "f", "ITEMS"], "1) (integer) 2"),
         (
             &["BF.INFO", "f"],
-            " 1) Capacity\n 2) (integer) 100\n 3) Size\n 4) (integer) 240\n 5) Number of filters\n 6) (integer) 1\n 7) Number of items inserted\n 8) (integer) 2\n 9) Expansion rate\n10) (integer) 2",
+            " 1) Capacity\n 2) (integer) 100\n 3) Size\n 4) (integer) 256\n 5) Number of filters\n 6) (integer) 1\n 7) Number of items inserted\n 8) (integer) 2\n 9) Expansion rate\n10) (integer) 2",
         ),
         (&["BF.CARD", "f"], "(integer) 2"),
         (
             &["BF.DEBUG", "f"],
-            "1) \"size:2\"\n2) \"bytes:144 bits:1152 hashes:8 hashwidth:64 capacity:100 size:2 ratio:0.005\"",
+            "1) \"size:2\"\n2) \"bytes:160 bits:1280 hashes:8 hashwidth:64 capacity:100 size:2 ratio:0.005\"",
         ),
         (&["BF.MERGE", "h", "f"], "OK"),
         (&["BF.EXISTS", "h", "b"], "(integer) 1"),

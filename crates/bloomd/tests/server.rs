@@ -84,8 +84,8 @@ fn generic_commands() {
         (&["DBSIZE"], ":0\r\n"),
         (&["COMMAND", "COUNT"], ":48\r\n"),
         (&["BF.RESERVE", "mu", "0.01", "100"], "+OK\r\n"),
-        // 240 (BF.INFO Size) + 2 (key) + 96 (per-key overhead).
-        (&["MEMORY", "USAGE", "mu"], ":338\r\n"),
+        // 256 (BF.INFO Size) + 2 (key) + 96 (per-key overhead).
+        (&["MEMORY", "USAGE", "mu"], ":354\r\n"),
         (&["MEMORY", "USAGE", "none"], "$-1\r\n"),
         (
             &["BGREWRITEAOF"],
@@ -234,7 +234,7 @@ fn auth_is_required_when_a_password_is_set() {
 
 #[test]
 fn maxmemory_answers_oom_instead_of_growing() {
-    let s = Server::start("oom", &["--maxmemory", "1500kb"]);
+    let s = Server::start("oom", &["--maxmemory", "1800kb"]);
     let mut c = s.raw();
     let oom = "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
     assert_eq!(c.cmd(&["BF.RESERVE", "huge", "0.01", "10000000"]), oom);
@@ -253,7 +253,7 @@ fn maxmemory_answers_oom_instead_of_growing() {
     assert_eq!(c.cmd(&["BF.EXISTS", "grow", "0"]), ":1\r\n");
     assert_eq!(c.cmd(&["DEL", "ok"]), ":1\r\n");
     assert_eq!(c.cmd(&["BF.ADD", "other", "x"]), ":1\r\n");
-    assert!(c.cmd(&["INFO", "memory"]).contains("maxmemory:1536000"));
+    assert!(c.cmd(&["INFO", "memory"]).contains("maxmemory:1843200"));
 }
 
 #[test]
