@@ -432,8 +432,8 @@ fn live_points(segment: &Segment, dead: &Tombstones, out: &mut Vec<Point>) -> Re
 pub(crate) fn ored_bloom<'a>(
     inputs: impl IntoIterator<Item = &'a Segment>,
     fpr: f64,
-) -> Result<Option<(tidemark_bloom::BlockedBloomFilter, u64)>> {
-    let mut acc: Option<(tidemark_bloom::BlockedBloomFilter, u64)> = None;
+) -> Result<Option<(tidemark_segment::SegmentBloom, u64)>> {
+    let mut acc: Option<(tidemark_segment::SegmentBloom, u64)> = None;
     for seg in inputs {
         let (Some(filter), Some((_, capacity))) = (
             seg.bloom_filter().map_err(|e| seg.name_error(e))?,

@@ -229,7 +229,8 @@ pub fn dump(bytes: &[u8]) -> Result<String> {
     if let Ok(Some(b)) = seg.bloom() {
         let _ = writeln!(
             w,
-            "bloom: {} bits, {} hashes, {} items, fill {:.4}, {} bytes",
+            "bloom: {} {} bits, {} hashes, {} items, fill {:.4}, {} bytes",
+            b.layout(),
             b.num_bits(),
             b.num_hashes(),
             b.len(),

@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 mod atomic;
+mod bloom;
 mod codec;
 mod dump;
 mod error;
@@ -20,6 +21,7 @@ mod v1;
 mod writer;
 
 pub use atomic::{AtomicFile, sync_dir};
+pub use bloom::{SegmentBloom, SegmentBloomRef};
 pub use dump::dump;
 pub use error::{Error, Place, Result};
 pub use format::{

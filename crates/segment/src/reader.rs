@@ -5,9 +5,9 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use roaring::RoaringBitmap;
-use tidemark_bloom::BlockedBloomFilterRef;
 use tidemark_tsid::{SyntheticId, Tsid};
 
+use crate::bloom::{SegmentBloom, SegmentBloomRef};
 use crate::codec::{
     Values, decode_presence, decode_timestamps, decode_timestamps_run, decode_values,
     decompress_block, decompress_block_into,
@@ -251,7 +251,7 @@ impl Segment {
             ));
         }
         if footer.flags & FLAG_BLOOM != 0 {
-            BlockedBloomFilterRef::new(section(bytes, &footer, 3)?)?;
+            SegmentBloomRef::new(section(bytes, &footer, 3)?, true)?;
         }
         if footer.flags & FLAG_ID_INDEX != 0 {
             fst::Map::new(section(bytes, &footer, 4)?)?;
@@ -341,12 +341,12 @@ impl Segment {
     ///
     /// # Errors
     /// Bloom format errors (its checksum was verified on open).
-    pub fn bloom(&self) -> Result<Option<BlockedBloomFilterRef<'_>>> {
+    pub fn bloom(&self) -> Result<Option<SegmentBloomRef<'_>>> {
         if self.footer.flags & FLAG_BLOOM == 0 {
             return Ok(None);
         }
         let bytes = section_bytes(self.bytes(), &self.footer, 3)?;
-        Ok(Some(BlockedBloomFilterRef::new_without_checksum(bytes)?))
+        Ok(Some(SegmentBloomRef::new(bytes, false)?))
     }
 
     /// Bytes of the series table's `min_ts` and `span` columns, before the table's
@@ -384,12 +384,12 @@ impl Segment {
     ///
     /// # Errors
     /// Bloom format errors.
-    pub fn bloom_filter(&self) -> Result<Option<tidemark_bloom::BlockedBloomFilter>> {
+    pub fn bloom_filter(&self) -> Result<Option<SegmentBloom>> {
         if self.footer.flags & FLAG_BLOOM == 0 {
             return Ok(None);
         }
         let bytes = section_bytes(self.bytes(), &self.footer, 3)?;
-        Ok(Some(tidemark_bloom::BlockedBloomFilter::from_bytes(bytes)?))
+        Ok(Some(SegmentBloom::from_bytes(bytes)?))
     }
 
     /// The id term index (synthetic id bytes → row), when the segment has one.

@@ -10,9 +10,9 @@
 use std::io::{self, Write};
 
 use roaring::RoaringBitmap;
-use tidemark_bloom::BlockedBloomFilter;
 use tidemark_tsid::{SyntheticId, TSID_LEN, Tsid};
 
+use crate::bloom::SegmentBloom;
 use crate::codec::{
     BlockCompressor, counter_candidates, counter_candidates_fast, encode_extras, encode_presence,
     encode_timestamps, encode_timestamps_grid, gauge_candidates, gauge_candidates_fast,
@@ -234,7 +234,7 @@ pub struct SegmentStreamWriter<W: Write> {
     ts_entries: Vec<DirEntry>,
     metrics: Vec<ColumnBuf<MetricValue>>,
     extras: Vec<ColumnBuf<Extra>>,
-    bloom: Option<BlockedBloomFilter>,
+    bloom: Option<SegmentBloom>,
     bloom_capacity: u64,
     bloom_given: bool,
     /// Time series: ids arrive in order and stream into the FST builder.
@@ -286,7 +286,7 @@ impl<W: Write> SegmentStreamWriter<W> {
             .collect();
         let bloom_capacity = expected_rows.max(1) * BLOOM_HEADROOM_NUM / BLOOM_HEADROOM_DEN;
         let bloom = match options.bloom_rate() {
-            Some(fpr) => Some(BlockedBloomFilter::with_capacity(bloom_capacity, fpr)?),
+            Some(fpr) => Some(SegmentBloom::with_capacity(bloom_capacity, fpr)?),
             None => None,
         };
         let fst = (options.id_index() && !options.events()).then(fst::MapBuilder::memory);
@@ -334,7 +334,7 @@ impl<W: Write> SegmentStreamWriter<W> {
     /// The caller guarantees that it holds every row's id: e.g. the OR of the filters of
     /// the segments being merged (which may also hold ids of rows since deleted: more
     /// false positives, never a false negative).
-    pub fn set_bloom_filter(&mut self, filter: BlockedBloomFilter, capacity: u64) {
+    pub fn set_bloom_filter(&mut self, filter: SegmentBloom, capacity: u64) {
         if self.options.bloom_rate().is_some() {
             self.bloom = Some(filter);
             self.bloom_capacity = capacity;

@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-use tidemark_bloom::BlockedBloomFilter;
 use tidemark_tsid::{SyntheticId, Tsid};
 
 use crate::atomic::AtomicFile;
+use crate::bloom::SegmentBloom;
 use crate::error::{Error, Result};
 use crate::format::{DEFAULT_BLOCK_ROWS, MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS};
 use crate::point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point};
@@ -279,7 +279,7 @@ pub struct SegmentWriter {
     /// Row ids of an event segment, one per row (empty otherwise).
     ids: Vec<SyntheticId>,
     /// A bloom filter given by the caller, written instead of one built from the rows.
-    bloom: Option<(BlockedBloomFilter, u64)>,
+    bloom: Option<(SegmentBloom, u64)>,
 }
 
 impl SegmentWriter {
@@ -604,7 +604,7 @@ impl SegmentWriter {
     /// for. The caller guarantees that it holds every row's id: e.g. the OR of the filters
     /// of the segments being merged, which may also hold ids of rows since deleted (more
     /// false positives, never a false negative).
-    pub fn set_bloom_filter(&mut self, filter: BlockedBloomFilter, capacity: u64) {
+    pub fn set_bloom_filter(&mut self, filter: SegmentBloom, capacity: u64) {
         self.bloom = Some((filter, capacity));
     }
 
@@ -751,7 +751,7 @@ fn encode<W: Write>(mut w: SegmentWriter, out: W) -> Result<(W, SegmentMeta)> {
 pub fn write_batch<B: RowBatch + ?Sized, W: Write>(
     batch: &B,
     options: SegmentOptions,
-    bloom: Option<(BlockedBloomFilter, u64)>,
+    bloom: Option<(SegmentBloom, u64)>,
     out: W,
 ) -> Result<(W, SegmentMeta)> {
     let events = options.events;
