@@ -5,7 +5,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 
 use crate::config::Durability;
-use crate::engine::{Engine, MergedSegment, Op, Outcome};
+use crate::engine::{Engine, MergeJob, MergedSegment, Op, Outcome};
 use crate::error::{Error, Result};
 
 /// The most batches one group commit takes from the queue.
@@ -170,6 +170,23 @@ impl Writer {
 }
 
 fn serve(engine: &mut Engine, rx: &Receiver<Request>, merges: Option<&Sender<Request>>) {
+    // One long-lived merge thread, not one per merge: a thread per merge made the
+    // allocator give each its own arena, and the freed memory of every arena stayed
+    // resident (a 50M-point soak peaked at 2.4x a 10M one).
+    let mut merge_worker: Option<(Sender<MergeJob>, JoinHandle<()>)> = None;
+    serve_requests(engine, rx, merges, &mut merge_worker);
+    if let Some((jobs, handle)) = merge_worker {
+        drop(jobs);
+        let _ = handle.join();
+    }
+}
+
+fn serve_requests(
+    engine: &mut Engine,
+    rx: &Receiver<Request>,
+    merges: Option<&Sender<Request>>,
+    merge_worker: &mut Option<(Sender<MergeJob>, JoinHandle<()>)>,
+) {
     let mut pending: Option<Request> = None;
     let mut merging = false;
     let mut stopping = false;
@@ -236,11 +253,24 @@ fn serve(engine: &mut Engine, rx: &Receiver<Request>, merges: Option<&Sender<Req
         }
         if let (Some(tx), false, false) = (merges, merging, stopping) {
             if let Some(job) = engine.plan_merge() {
-                merging = true;
-                let tx = tx.clone();
-                std::thread::spawn(move || {
-                    let _ = tx.send(Request::MergeDone(job.run()));
+                let worker = merge_worker.get_or_insert_with(|| {
+                    let (jobs, queue) = mpsc::channel::<MergeJob>();
+                    let tx = tx.clone();
+                    let handle = std::thread::spawn(move || {
+                        for job in queue {
+                            let _ = tx.send(Request::MergeDone(job.run()));
+                        }
+                    });
+                    (jobs, handle)
                 });
+                if worker.0.send(job).is_ok() {
+                    merging = true;
+                } else {
+                    // The worker is gone (it panicked): release the job's inputs and
+                    // start a new worker with the next merge.
+                    let _ = engine.install_merge(Err(Error::Stopped));
+                    *merge_worker = None;
+                }
             }
         }
     }
