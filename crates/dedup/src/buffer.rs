@@ -76,8 +76,8 @@ impl ColumnKind {
 #[derive(Debug)]
 pub(crate) struct SeriesEntry {
     pub tsid: Tsid,
-    /// Sorted by name.
-    pub dims: Vec<(String, Dim)>,
+    /// Sorted by name; shared with the segments' series tables.
+    pub dims: tidemark_segment::SharedDims,
     /// Log generation whose file defines this series' ref (0: none yet).
     pub logged: u64,
 }
@@ -103,7 +103,7 @@ impl SeriesTable {
     }
 
     /// Registers a new series (the caller checked it is not known).
-    pub fn insert(&mut self, tsid: Tsid, dims: Vec<(String, Dim)>) -> u32 {
+    pub fn insert(&mut self, tsid: Tsid, dims: tidemark_segment::SharedDims) -> u32 {
         let s = self.entries.len() as u32;
         self.entries.push(SeriesEntry {
             tsid,
@@ -340,7 +340,7 @@ impl Buffer {
     pub fn point(&self, i: u32, series: &SeriesTable, columns: &ColumnTable) -> Option<Point> {
         let e = series.entry(self.series_of(i))?;
         let mut p = Point::new(e.tsid, self.ts_of(i));
-        p.dims = e.dims.clone();
+        p.dims = e.dims.to_vec();
         for &(c, v) in self.values_of(i) {
             let name = columns.name(ColumnId::Metric(c))?;
             p.metrics.push((name.to_owned(), v));
@@ -380,7 +380,7 @@ impl RowBatch for BufferView<'_> {
         self.series.entries.len()
     }
     fn series(&self, s: u32) -> Option<(Tsid, &[(String, Dim)])> {
-        self.series.entry(s).map(|e| (e.tsid, e.dims.as_slice()))
+        self.series.entry(s).map(|e| (e.tsid, &e.dims[..]))
     }
     fn rows(&self) -> usize {
         self.buffer.rows()

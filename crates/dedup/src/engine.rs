@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tidemark_segment::{
-    AtomicFile, Dim, Extra, MetricValue, Point, RowId, Segment, Tombstones, write_batch,
+    AtomicFile, Dim, DimsInterner, Extra, MetricValue, Point, RowId, Segment, Tombstones,
+    write_batch,
 };
 use tidemark_tsid::{SyntheticId, Tsid};
 
@@ -368,9 +369,9 @@ struct Slot {
 }
 
 impl Slot {
-    fn open(dir: &Path, entry: &SegmentEntry) -> Result<Slot> {
+    fn open(dir: &Path, entry: &SegmentEntry, interner: &mut DimsInterner) -> Result<Slot> {
         let path = segment_path(dir, entry.id);
-        let segment = Arc::new(Segment::open(&path)?);
+        let segment = Arc::new(Segment::open_interned(&path, interner)?);
         if segment.row_count() != entry.rows {
             return Err(Error::RowCountMismatch {
                 path,
@@ -564,6 +565,8 @@ pub struct Engine {
     columns: ColumnTable,
     /// Scratch: a point's values by column ref.
     scratch: Scratch,
+    /// One copy of each series' dimensions, shared by the segments and the series table.
+    interner: DimsInterner,
     wal: Wal,
     /// Records in the current log.
     wal_records: u64,
@@ -601,7 +604,15 @@ impl Engine {
             segments: Vec::new(),
         }
         .write(&dir)?;
-        Ok(Engine::assemble(dir, config, Vec::new(), wal, 1, keyer))
+        Ok(Engine::assemble(
+            dir,
+            config,
+            Vec::new(),
+            wal,
+            1,
+            keyer,
+            DimsInterner::new(),
+        ))
     }
 
     /// Opens the engine in `dir`: reads the manifest, opens its segments and tombstones,
@@ -616,10 +627,11 @@ impl Engine {
         let keyer = keyer_of(&config)?;
         let dir = dir.as_ref().to_path_buf();
         let manifest = Manifest::read(&dir)?;
+        let mut interner = DimsInterner::new();
         let slots = manifest
             .segments
             .iter()
-            .map(|e| Slot::open(&dir, e))
+            .map(|e| Slot::open(&dir, e, &mut interner))
             .collect::<Result<Vec<_>>>()?;
         if let Some(s) = slots
             .iter()
@@ -644,7 +656,15 @@ impl Engine {
             records.push((record::decode(payload, offset, path)?, offset));
             Ok(())
         })?;
-        let mut engine = Engine::assemble(dir, config, slots, wal, manifest.next_segment, keyer);
+        let mut engine = Engine::assemble(
+            dir,
+            config,
+            slots,
+            wal,
+            manifest.next_segment,
+            keyer,
+            interner,
+        );
         for slot in &engine.slots {
             let kinds = slot
                 .segment
@@ -696,6 +716,7 @@ impl Engine {
         wal: Wal,
         next_segment: u64,
         keyer: Option<Arc<EventKeyer>>,
+        interner: DimsInterner,
     ) -> Engine {
         let buffer_rows = config.refresh_rows.min(1 << 18);
         Engine {
@@ -709,6 +730,7 @@ impl Engine {
             series: SeriesTable::default(),
             columns: ColumnTable::default(),
             scratch: (Vec::new(), Vec::new()),
+            interner,
             wal,
             wal_records: 0,
             next_segment,
@@ -1108,7 +1130,7 @@ impl Engine {
                 rows: m.rows,
                 tombstones: None,
             };
-            let mut slot = Slot::open(&self.dir, &entry)?;
+            let mut slot = Slot::open(&self.dir, &entry, &mut self.interner)?;
             // Deletes that happened while the merge ran.
             for (&i, snapshot) in positions.iter().zip(&m.snapshots) {
                 let Some(old) = self.slots.get(i) else {
@@ -1165,6 +1187,8 @@ impl Engine {
         for s in old {
             remove_slot_files(s);
         }
+        // Series only the merged-away segments held are gone from memory too.
+        self.interner.prune();
         Ok(true)
     }
 
@@ -1296,7 +1320,7 @@ impl Engine {
     ) -> std::result::Result<u32, Rejection> {
         if let Some(s) = self.series.get(&tsid) {
             let same =
-                self.config.derived_tsids || self.series.entry(s).is_some_and(|e| e.dims == dims);
+                self.config.derived_tsids || self.series.entry(s).is_some_and(|e| *e.dims == *dims);
             return if same {
                 Ok(s)
             } else {
@@ -1308,10 +1332,11 @@ impl Engine {
             .iter()
             .rev()
             .find_map(|s| s.segment.series_by_tsid(&tsid));
-        if stored.is_some_and(|s| s.dims != dims) {
+        if stored.is_some_and(|s| *s.dims != *dims) {
             return Err(Rejection::InconsistentDimensions { tsid });
         }
-        Ok(self.series.insert(tsid, dims.to_vec()))
+        let shared = self.interner.intern(tsid, dims.to_vec());
+        Ok(self.series.insert(tsid, shared))
     }
 
     /// The column `name` of `kind`: known, or registered now.
@@ -1702,7 +1727,7 @@ impl Engine {
         let mut p = match self.series.entry(s) {
             Some(e) => {
                 let mut p = Point::new(e.tsid, ts);
-                p.dims = e.dims.clone();
+                p.dims = e.dims.to_vec();
                 p
             }
             None => Point::new(Tsid::from_bytes([0; tidemark_tsid::TSID_LEN]), ts),
@@ -1747,7 +1772,10 @@ impl Engine {
                 Record::Series { series, tsid, dims } => {
                     let s = match self.series.get(&tsid) {
                         Some(s) => s,
-                        None => self.series.insert(tsid, dims),
+                        None => {
+                            let shared = self.interner.intern(tsid, dims);
+                            self.series.insert(tsid, shared)
+                        }
                     };
                     series_map.insert(series, s);
                 }
@@ -1882,7 +1910,7 @@ impl Engine {
                 rows: meta.row_count,
                 tombstones: None,
             };
-            new_slot = Some(Slot::open(&self.dir, &entry)?);
+            new_slot = Some(Slot::open(&self.dir, &entry, &mut self.interner)?);
             next_segment = id.saturating_add(1);
         }
         // 2. Changed tombstones, as their next generation.

@@ -155,7 +155,7 @@ pub(crate) fn merge_segments(
             .collect();
         series_presence(&ins, &on_series, &series, ncols, &mut presence);
         let Some(first) = series.first() else { break };
-        writer.begin_series(tsid, first.dims.clone(), &presence)?;
+        writer.begin_series(tsid, first.dims.to_vec(), &presence)?;
         // Rows of this series, in (timestamp[, id]) order across the inputs holding it.
         loop {
             let mut best: Option<usize> = None;
@@ -340,7 +340,7 @@ fn event_id(input: &Input<'_>, keyer: Option<&EventKeyer>) -> Result<Option<Synt
 /// from a point's fields).
 fn row_point(input: &Input<'_>, tsid: Tsid, series: &Series) -> Point {
     let mut p = Point::new(tsid, input.cursor.ts_millis());
-    p.dims = series.dims.clone();
+    p.dims = series.dims.to_vec();
     p.metrics = input
         .seg
         .columns()

@@ -10,6 +10,7 @@ mod codec;
 mod dump;
 mod error;
 mod format;
+mod intern;
 mod le;
 mod mmap;
 mod point;
@@ -28,6 +29,7 @@ pub use format::{
     DEFAULT_BLOCK_ROWS, DIR_ENTRY_LEN, FOOTER_LEN, FORMAT_VERSION, Footer, HEADER_LEN, MAGIC,
     MAX_BLOCK_ROWS, MIN_FORMAT_VERSION, SectionRef,
 };
+pub use intern::{DimsInterner, SharedDims};
 pub use point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point, RowId};
 pub use reader::{BlockRef, RowCursor, RowView, Segment, SizeBreakdown};
 pub use stream::{SegmentStreamWriter, StreamSchema, span_shift};

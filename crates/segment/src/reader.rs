@@ -17,6 +17,7 @@ use crate::format::{
     DIR_ENTRY_LEN, FLAG_BLOOM, FLAG_EVENTS, FLAG_ID_INDEX, FOOTER_LEN, Footer, HEADER_LEN, MAGIC,
     MAX_SECTION_RAW, SECTION_PLACES, SectionRef,
 };
+use crate::intern::DimsInterner;
 use crate::le::Reader;
 use crate::point::{Extra, MetricKind, MetricValue, Point, RowId};
 use crate::v1::{ColumnInfo, ExtraInfo, Meta, Presence, Series, parse_meta, parse_series};
@@ -162,8 +163,17 @@ impl Segment {
     /// I/O errors and every format error of [`from_vec`](Self::from_vec), wrapped in
     /// [`Error::InFile`] naming the file.
     pub fn open(path: impl AsRef<Path>) -> Result<Segment> {
+        Segment::open_interned(path, &mut DimsInterner::new())
+    }
+
+    /// As [`open`](Self::open), sharing each series' dimensions with the other segments
+    /// opened through `interner` (a store with many segments then holds them once).
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub fn open_interned(path: impl AsRef<Path>, interner: &mut DimsInterner) -> Result<Segment> {
         let path = path.as_ref();
-        let inner = || -> Result<Segment> {
+        let mut inner = || -> Result<Segment> {
             let file = File::open(path)?;
             let len = file.metadata()?.len();
             if len < (HEADER_LEN + FOOTER_LEN) as u64 {
@@ -174,7 +184,7 @@ impl Segment {
                 });
             }
             let map = crate::mmap::map(&file)?;
-            Segment::new(Backing::Mmap(map), Some(path.to_path_buf()))
+            Segment::new(Backing::Mmap(map), Some(path.to_path_buf()), interner)
         };
         inner().map_err(|e| e.in_file(path))
     }
@@ -185,10 +195,10 @@ impl Segment {
     /// [`Error::BadMagic`], [`Error::UnsupportedVersion`], [`Error::Truncated`],
     /// [`Error::OutOfBounds`], [`Error::ChecksumMismatch`] and [`Error::Corrupt`].
     pub fn from_vec(bytes: Vec<u8>) -> Result<Segment> {
-        Segment::new(Backing::Vec(bytes), None)
+        Segment::new(Backing::Vec(bytes), None, &mut DimsInterner::new())
     }
 
-    fn new(data: Backing, path: Option<PathBuf>) -> Result<Segment> {
+    fn new(data: Backing, path: Option<PathBuf>, interner: &mut DimsInterner) -> Result<Segment> {
         let bytes = data.bytes();
         let mut h = Reader::new(bytes, Place::Header);
         let magic = h.magic()?;
@@ -225,7 +235,7 @@ impl Segment {
             MAX_SECTION_RAW,
             Place::SeriesTable,
         )?;
-        let series = parse_series(&raw, &footer, &meta)?;
+        let series = parse_series(&raw, &footer, &meta, interner)?;
         let dir = section(bytes, &footer, 2)?;
         let mut layout = Vec::with_capacity(meta.columns.len() + 1);
         let mut entries = 0u64;
@@ -535,7 +545,7 @@ impl Segment {
         };
         Ok(Point {
             tsid: series.tsid,
-            dims: series.dims.clone(),
+            dims: series.dims.to_vec(),
             ts_millis,
             metrics,
             extras,
@@ -562,7 +572,7 @@ impl Segment {
                 return;
             }
             let mut p = Point::new(rv.series.tsid, rv.ts_millis);
-            p.dims = rv.series.dims.clone();
+            p.dims = rv.series.dims.to_vec();
             p.metrics = self
                 .meta
                 .columns

@@ -48,7 +48,7 @@ pub struct Series {
     /// The series id.
     pub tsid: Tsid,
     /// Dimensions, sorted by name.
-    pub dims: Vec<(String, Dim)>,
+    pub dims: crate::intern::SharedDims,
     /// First row of the series.
     pub first_row: u64,
     /// Number of rows.
@@ -174,7 +174,12 @@ pub(crate) fn parse_meta(bytes: &[u8], footer: &Footer) -> Result<Meta> {
     })
 }
 
-pub(crate) fn parse_series(raw: &[u8], footer: &Footer, meta: &Meta) -> Result<Vec<Series>> {
+pub(crate) fn parse_series(
+    raw: &[u8],
+    footer: &Footer,
+    meta: &Meta,
+    interner: &mut crate::intern::DimsInterner,
+) -> Result<Vec<Series>> {
     let place = Place::SeriesTable;
     let n = usize::try_from(footer.series_count)
         .map_err(|_| Error::corrupt(place, "series count too large"))?;
@@ -197,7 +202,7 @@ pub(crate) fn parse_series(raw: &[u8], footer: &Footer, meta: &Meta) -> Result<V
         prev_tsid = Some(tsid);
         out.push(Series {
             tsid,
-            dims: Vec::new(),
+            dims: Vec::new().into(),
             first_row: 0,
             row_count: 0,
             min_ts: 0,
@@ -293,7 +298,7 @@ pub(crate) fn parse_series(raw: &[u8], footer: &Footer, meta: &Meta) -> Result<V
             };
             dims.push((name.clone(), value));
         }
-        s.dims = dims;
+        s.dims = interner.intern(s.tsid, dims);
     }
     let ncols = (meta.columns.len() + meta.extras.len()) as u64;
     for s in &mut out {

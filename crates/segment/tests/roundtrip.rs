@@ -77,7 +77,7 @@ fn check_round_trip_with(points: &[Point], extras: &[Extras], options: SegmentOp
             .collect();
         scanned.push(Point {
             tsid: r.series.tsid,
-            dims: r.series.dims.clone(),
+            dims: r.series.dims.to_vec(),
             ts_millis: r.ts_millis,
             metrics,
             // A scan's row view carries no extras.

@@ -75,7 +75,7 @@ impl Engine {
                     }
                     // Built field by field: `Point` may gain fields upstream.
                     let mut p = Point::new(rv.series.tsid, rv.ts_millis);
-                    p.dims = rv.series.dims.clone();
+                    p.dims = rv.series.dims.to_vec();
                     p.metrics = names
                         .iter()
                         .zip(rv.metrics)
