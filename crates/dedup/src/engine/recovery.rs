@@ -1,0 +1,295 @@
+//! Creating and opening an engine: the manifest, the segments, orphan files, and the replay
+//! of the write-ahead log.
+
+use super::*;
+
+impl Engine {
+    /// Creates an engine in `dir` (created if needed), which must not hold one already.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`], [`Error::AlreadyExists`], I/O errors.
+    pub fn create(dir: impl AsRef<Path>, config: EngineConfig) -> Result<Engine> {
+        config.check()?;
+        let keyer = keyer_of(&config)?;
+        let dir = dir.as_ref().to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+        if dir.join(MANIFEST_NAME).exists() {
+            return Err(Error::AlreadyExists { path: dir });
+        }
+        // A log left by an interrupted `create` is not named by any manifest.
+        let stale = wal_path(&dir, 1);
+        if stale.exists() {
+            std::fs::remove_file(&stale).map_err(Error::io(&stale))?;
+        }
+        let wal = Wal::create(&dir, 1)?;
+        Manifest {
+            next_segment: 1,
+            wal_generation: 1,
+            segments: Vec::new(),
+        }
+        .write(&dir)?;
+        Ok(Engine::assemble(
+            dir,
+            config,
+            Vec::new(),
+            wal,
+            1,
+            keyer,
+            DimsInterner::new(),
+        ))
+    }
+
+    /// Opens the engine in `dir`: reads the manifest, opens its segments and tombstones,
+    /// removes files an interrupted refresh left behind, and replays the write-ahead log.
+    /// A torn log tail is truncated and reported in [`warnings`](Self::warnings).
+    ///
+    /// # Errors
+    /// [`Error::NoManifest`], manifest and log format errors, segment errors naming the
+    /// segment file, I/O errors.
+    pub fn open(dir: impl AsRef<Path>, config: EngineConfig) -> Result<Engine> {
+        config.check()?;
+        let keyer = keyer_of(&config)?;
+        let dir = dir.as_ref().to_path_buf();
+        let manifest = Manifest::read(&dir)?;
+        let mut interner = DimsInterner::new();
+        let slots = manifest
+            .segments
+            .iter()
+            .map(|e| Slot::open(&dir, e, &mut interner))
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(s) = slots
+            .iter()
+            .find(|s| s.segment.is_events() != keyer.is_some())
+        {
+            let (held, mode) = if keyer.is_some() {
+                ("time-series points", "events")
+            } else {
+                ("events", "time series")
+            };
+            return Err(Error::InvalidConfig {
+                name: "mode",
+                detail: format!(
+                    "{} holds {held} but the engine is configured for {mode}",
+                    s.path.display()
+                ),
+            });
+        }
+        let removed = remove_orphans(&dir, &manifest)?;
+        let mut records = Vec::new();
+        let (wal, torn) = Wal::open(&dir, manifest.wal_generation, |payload, offset, path| {
+            records.push((record::decode(payload, offset, path)?, offset));
+            Ok(())
+        })?;
+        let mut engine = Engine::assemble(
+            dir,
+            config,
+            slots,
+            wal,
+            manifest.next_segment,
+            keyer,
+            interner,
+        );
+        for slot in &engine.slots {
+            let kinds = slot
+                .segment
+                .columns()
+                .iter()
+                .map(|c| {
+                    let kind = match c.kind {
+                        tidemark_segment::MetricKind::Gauge => ColumnKind::Gauge,
+                        tidemark_segment::MetricKind::Counter => ColumnKind::Counter,
+                    };
+                    (c.name.as_str(), kind)
+                })
+                .chain(slot.segment.extra_columns().iter().map(|e| {
+                    let kind = match e.kind {
+                        tidemark_segment::ExtraKind::Keyword => ColumnKind::Keyword,
+                        tidemark_segment::ExtraKind::Bool => ColumnKind::Bool,
+                    };
+                    (e.name.as_str(), kind)
+                }));
+            for (name, kind) in kinds {
+                if engine.columns.get(name).is_none() {
+                    engine.columns.insert(name, kind);
+                }
+            }
+        }
+        engine.warnings.extend(removed);
+        engine.warnings.extend(torn);
+        engine.replay(records)?;
+        // Replay is not ingest: count only what happens from now on.
+        engine.stats = DedupStats::new(engine.config.strategy);
+        Ok(engine)
+    }
+
+    /// Opens the engine in `dir`, or creates one if `dir` holds none.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open) and [`create`](Self::create).
+    pub fn open_or_create(dir: impl AsRef<Path>, config: EngineConfig) -> Result<Engine> {
+        match Engine::open(dir.as_ref(), config.clone()) {
+            Err(Error::NoManifest { .. }) => Engine::create(dir, config),
+            other => other,
+        }
+    }
+
+    pub(super) fn assemble(
+        dir: PathBuf,
+        config: EngineConfig,
+        slots: Vec<Slot>,
+        wal: Wal,
+        next_segment: u64,
+        keyer: Option<Arc<EventKeyer>>,
+        interner: DimsInterner,
+    ) -> Engine {
+        let buffer_rows = config.refresh_rows.min(1 << 18);
+        Engine {
+            dir,
+            stats: DedupStats::new(config.strategy),
+            config,
+            slots,
+            // Sized for a refresh's worth up front (capped): growing by rehashing moved
+            // every buffered point again and again (memmove was 11% of in-order ingest).
+            buffer: Buffer::with_capacity(buffer_rows),
+            series: SeriesTable::default(),
+            columns: ColumnTable::default(),
+            scratch: (Vec::new(), Vec::new()),
+            interner,
+            wal,
+            wal_records: 0,
+            next_segment,
+            warnings: Vec::new(),
+            poisoned: false,
+            background_merges: false,
+            keyer,
+        }
+    }
+
+    /// Replays the log's records on open: points by value and by ref (refs mapped
+    /// through the definitions before them), deletes.
+    pub(super) fn replay(&mut self, records: Vec<(Record, u64)>) -> Result<()> {
+        let mut series_map: HashMap<u32, u32> = HashMap::new();
+        let mut column_map: HashMap<u32, ColumnId> = HashMap::new();
+        let path = self.wal.path().to_path_buf();
+        let corrupt = |offset: u64, detail: String| Error::Corrupt {
+            path: path.clone(),
+            offset,
+            detail,
+        };
+        let mut values = Vec::new();
+        let mut extras = Vec::new();
+        for (r, offset) in records {
+            match r {
+                Record::Create(p) => {
+                    self.insert_point(true, p, false)?;
+                }
+                Record::Index(p) => {
+                    self.insert_point(false, p, false)?;
+                }
+                Record::Delete(id) => {
+                    self.apply(Op::Delete(id), false)?;
+                }
+                Record::Series { series, tsid, dims } => {
+                    let s = match self.series.get(&tsid) {
+                        Some(s) => s,
+                        None => {
+                            let shared = self.interner.intern(tsid, dims);
+                            self.series.insert(tsid, shared)
+                        }
+                    };
+                    series_map.insert(series, s);
+                }
+                Record::Column { column, kind, name } => {
+                    let id = self
+                        .column_id(&name, kind)
+                        .map_err(|r| corrupt(offset, format!("column `{name}`: {r}")))?;
+                    column_map.insert(column, id);
+                }
+                Record::Append {
+                    create,
+                    series,
+                    ts_millis,
+                    metrics,
+                    extras: logged_extras,
+                } => {
+                    let s = *series_map
+                        .get(&series)
+                        .ok_or_else(|| corrupt(offset, format!("undefined series ref {series}")))?;
+                    values.clear();
+                    for (c, v) in metrics {
+                        match column_map.get(&c) {
+                            Some(ColumnId::Metric(m)) => values.push((*m, v)),
+                            _ => return Err(corrupt(offset, format!("undefined column ref {c}"))),
+                        }
+                    }
+                    extras.clear();
+                    for (c, v) in logged_extras {
+                        match column_map.get(&(c | record::EXTRA_REF_BIT)) {
+                            Some(ColumnId::Extra(e)) => extras.push((*e, v)),
+                            _ => return Err(corrupt(offset, format!("undefined column ref {c}"))),
+                        }
+                    }
+                    values.sort_unstable_by_key(|(c, _)| *c);
+                    extras.sort_unstable_by_key(|(c, _)| *c);
+                    self.insert(create, s, ts_millis, &values, &extras, None, false)?;
+                }
+            }
+        }
+        // The refs logged from here on are this process's: define them again.
+        self.series.unlog();
+        self.columns.unlog();
+        Ok(())
+    }
+}
+
+/// The event-id keyer of an events-mode config.
+pub(super) fn keyer_of(config: &EngineConfig) -> Result<Option<Arc<EventKeyer>>> {
+    match config.mode() {
+        Mode::TimeSeries => Ok(None),
+        Mode::Events(ids) => Ok(Some(Arc::new(ids.keyer()?))),
+    }
+}
+
+/// Removes files of this engine's naming patterns that the manifest does not name: a
+/// segment, tombstone or log written by a refresh that did not reach its manifest
+/// switch, the manifest's temporary file, and writers' temporary files.
+pub(super) fn remove_orphans(dir: &Path, manifest: &Manifest) -> Result<Vec<Warning>> {
+    let live_segments: HashSet<u64> = manifest.segments.iter().map(|s| s.id).collect();
+    let live_tombs: HashSet<(u64, u64)> = manifest
+        .segments
+        .iter()
+        .filter_map(|s| s.tombstones.map(|g| (s.id, g)))
+        .collect();
+    let mut removed = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(Error::io(dir))?;
+    for entry in entries {
+        let entry = entry.map_err(Error::io(dir))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let temporary =
+            name == "MANIFEST.tmp" || (name.starts_with(".seg-") && name.contains(".tmp-"));
+        let orphan = if temporary {
+            true
+        } else if let Some(g) = parse_wal_name(name) {
+            g != manifest.wal_generation
+        } else if let Some(id) = parse_segment_name(name) {
+            !live_segments.contains(&id)
+        } else if let Some((seg, g)) = name.split_once(".del.") {
+            match (parse_segment_name(seg), g.parse::<u64>()) {
+                (Some(id), Ok(g)) => !live_tombs.contains(&(id, g)),
+                _ => false,
+            }
+        } else {
+            false
+        };
+        if orphan {
+            let path = entry.path();
+            std::fs::remove_file(&path).map_err(Error::io(&path))?;
+            removed.push(Warning::RemovedOrphan { path });
+        }
+    }
+    if !removed.is_empty() {
+        crate::fsutil::sync_dir(dir)?;
+    }
+    Ok(removed)
+}
