@@ -18,7 +18,7 @@ pub use bulk::{Action, BulkItem, ItemResult, ItemStatus, parse_action};
 pub use counters::Counters;
 pub use doc::{DocParser, ParsedDoc, point_to_doc};
 pub use error::{Error, Result};
-pub use index::{COUNTERS_FILE, Index, LOCK_FILE, MAPPING_FILE};
+pub use index::{COUNTERS_FILE, Index, LOCK_FILE, MAPPING_FILE, PreparedItem};
 pub use ingest::{IngestOptions, IngestSummary, InputFormat, Progress};
 pub use mapping::{
     DEFAULT_TIMESTAMP_FIELD, Dynamic, EventSettings, Field, FieldRole, FieldType, IndexMode,

@@ -1,0 +1,307 @@
+//! Reads: `_mget`, `_search` and `_count`, with `_source` filtering.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Extension, Path, RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::get;
+use serde_json::{Map, Value, json};
+
+use crate::api::{AppState, blocking};
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::http::{self, json, params, read_body};
+use crate::protocol;
+
+/// `_source` filtering: `false`, includes and excludes (`*` wildcards on dotted paths).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceFilter {
+    /// No `_source` at all.
+    pub disabled: bool,
+    /// Paths to keep (all when empty).
+    pub includes: Vec<String>,
+    /// Paths to drop.
+    pub excludes: Vec<String>,
+}
+
+impl SourceFilter {
+    /// From the `_source`, `_source_includes` and `_source_excludes` query parameters.
+    pub fn from_params(params: &HashMap<String, String>) -> SourceFilter {
+        let list = |k: &str| -> Vec<String> {
+            params
+                .get(k)
+                .map(|v| {
+                    v.split(',')
+                        .map(|s| s.trim().to_owned())
+                        .filter(|s| !s.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut f = SourceFilter {
+            disabled: false,
+            includes: list("_source_includes"),
+            excludes: list("_source_excludes"),
+        };
+        match params.get("_source").map(String::as_str) {
+            Some("false") => f.disabled = true,
+            Some("true") | None => {}
+            Some(_) => f.includes.extend(list("_source")),
+        }
+        f
+    }
+
+    /// From a search body's `_source`: `false`, a path, a list, or
+    /// `{"includes": [..], "excludes": [..]}`.
+    pub fn from_json(v: Option<&Value>) -> SourceFilter {
+        let strings = |v: Option<&Value>| -> Vec<String> {
+            match v {
+                Some(Value::String(s)) => vec![s.clone()],
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect(),
+                _ => Vec::new(),
+            }
+        };
+        match v {
+            None | Some(Value::Bool(true)) => SourceFilter::default(),
+            Some(Value::Bool(false)) => SourceFilter {
+                disabled: true,
+                ..SourceFilter::default()
+            },
+            Some(Value::Object(o)) => SourceFilter {
+                disabled: false,
+                includes: strings(o.get("includes").or_else(|| o.get("include"))),
+                excludes: strings(o.get("excludes").or_else(|| o.get("exclude"))),
+            },
+            other => SourceFilter {
+                disabled: false,
+                includes: strings(other),
+                excludes: Vec::new(),
+            },
+        }
+    }
+
+    /// Filters a `_source`; `Value::Null` when disabled.
+    pub fn apply(&self, source: Value) -> Value {
+        if self.disabled {
+            return Value::Null;
+        }
+        if self.includes.is_empty() && self.excludes.is_empty() {
+            return source;
+        }
+        let mut out = Map::new();
+        filter_into(&source, "", self, &mut out);
+        Value::Object(out)
+    }
+}
+
+fn path_matches(patterns: &[String], path: &str) -> bool {
+    patterns.iter().any(|p| {
+        crate::auth::glob_match(p, path)
+            || path
+                .strip_prefix(p.as_str())
+                .is_some_and(|rest| rest.starts_with('.'))
+    })
+}
+
+/// Whether some include pattern could match below `prefix`.
+fn may_match_below(patterns: &[String], prefix: &str) -> bool {
+    patterns.iter().any(|p| {
+        p.starts_with(&format!("{prefix}."))
+            || p.starts_with('*')
+            || crate::auth::glob_match(p, prefix)
+    })
+}
+
+fn filter_into(v: &Value, prefix: &str, f: &SourceFilter, out: &mut Map<String, Value>) {
+    let Value::Object(o) = v else { return };
+    for (k, child) in o {
+        let path = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        if path_matches(&f.excludes, &path) {
+            continue;
+        }
+        let included = f.includes.is_empty() || path_matches(&f.includes, &path);
+        // Objects are walked when a pattern may still select or drop something below.
+        let descend = child.is_object() && (!included || !f.excludes.is_empty());
+        if descend && (included || may_match_below(&f.includes, &path)) {
+            let mut sub = Map::new();
+            let inner = if included {
+                SourceFilter {
+                    includes: Vec::new(),
+                    ..f.clone()
+                }
+            } else {
+                f.clone()
+            };
+            filter_into(child, &path, &inner, &mut sub);
+            if !sub.is_empty() {
+                out.insert(k.clone(), Value::Object(sub));
+            }
+        } else if !descend && included {
+            out.insert(k.clone(), child.clone());
+        }
+    }
+}
+
+/// The read routes.
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/_mget", get(mget_root).post(mget_root))
+        .route("/{index}/_mget", get(mget_index).post(mget_index))
+}
+
+type St = State<Arc<AppState>>;
+type Who = Option<Extension<Principal>>;
+
+fn who(p: Who) -> Principal {
+    http::principal(p.as_ref().map(|e| &e.0))
+}
+
+async fn mget_root(
+    State(st): St,
+    p: Who,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response> {
+    mget(st, who(p), None, q, headers, body).await
+}
+
+async fn mget_index(
+    State(st): St,
+    p: Who,
+    Path(index): Path<String>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response> {
+    mget(st, who(p), Some(index), q, headers, body).await
+}
+
+/// `_mget`: `{"docs": [{"_index", "_id", "_source"}]}` or `{"ids": [..]}` with the
+/// path's index.
+async fn mget(
+    st: Arc<AppState>,
+    who: Principal,
+    index: Option<String>,
+    q: Option<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response> {
+    let params = params(q.as_deref());
+    let default_filter = SourceFilter::from_params(&params);
+    let bytes = read_body(&st, &headers, body).await?;
+    let v = http::json_body(&bytes)?;
+    let mut wanted: Vec<(String, String, SourceFilter)> = Vec::new();
+    if let Some(docs) = v.get("docs").and_then(Value::as_array) {
+        for d in docs {
+            let idx = d
+                .get("_index")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| index.clone())
+                .ok_or_else(|| {
+                    Error::bad(
+                        "action_request_validation_exception",
+                        "Validation Failed: 1: index is missing for doc 0;",
+                    )
+                })?;
+            let id = match d.get("_id") {
+                Some(Value::String(s)) => s.clone(),
+                _ => {
+                    return Err(Error::bad(
+                        "action_request_validation_exception",
+                        "Validation Failed: 1: id is missing;",
+                    ));
+                }
+            };
+            let filter = match d.get("_source") {
+                None => default_filter.clone(),
+                some => SourceFilter::from_json(some),
+            };
+            wanted.push((idx, id, filter));
+        }
+    } else if let Some(ids) = v.get("ids").and_then(Value::as_array) {
+        let idx = index.ok_or_else(|| {
+            Error::bad(
+                "action_request_validation_exception",
+                "Validation Failed: 1: index is missing;",
+            )
+        })?;
+        for id in ids {
+            let Some(id) = id.as_str() else {
+                return Err(Error::bad("parse_exception", "ids must be strings"));
+            };
+            wanted.push((idx.clone(), id.to_owned(), default_filter.clone()));
+        }
+    } else {
+        return Err(Error::bad(
+            "action_request_validation_exception",
+            "Validation Failed: 1: no documents to get;",
+        ));
+    }
+    let docs = blocking(move || {
+        let mut out = Vec::with_capacity(wanted.len());
+        for (idx, id, filter) in wanted {
+            if let Err(e) = who.check(&idx) {
+                out.push(json!({"_index": idx, "_id": id, "error": {"type": "security_exception", "reason": e.reason()}}));
+                continue;
+            }
+            let Some(h) = st.registry.get(&idx) else {
+                out.push(json!({"_index": idx, "_id": id, "error": {"type": "index_not_found_exception", "reason": format!("no such index [{idx}]")}}));
+                continue;
+            };
+            let doc = h.read(|i| match i.get(&id) {
+                Ok(d) => Ok(d),
+                Err(tidemark::Error::InvalidId { .. }) => Ok(None),
+                Err(e) => Err(e.into()),
+            })?;
+            let source = doc.map(|d| filter.apply(protocol::source_of(d)));
+            out.push(protocol::get_body(&idx, &id, source));
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok(json(200, &json!({"docs": docs})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn source_filters_include_and_exclude_paths() {
+        let doc = json!({"@timestamp": 1, "k8s": {"pod": {"name": "a", "uid": "u"}, "node": "n"}, "cpu": 0.5});
+        let f = SourceFilter::from_json(Some(&json!(["k8s.pod.*", "cpu"])));
+        assert_eq!(
+            f.apply(doc.clone()),
+            json!({"k8s": {"pod": {"name": "a", "uid": "u"}}, "cpu": 0.5})
+        );
+        let f = SourceFilter::from_json(Some(&json!({"excludes": ["k8s.pod.uid"]})));
+        assert_eq!(
+            f.apply(doc.clone()),
+            json!({"@timestamp": 1, "k8s": {"pod": {"name": "a"}, "node": "n"}, "cpu": 0.5})
+        );
+        let f = SourceFilter::from_json(Some(&json!("k8s")));
+        assert_eq!(
+            f.apply(doc.clone()),
+            json!({"k8s": {"pod": {"name": "a", "uid": "u"}, "node": "n"}})
+        );
+        assert_eq!(
+            SourceFilter::from_json(Some(&json!(false))).apply(doc),
+            Value::Null
+        );
+    }
+}
