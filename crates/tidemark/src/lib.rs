@@ -10,6 +10,7 @@ mod extras;
 mod index;
 mod ingest;
 mod mapping;
+mod query;
 mod search;
 mod stats;
 mod time;
@@ -23,6 +24,10 @@ pub use ingest::{IngestOptions, IngestSummary, InputFormat, Progress};
 pub use mapping::{
     DEFAULT_TIMESTAMP_FIELD, Dynamic, EventSettings, Field, FieldRole, FieldType, IndexMode,
     Mapping, MetricType,
+};
+pub use query::{
+    Agg, AggOutput, Bucket, BucketKey, CalendarUnit, Filter, Hit, Interval, MetricKind,
+    SearchRequest, SearchResult,
 };
 pub use search::{AggBucket, AggQuery, AggResult, Order, Query, SeriesAgg};
 pub use stats::{ComponentUsage, DiskUsage, IndexStats};

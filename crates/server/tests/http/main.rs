@@ -8,5 +8,6 @@
 )]
 
 mod admin;
+mod reads;
 mod support;
 mod writes;
