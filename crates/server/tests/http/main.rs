@@ -8,6 +8,7 @@
 )]
 
 mod admin;
+mod crash;
 mod reads;
 mod support;
 mod writes;

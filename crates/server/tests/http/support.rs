@@ -63,7 +63,6 @@ impl TestServer {
     }
 
     /// SIGTERM, and wait for a clean exit.
-    #[allow(dead_code)]
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
