@@ -664,21 +664,26 @@ async fn bulk(
     })
     .await?;
     let outcomes = execute(plan).await?;
-    let mut errors = false;
-    let items: Vec<Value> = outcomes
-        .iter()
-        .map(|(name, o)| {
-            let (v, failed) = protocol::bulk_item_json(name, o);
-            errors |= failed;
-            v
-        })
-        .collect();
-    let body = json!({
-        "errors": errors,
-        "took": start.elapsed().as_millis() as u64,
-        "items": items,
-    });
-    Ok(respond(200, body, &params))
+    let took = start.elapsed().as_millis() as u64;
+    match params.get("filter_path") {
+        Some(spec) if !spec.is_empty() => {
+            let mut errors = false;
+            let items: Vec<Value> = outcomes
+                .iter()
+                .map(|(name, o)| {
+                    let (v, failed) = protocol::bulk_item_json(name, o);
+                    errors |= failed;
+                    v
+                })
+                .collect();
+            let body = json!({"errors": errors, "took": took, "items": items});
+            Ok(respond(200, body, &params))
+        }
+        _ => Ok(http::json_bytes(
+            200,
+            protocol::bulk_response_bytes(took, &outcomes),
+        )),
+    }
 }
 
 /// `refresh`: `true`, `wait_for` and `false` are all honoured as they are: an

@@ -43,6 +43,11 @@ impl IntoResponse for Error {
 /// A JSON response with `status`.
 pub fn json(status: u16, body: &Value) -> Response {
     let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+    json_bytes(status, bytes)
+}
+
+/// A response of JSON bytes already written.
+pub fn json_bytes(status: u16, bytes: Vec<u8>) -> Response {
     let mut resp = Response::new(Body::from(bytes));
     *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     resp.headers_mut().insert(
@@ -209,7 +214,14 @@ async fn collect_limited(
     limit: u64,
     declared: Option<u64>,
 ) -> Result<Bytes, CollectError> {
-    let mut buf = Vec::new();
+    // One allocation for a declared length within the limit (no doubling, no page
+    // faults of the copies).
+    let mut buf = Vec::with_capacity(
+        declared
+            .filter(|&n| n <= limit)
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0),
+    );
     let mut seen = 0u64;
     let mut over = declared.is_some_and(|n| n > limit);
     if over && declared.is_some_and(|n| n > limit.saturating_add(DRAIN_BYTES)) {

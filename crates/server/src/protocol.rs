@@ -356,6 +356,12 @@ pub struct BulkLine<'a> {
 fn read_action(
     text: &[u8],
 ) -> std::result::Result<(Action, Option<String>, Option<String>), String> {
+    // What most shippers send: no metadata at all.
+    match text.trim_ascii() {
+        b"{\"create\":{}}" => return Ok((Action::Create, None, None)),
+        b"{\"index\":{}}" => return Ok((Action::Index, None, None)),
+        _ => {}
+    }
     let v: Map<String, Value> =
         serde_json::from_slice(text).map_err(|e| format!("Malformed action/metadata line: {e}"))?;
     let mut it = v.into_iter();
@@ -391,8 +397,24 @@ fn is_blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
 
+/// Whether a line is an action line (a one-key object whose key is an action name),
+/// to tell a missing document line from the next action. The first key is checked
+/// without parsing the line, so a document (whose first key is rarely an action name)
+/// is not parsed twice.
 fn looks_like_action(line: &[u8]) -> bool {
-    matches!(serde_json::from_slice::<Map<String, Value>>(line), Ok(m) if m.len() == 1 && m.keys().all(|k| Action::parse(k).is_some()))
+    let first_key = || -> Option<&[u8]> {
+        let start = line.iter().position(|b| !b.is_ascii_whitespace())?;
+        let rest = line.get(start..)?.strip_prefix(b"{")?;
+        let quote = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+        let rest = rest.get(quote..)?.strip_prefix(b"\"")?;
+        let end = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+        rest.get(..end)
+    };
+    let is_action_name = first_key()
+        .and_then(|k| std::str::from_utf8(k).ok())
+        .is_some_and(|k| Action::parse(k).is_some());
+    is_action_name
+        && matches!(serde_json::from_slice::<Map<String, Value>>(line), Ok(m) if m.len() == 1 && m.keys().all(|k| Action::parse(k).is_some()))
 }
 
 /// Splits a `_bulk` body into items. A malformed action line becomes an item with an
@@ -573,6 +595,70 @@ pub fn bulk_item_json(index: &str, outcome: &ItemOutcome) -> (Value, bool) {
     let mut outer = Map::new();
     outer.insert(action.name().to_owned(), Value::Object(inner));
     (Value::Object(outer), failed)
+}
+
+/// A whole bulk response, `{"errors", "took", "items"}`, written straight into one
+/// buffer sized for it: the same bytes as serializing [`bulk_item_json`]'s values (keys
+/// in the same sorted order), without building them, since a 1,000-item response is
+/// written for every request.
+pub fn bulk_response_bytes(took_millis: u64, outcomes: &[(String, ItemOutcome)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + outcomes.len() * 240);
+    let errors = outcomes.iter().any(|(_, o)| match o {
+        ItemOutcome::Refused { .. } => true,
+        ItemOutcome::Done { result, .. } => item_failed(result),
+    });
+    out.extend_from_slice(b"{\"errors\":");
+    out.extend_from_slice(if errors { b"true" } else { b"false" });
+    out.extend_from_slice(b",\"items\":[");
+    for (i, (index, o)) in outcomes.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match o {
+            ItemOutcome::Done { result, .. } if !item_failed(result) => {
+                write_success(&mut out, index, result);
+            }
+            other => {
+                let (v, _) = bulk_item_json(index, other);
+                // Writing a Value into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut out, &v);
+            }
+        }
+    }
+    out.extend_from_slice(b"],\"took\":");
+    out.extend_from_slice(took_millis.to_string().as_bytes());
+    out.push(b'}');
+    out
+}
+
+fn item_failed(result: &ItemResult) -> bool {
+    matches!(result.status, ItemStatus::Duplicate | ItemStatus::Error(_))
+        || (result.status == ItemStatus::NotFound && result.action == Action::Update)
+}
+
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// A successful item, as [`bulk_item_json`] shapes it.
+fn write_success(out: &mut Vec<u8>, index: &str, result: &ItemResult) {
+    let name = match &result.status {
+        ItemStatus::Indexed { replaced: true } | ItemStatus::Updated => "updated",
+        ItemStatus::Deleted => "deleted",
+        ItemStatus::NotFound => "not_found",
+        _ => "created",
+    };
+    out.extend_from_slice(b"{\"");
+    out.extend_from_slice(result.action.name().as_bytes());
+    out.extend_from_slice(b"\":{\"_id\":");
+    write_str(out, result.id.as_deref().unwrap_or_default());
+    out.extend_from_slice(b",\"_index\":");
+    write_str(out, index);
+    out.extend_from_slice(b",\"_primary_term\":1,\"_seq_no\":0,\"_shards\":{\"failed\":0,\"successful\":1,\"total\":1},\"_version\":1,\"result\":\"");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\",\"status\":");
+    out.extend_from_slice(result.http_status().to_string().as_bytes());
+    out.extend_from_slice(b"}}");
 }
 
 /// The single-document answer of `PUT /<index>/_create/<id>`, `POST /<index>/_doc` and
@@ -816,6 +902,79 @@ mod tests {
         assert_eq!(items[2].index.as_deref(), Some("p"));
         assert_eq!(items[3].doc, Some(&b"{\"z\":3}"[..]));
         assert_eq!(items[3].line, 6);
+    }
+
+    #[test]
+    fn fast_bulk_response_equals_the_value_one() {
+        let r = |action, status, id: &str| ItemOutcome::Done {
+            result: ItemResult {
+                line: 1,
+                action,
+                id: Some(id.to_owned()),
+                status,
+            },
+            kind: None,
+        };
+        let outcomes = vec![
+            (
+                "a".to_owned(),
+                r(Action::Create, ItemStatus::Created, "x\"1"),
+            ),
+            (
+                "a".to_owned(),
+                r(Action::Create, ItemStatus::Duplicate, "x2"),
+            ),
+            (
+                "b".to_owned(),
+                r(Action::Index, ItemStatus::Indexed { replaced: true }, "x3"),
+            ),
+            (
+                "b".to_owned(),
+                r(Action::Delete, ItemStatus::NotFound, "x4"),
+            ),
+            (
+                "b".to_owned(),
+                r(Action::Update, ItemStatus::NotFound, "x5"),
+            ),
+            (
+                "b".to_owned(),
+                r(Action::Create, ItemStatus::Error("bad".into()), "x6"),
+            ),
+            (
+                "c".to_owned(),
+                ItemOutcome::Refused {
+                    action: Action::Create,
+                    id: None,
+                    status: 403,
+                    kind: "security_exception",
+                    reason: "no".into(),
+                },
+            ),
+        ];
+        let fast: Value = serde_json::from_slice(&bulk_response_bytes(7, &outcomes)).unwrap();
+        let items: Vec<Value> = outcomes
+            .iter()
+            .map(|(i, o)| bulk_item_json(i, o).0)
+            .collect();
+        assert_eq!(fast, json!({"errors": true, "took": 7, "items": items}));
+        let ok = vec![("a".to_owned(), r(Action::Create, ItemStatus::Created, "y"))];
+        let fast: Value = serde_json::from_slice(&bulk_response_bytes(0, &ok)).unwrap();
+        assert_eq!(fast["errors"], false);
+        assert_eq!(fast["items"][0], bulk_item_json("a", &ok[0].1).0);
+    }
+
+    #[test]
+    fn action_lines_are_told_from_documents() {
+        assert!(looks_like_action(b" {\"create\": {\"_index\": \"a\"}}"));
+        assert!(looks_like_action(b"{\"delete\":{\"_id\":\"x\"}}"));
+        assert!(!looks_like_action(b"{\"@timestamp\": 1, \"create\": {}}"));
+        assert!(!looks_like_action(b"{\"index\": {}, \"other\": 1}"));
+        assert!(!looks_like_action(b"{\"in\\\"dex\": {}}"));
+        assert!(!looks_like_action(b"not json"));
+        assert_eq!(
+            read_action(b"{\"create\":{}}\r").map(|a| a.0),
+            Ok(Action::Create)
+        );
     }
 
     #[test]
