@@ -464,11 +464,13 @@ fn plan(registry: &Registry, who: &Principal, lines: Vec<BulkLine<'_>>) -> Plan 
                 match resolved {
                     Ok(handle) => {
                         parsers.push(handle.parser());
+                        // Most requests write one index: size for all the items once.
+                        let expect = if plan.groups.is_empty() { n } else { 0 };
                         plan.groups.push(Group {
                             handle,
-                            items: Vec::new(),
-                            slots: Vec::new(),
-                            kinds: Vec::new(),
+                            items: Vec::with_capacity(expect),
+                            slots: Vec::with_capacity(expect),
+                            kinds: Vec::with_capacity(expect),
                         });
                         by_index.insert(name.clone(), plan.groups.len() - 1);
                         plan.groups.len() - 1

@@ -421,7 +421,8 @@ fn looks_like_action(line: &[u8]) -> bool {
 /// error (its document line, if one follows, is skipped); the other items are read as
 /// usual, so the rest of the request is still applied.
 pub fn split_bulk<'a>(body: &'a [u8], default_index: Option<&str>) -> Vec<BulkLine<'a>> {
-    let mut out = Vec::new();
+    let newlines = body.iter().filter(|&&b| b == b'\n').count();
+    let mut out = Vec::with_capacity(newlines / 2 + 1);
     let mut lines = body
         .split(|&b| b == b'\n')
         .enumerate()

@@ -205,7 +205,7 @@ fn write_loop(index: &RwLock<Option<Index>>, rx: &Receiver<WriteJob>) {
         }
         let mut sizes = Vec::with_capacity(jobs.len());
         let mut replies = Vec::with_capacity(jobs.len());
-        let mut items = Vec::new();
+        let mut items = Vec::with_capacity(jobs.iter().map(|j| j.items.len()).sum());
         for job in jobs {
             sizes.push(job.items.len());
             replies.push(job.reply);

@@ -297,8 +297,10 @@ impl Index {
         items: Vec<Prepared>,
         sink: &mut dyn FnMut(ItemResult),
     ) -> Result<()> {
-        let mut ops: Vec<Op> = Vec::new();
-        let mut pending: Vec<(u64, Action, u64)> = Vec::new();
+        // Sized once: a server applies groups of thousands of items, and growing these
+        // buffers by doubling costs fresh pages on every call.
+        let mut ops: Vec<Op> = Vec::with_capacity(items.len());
+        let mut pending: Vec<(u64, Action, u64)> = Vec::with_capacity(items.len());
         for item in items {
             match item.work {
                 Work::Failed(reason) => {
