@@ -123,3 +123,71 @@ fn indices_are_created_listed_read_and_deleted() {
     assert!(!dir.path().join("data/indices/events-1").exists());
     assert_eq!(send("DELETE", &s.url("/events-1"), None, &[]).0, 404);
 }
+
+#[test]
+fn refresh_forcemerge_stats_and_disk_usage() {
+    use crate::support::k8s_bulk;
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    assert_eq!(s.put_json("/k8s", &k8s_mapping()).0, 200);
+    for start in [0, 1_000_000] {
+        let body = k8s_bulk(200, 10, 1_764_460_800_000 + start, None);
+        assert_eq!(s.bulk("/k8s/_bulk", &body).1["errors"], false);
+        let (status, r) = s.post_json("/k8s/_refresh", &json!({}));
+        assert_eq!(
+            (status, r["_shards"]["successful"].as_u64()),
+            (200, Some(1))
+        );
+    }
+    let (_, stats) = s.get("/k8s/_stats");
+    assert_eq!(stats["indices"]["k8s"]["primaries"]["segments"]["count"], 2);
+    assert_eq!(s.post_json("/k8s/_forcemerge", &json!({})).0, 200);
+    let (_, stats) = s.get("/k8s/_stats");
+    assert_eq!(stats["indices"]["k8s"]["primaries"]["segments"]["count"], 1);
+    assert_eq!(stats["_all"]["primaries"]["docs"]["count"], 400);
+    let (status, _) = s.post_json("/k8s/_disk_usage", &json!({}));
+    assert_eq!(
+        status, 400,
+        "run_expensive_tasks=true is required, as in Elasticsearch"
+    );
+    let (status, du) = s.post_json("/k8s/_disk_usage?run_expensive_tasks=true", &json!({}));
+    assert_eq!(status, 200);
+    assert!(du["k8s"]["store_size_in_bytes"].as_u64().unwrap() > 0);
+    assert!(
+        du["k8s"]["fields"]["@timestamp"]["total_in_bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(
+        du["k8s"]["tidemark"]["components_in_bytes"]["timestamps"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+#[test]
+fn a_client_that_stalls_mid_body_gets_408() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("server.toml");
+    std::fs::write(&cfg, "client_timeout_secs = 1\n").unwrap();
+    let s = TestServer::start(dir.path(), &["--config", cfg.to_str().unwrap()]);
+    assert_eq!(s.put_json("/k8s", &k8s_mapping()).0, 200);
+    let mut slow = std::net::TcpStream::connect(&s.addr).unwrap();
+    slow.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        slow,
+        "POST /k8s/_bulk HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{{\"create\":{{}}}}\n"
+    )
+    .unwrap();
+    let mut answer = Vec::new();
+    let _ = slow.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("timeout_exception"), "{text}");
+    // The writer was not held: the next request goes through.
+    assert_eq!(s.get("/k8s/_count").1["count"], 0);
+}
