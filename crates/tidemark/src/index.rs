@@ -297,8 +297,10 @@ impl Index {
         items: Vec<Prepared>,
         sink: &mut dyn FnMut(ItemResult),
     ) -> Result<()> {
-        let mut ops: Vec<Op> = Vec::new();
-        let mut pending: Vec<(u64, Action, u64)> = Vec::new();
+        // Sized once: a server applies groups of thousands of items, and growing these
+        // buffers by doubling costs fresh pages on every call.
+        let mut ops: Vec<Op> = Vec::with_capacity(items.len());
+        let mut pending: Vec<(u64, Action, u64)> = Vec::with_capacity(items.len());
         for item in items {
             match item.work {
                 Work::Failed(reason) => {
@@ -612,4 +614,103 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     f.sync_all().map_err(Error::io(&tmp))?;
     drop(f);
     std::fs::rename(&tmp, path).map_err(Error::io(path))
+}
+
+/// An item read through the mapping on any thread (parsing and tsid hashing are the
+/// costly part of a write), to be applied later by the index's single writer with
+/// [`Index::apply_prepared`]. Servers parse requests on every core this way and keep one
+/// writer per index.
+///
+/// ```
+/// use serde_json::json;
+/// use tidemark::{Action, Index, Mapping, PreparedItem};
+///
+/// let dir = tempfile::tempdir()?;
+/// let mapping = Mapping::from_value(json!({"mappings": {"properties": {
+///     "host": {"type": "keyword", "time_series_dimension": true},
+///     "cpu": {"type": "double", "time_series_metric": "gauge"}}}}))?;
+/// let mut index = Index::create(dir.path(), mapping)?;
+/// let mut parser = index.parser(); // one per thread
+/// let doc = parser.parse_line(r#"{"@timestamp": 0, "host": "a", "cpu": 0.5}"#)?;
+/// let items = vec![PreparedItem::store(1, Action::Create, None, doc)];
+/// let results = index.apply_prepared(items)?;
+/// assert_eq!(results[0].http_status(), 201);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct PreparedItem(pub(crate) Prepared);
+
+impl PreparedItem {
+    /// Reads a whole [`BulkItem`] (any action) through `parser`; a document that does not
+    /// fit the mapping becomes a failed item.
+    pub fn from_item(parser: &mut DocParser, item: BulkItem) -> PreparedItem {
+        PreparedItem(Prepared::of_item(parser, item))
+    }
+
+    /// A parsed document to store with `action` ([`Action::Index`] replaces a stored
+    /// document; any other action stores it as [`Action::Create`] does). `id`, when
+    /// given, must be the document's computed `_id`, or the item fails.
+    pub fn store(line: u64, action: Action, id: Option<String>, doc: crate::ParsedDoc) -> Self {
+        PreparedItem(Prepared {
+            line,
+            action,
+            id,
+            ignored: doc.ignored_fields,
+            work: Work::Store(doc.point),
+        })
+    }
+
+    /// A delete of `id`.
+    pub fn delete(line: u64, id: String) -> PreparedItem {
+        PreparedItem(Prepared {
+            line,
+            action: Action::Delete,
+            id: Some(id),
+            ignored: 0,
+            work: Work::Delete,
+        })
+    }
+
+    /// A partial update of `id` with the fields of `doc` (the `doc` of an `update`).
+    ///
+    /// # Errors
+    /// [`Error::Document`] when `doc` sets a dimension or the timestamp, or does not fit
+    /// the mapping.
+    pub fn update(parser: &DocParser, line: u64, id: String, doc: &Value) -> Result<Self> {
+        let (point, ignored) = parser.parse_partial(doc)?;
+        Ok(PreparedItem(Prepared {
+            line,
+            action: Action::Update,
+            id: Some(id),
+            ignored,
+            work: Work::Update(point),
+        }))
+    }
+
+    /// An item that failed before reaching the writer (a malformed line), reported as
+    /// an error result with `reason` in its place.
+    pub fn failed(line: u64, action: Action, id: Option<String>, reason: String) -> Self {
+        let mut p = Prepared::failed(line, action, reason);
+        p.id = id;
+        PreparedItem(p)
+    }
+}
+
+impl Index {
+    /// Applies prepared items in order, one engine batch (one write-ahead log write and,
+    /// under the default durability, one fsync) for a run of stores and deletes; returns
+    /// one result per item, in order. Unlike [`bulk`](Self::bulk) it does not save the
+    /// counters file (a server calls [`save_counters`](Self::save_counters) now and then
+    /// instead of paying a second fsync per request).
+    ///
+    /// # Errors
+    /// Engine errors (I/O on the write-ahead log, a damaged segment): none of the results
+    /// are reported then, and the items not yet written are not applied.
+    pub fn apply_prepared(&mut self, items: Vec<PreparedItem>) -> Result<Vec<ItemResult>> {
+        let mut out = Vec::with_capacity(items.len());
+        self.apply(items.into_iter().map(|p| p.0).collect(), &mut |r| {
+            out.push(r)
+        })?;
+        Ok(out)
+    }
 }

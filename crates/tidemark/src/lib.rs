@@ -10,6 +10,7 @@ mod extras;
 mod index;
 mod ingest;
 mod mapping;
+mod query;
 mod search;
 mod stats;
 mod time;
@@ -18,11 +19,15 @@ pub use bulk::{Action, BulkItem, ItemResult, ItemStatus, parse_action};
 pub use counters::Counters;
 pub use doc::{DocParser, ParsedDoc, point_to_doc};
 pub use error::{Error, Result};
-pub use index::{COUNTERS_FILE, Index, LOCK_FILE, MAPPING_FILE};
+pub use index::{COUNTERS_FILE, Index, LOCK_FILE, MAPPING_FILE, PreparedItem};
 pub use ingest::{IngestOptions, IngestSummary, InputFormat, Progress};
 pub use mapping::{
     DEFAULT_TIMESTAMP_FIELD, Dynamic, EventSettings, Field, FieldRole, FieldType, IndexMode,
     Mapping, MetricType,
+};
+pub use query::{
+    Agg, AggOutput, Bucket, BucketKey, CalendarUnit, Filter, Hit, Interval, MetricKind,
+    SearchRequest, SearchResult,
 };
 pub use search::{AggBucket, AggQuery, AggResult, Order, Query, SeriesAgg};
 pub use stats::{ComponentUsage, DiskUsage, IndexStats};

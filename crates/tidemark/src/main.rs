@@ -173,6 +173,15 @@ enum Command {
         /// A `seg-*.tms` file.
         segment: PathBuf,
     },
+    /// Serve a data directory over Elasticsearch's HTTP API (runs `tidemark-server`,
+    /// found beside this executable or on PATH, with these arguments:
+    /// `tidemark serve --data DIR [--listen 127.0.0.1:9200] [--config FILE]`).
+    #[command(disable_help_flag = true)]
+    Serve {
+        /// Arguments for `tidemark-server` (`--help` lists them).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -214,9 +223,58 @@ fn filters_arg(filters: &[String]) -> Result<Vec<(String, String)>> {
         .collect()
 }
 
+/// The server binary `tidemark serve` runs: nothing may depend on a server crate, so the
+/// CLI cannot link it and starts it as git and cargo start external subcommands.
+const SERVER_BINARY: &str = "tidemark-server";
+
+/// Finds `tidemark-server` beside the current executable, then on `PATH`.
+fn find_server() -> Option<PathBuf> {
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join(SERVER_BINARY)))
+        .filter(|p| p.is_file());
+    beside.or_else(|| {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(SERVER_BINARY))
+                .find(|p| p.is_file())
+        })
+    })
+}
+
+/// Replaces this process with `tidemark-server ARGS` (the signals a supervisor sends
+/// then reach the server itself).
+fn serve(args: &[std::ffi::OsString]) -> Result<ExitCode> {
+    let Some(server) = find_server() else {
+        bail!(
+            "`tidemark serve` needs the `{SERVER_BINARY}` binary, found neither beside this executable nor on PATH: build it with `cargo build --release -p tidemark-server` (or install it with `cargo install --path crates/server`)"
+        );
+    };
+    let mut cmd = std::process::Command::new(&server);
+    cmd.args(args);
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        let e = cmd.exec();
+        Err(anyhow::Error::new(e).context(format!("starting {}", server.display())))
+    }
+    #[cfg(not(unix))]
+    {
+        let status = cmd
+            .status()
+            .with_context(|| format!("starting {}", server.display()))?;
+        Ok(match status.code() {
+            Some(0) => ExitCode::SUCCESS,
+            Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
+            None => ExitCode::FAILURE,
+        })
+    }
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match cli.command {
+        Command::Serve { args } => return serve(&args),
         Command::Create { dir, mapping } => {
             let text = std::fs::read_to_string(&mapping)
                 .with_context(|| format!("reading the mapping {}", mapping.display()))?;

@@ -105,7 +105,7 @@ fn days_in_month(y: i64, m: i64) -> i64 {
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
@@ -115,14 +115,9 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// Formats epoch milliseconds as RFC 3339 in UTC with milliseconds
-/// (`2025-11-30T00:00:01.234Z`).
-pub fn format_time(ts_millis: i64) -> String {
-    let secs = ts_millis.div_euclid(1000);
-    let millis = ts_millis.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    // civil_from_days (Howard Hinnant).
+/// The proleptic Gregorian `(year, month, day)` of a day count since 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -132,6 +127,17 @@ pub fn format_time(ts_millis: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Formats epoch milliseconds as RFC 3339 in UTC with milliseconds
+/// (`2025-11-30T00:00:01.234Z`).
+pub fn format_time(ts_millis: i64) -> String {
+    let secs = ts_millis.div_euclid(1000);
+    let millis = ts_millis.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
         sod / 3600,

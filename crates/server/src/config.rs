@@ -1,0 +1,211 @@
+//! Server configuration: defaults, a TOML file for what flags do not cover, and checks.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// The default address: loopback only, Elasticsearch's port.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9200";
+/// The default request body limit, Elasticsearch's `http.max_content_length` (100 MB).
+pub const DEFAULT_MAX_CONTENT_LENGTH: u64 = 100 * 1024 * 1024;
+
+/// Everything the server needs to run. Built from [`Config::default`], then a TOML file
+/// ([`Config::from_toml`]), then command-line flags.
+///
+/// ```
+/// let config = tidemark_server::Config::from_toml(r#"
+///     data = "/var/lib/tidemark"
+///     listen = "127.0.0.1:9201"
+///     [[users]]
+///     name = "tenant-a"
+///     password = "secret"
+///     indices = ["metrics-a-*"]
+/// "#)?;
+/// assert_eq!(config.listen.port(), 9201);
+/// assert_eq!(config.max_content_length, 100 * 1024 * 1024);
+/// # Ok::<(), tidemark_server::Error>(())
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The data directory: one sub-directory per index under `indices/`, the index
+    /// templates in `templates.json`.
+    pub data: PathBuf,
+    /// The address to listen on (`127.0.0.1:9200`); port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// `version.number` answered on `GET /` (clients refuse servers older than
+    /// themselves).
+    pub version: String,
+    /// `cluster_name` answered on `GET /`.
+    pub cluster_name: String,
+    /// The largest request body, compressed or not, in bytes (`413` beyond).
+    pub max_content_length: u64,
+    /// Write requests admitted at once (reading, parsing, queued or being written); one
+    /// more is refused with `429 es_rejected_execution_exception`.
+    pub write_queue: usize,
+    /// Seconds a client may take to send a request's headers or body (`408` beyond), and
+    /// that an idle keep-alive connection stays open.
+    pub client_timeout_secs: u64,
+    /// Seconds SIGTERM waits for requests in flight before closing the indices anyway.
+    pub shutdown_timeout_secs: u64,
+    /// Tokio worker threads; 0 means one per core.
+    pub threads: usize,
+    /// A file the bound address is written to once listening (for scripts and tests).
+    pub port_file: Option<PathBuf>,
+    /// Basic-authentication users. With no users and no API keys, no authentication.
+    pub users: Vec<User>,
+    /// API keys (`Authorization: ApiKey base64(id:key)`).
+    pub api_keys: Vec<ApiKey>,
+}
+
+/// A user for basic authentication, allowed the indices matching `indices`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct User {
+    /// The user name.
+    pub name: String,
+    /// The password (the config file should be readable by the server's user only).
+    pub password: String,
+    /// Index name patterns (`*` matches any run of characters): `["metrics-a-*"]`.
+    pub indices: Vec<String>,
+}
+
+/// An API key, allowed the indices matching `indices`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKey {
+    /// The key id (the part before `:` in the encoded credential).
+    pub id: String,
+    /// The secret.
+    pub key: String,
+    /// Index name patterns.
+    pub indices: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data: PathBuf::from("data"),
+            listen: SocketAddr::from(([127, 0, 0, 1], 9200)),
+            version: "9.1.0".to_owned(),
+            cluster_name: "tidemark".to_owned(),
+            max_content_length: DEFAULT_MAX_CONTENT_LENGTH,
+            write_queue: 64,
+            client_timeout_secs: 60,
+            shutdown_timeout_secs: 30,
+            threads: 0,
+            port_file: None,
+            users: Vec::new(),
+            api_keys: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// Parses a TOML configuration; unset keys keep their defaults.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for malformed TOML, an unknown key or an invalid value.
+    pub fn from_toml(text: &str) -> Result<Config> {
+        let config: Config =
+            toml::from_str(text).map_err(|e| Error::config("config file", e.to_string()))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Reads [`from_toml`](Self::from_toml) from a file.
+    ///
+    /// # Errors
+    /// [`Error::Io`]; as [`from_toml`](Self::from_toml).
+    pub fn from_file(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
+        Config::from_toml(&text).map_err(|e| match e {
+            Error::Config { field, reason } => Error::Config {
+                field: format!("{} ({field})", path.display()),
+                reason,
+            },
+            other => other,
+        })
+    }
+
+    /// Checks values that parse but make no sense.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the setting.
+    pub fn check(&self) -> Result<()> {
+        if self.max_content_length == 0 {
+            return Err(Error::config("max_content_length", "must be positive"));
+        }
+        if self.write_queue == 0 {
+            return Err(Error::config("write_queue", "must be positive"));
+        }
+        if self.client_timeout_secs == 0 {
+            return Err(Error::config("client_timeout_secs", "must be positive"));
+        }
+        if self.version.split('.').count() < 3 {
+            return Err(Error::config(
+                "version",
+                format!("expected MAJOR.MINOR.PATCH, found {:?}", self.version),
+            ));
+        }
+        for u in &self.users {
+            if u.name.is_empty() || u.name.contains(':') {
+                return Err(Error::config(
+                    "users.name",
+                    "must be non-empty, without ':'",
+                ));
+            }
+        }
+        for k in &self.api_keys {
+            if k.id.is_empty() || k.id.contains(':') {
+                return Err(Error::config(
+                    "api_keys.id",
+                    "must be non-empty, without ':'",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether requests must authenticate (some user or API key is configured).
+    pub fn security_enabled(&self) -> bool {
+        !self.users.is_empty() || !self.api_keys.is_empty()
+    }
+
+    /// [`client_timeout_secs`](Self::client_timeout_secs) as a duration.
+    pub fn client_timeout(&self) -> Duration {
+        Duration::from_secs(self.client_timeout_secs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_bind_loopback_9200() {
+        let c = Config::from_toml("").unwrap();
+        assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+        assert!(!c.security_enabled());
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_bad_values() {
+        assert!(Config::from_toml("lisen = \"127.0.0.1:1\"").is_err());
+        assert!(Config::from_toml("write_queue = 0").is_err());
+        assert!(Config::from_toml("version = \"9\"").is_err());
+        assert!(Config::from_toml("listen = \"nowhere\"").is_err());
+    }
+
+    #[test]
+    fn reads_users_and_keys() {
+        let c = Config::from_toml("[[api_keys]]\nid = \"k1\"\nkey = \"s\"\nindices = [\"a-*\"]\n")
+            .unwrap();
+        assert!(c.security_enabled());
+        assert_eq!(c.api_keys[0].indices, vec!["a-*".to_owned()]);
+    }
+}

@@ -1,0 +1,119 @@
+//! The server's error type, and how each error answers over HTTP.
+
+use std::path::PathBuf;
+
+/// Errors of the server: configuration, index administration, requests and the façade's
+/// errors (wrapped, keeping their `source()`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration (flags or file) is invalid.
+    #[error("invalid configuration: {field}: {reason}")]
+    Config {
+        /// The setting.
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An I/O error on a file or directory of the server.
+    #[error("i/o error on {}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A network error (binding, accepting).
+    #[error("network error: {0}")]
+    Net(#[source] std::io::Error),
+    /// A request is invalid: `kind` is the Elasticsearch error type, `status` the HTTP
+    /// status (400 unless said otherwise).
+    #[error("{kind}: {reason}")]
+    Request {
+        /// HTTP status.
+        status: u16,
+        /// Elasticsearch error type (`parse_exception`, `illegal_argument_exception`, ...).
+        kind: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The façade failed.
+    #[error(transparent)]
+    Tidemark(#[from] tidemark::Error),
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io { path, source }
+    }
+
+    pub(crate) fn config(field: impl Into<String>, reason: impl Into<String>) -> Error {
+        Error::Config {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// A `400` with Elasticsearch error type `kind`.
+    pub(crate) fn bad(kind: &'static str, reason: impl Into<String>) -> Error {
+        Error::Request {
+            status: 400,
+            kind,
+            reason: reason.into(),
+        }
+    }
+
+    /// An error with any status.
+    pub(crate) fn status(status: u16, kind: &'static str, reason: impl Into<String>) -> Error {
+        Error::Request {
+            status,
+            kind,
+            reason: reason.into(),
+        }
+    }
+
+    /// `404 index_not_found_exception`.
+    pub(crate) fn no_index(name: &str) -> Error {
+        Error::status(
+            404,
+            "index_not_found_exception",
+            format!("no such index [{name}]"),
+        )
+    }
+
+    /// The HTTP status and Elasticsearch error type of this error.
+    pub fn status_and_kind(&self) -> (u16, &'static str) {
+        match self {
+            Error::Request { status, kind, .. } => (*status, kind),
+            Error::Config { .. } => (400, "illegal_argument_exception"),
+            Error::Tidemark(e) => match e {
+                tidemark::Error::Mapping { .. } => (400, "mapper_parsing_exception"),
+                tidemark::Error::Document { .. } | tidemark::Error::Json(_) => {
+                    (400, "document_parsing_exception")
+                }
+                tidemark::Error::Query { .. } | tidemark::Error::InvalidTime { .. } => {
+                    (400, "parse_exception")
+                }
+                tidemark::Error::InvalidId { .. } | tidemark::Error::BulkAction { .. } => {
+                    (400, "illegal_argument_exception")
+                }
+                tidemark::Error::AlreadyExists { .. } => (400, "resource_already_exists_exception"),
+                tidemark::Error::NoIndex { .. } => (404, "index_not_found_exception"),
+                _ => (500, "exception"),
+            },
+            Error::Io { .. } | Error::Net(_) => (500, "exception"),
+        }
+    }
+
+    /// The reason text sent to clients.
+    pub fn reason(&self) -> String {
+        match self {
+            Error::Request { reason, .. } => reason.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// The server's result type.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,275 @@
+//! Cross-cutting HTTP concerns, one place each: the `X-Elastic-Product` header, request
+//! logs, authentication (a layer), and body reading with its limit, timeout and gzip
+//! decoding; JSON responses and query parameters.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+use crate::api::AppState;
+use crate::auth::{Principal, authenticate};
+use crate::error::Error;
+use crate::protocol::error_body;
+
+/// The header every response carries; the official clients refuse a server without it.
+pub const PRODUCT_HEADER: &str = "x-elastic-product";
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let (status, kind) = self.status_and_kind();
+        if status >= 500 {
+            tracing::error!(error = %self, "request failed");
+        }
+        let mut resp = json(status, &error_body(status, kind, &self.reason()));
+        if status == 401 {
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"security\", charset=\"UTF-8\", ApiKey"),
+            );
+        }
+        resp
+    }
+}
+
+/// A JSON response with `status`.
+pub fn json(status: u16, body: &Value) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+    json_bytes(status, bytes)
+}
+
+/// A response of JSON bytes already written.
+pub fn json_bytes(status: u16, bytes: Vec<u8>) -> Response {
+    let mut resp = Response::new(Body::from(bytes));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// A text response (the `_cat` APIs).
+pub fn text(body: String) -> Response {
+    let mut resp = Response::new(Body::from(body));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=UTF-8"),
+    );
+    resp
+}
+
+/// The layer around every request: authenticates (401 before any handler runs), adds
+/// `X-Elastic-Product: Elasticsearch` and the content type clients negotiated, and logs
+/// method, path, status and duration.
+pub async fn layer(State(state): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let vendor_json = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.contains("vnd.elasticsearch+json").then(|| {
+                v.split("compatible-with=")
+                    .nth(1)
+                    .map(|n| n.trim().to_owned())
+            })
+        })
+        .flatten();
+    let auth = authenticate(
+        &state.config,
+        req.headers()
+            .get(header::AUTHORIZATION)
+            .map(HeaderValue::as_bytes),
+    );
+    let mut resp = match auth {
+        Ok(principal) => {
+            let user = principal.name.clone();
+            req.extensions_mut().insert(principal);
+            let resp = next.run(req).await;
+            tracing::info!(
+                %method, %path, status = resp.status().as_u16(), %user,
+                millis = start.elapsed().as_millis() as u64, "request"
+            );
+            resp
+        }
+        Err(e) => {
+            tracing::info!(%method, %path, status = 401, "request refused: authentication");
+            e.into_response()
+        }
+    };
+    let headers = resp.headers_mut();
+    headers.insert(PRODUCT_HEADER, HeaderValue::from_static("Elasticsearch"));
+    if let Some(n) = vendor_json
+        && headers
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
+        && let Ok(v) = HeaderValue::from_str(&format!(
+            "application/vnd.elasticsearch+json;compatible-with={}",
+            n.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        ))
+    {
+        headers.insert(header::CONTENT_TYPE, v);
+    }
+    resp
+}
+
+/// The principal the layer put on the request.
+pub fn principal(req_ext: Option<&Principal>) -> Principal {
+    req_ext.cloned().unwrap_or_else(Principal::anonymous)
+}
+
+/// Reads a request body: `413` past `max_content_length` (checked on `Content-Length`
+/// first, then while reading, then on the gunzipped size), `408` when the client is
+/// slower than the client timeout, gzip decoded when `Content-Encoding: gzip`.
+///
+/// # Errors
+/// `413`, `408`, `400` for a broken gzip stream or an unknown content encoding.
+pub async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, Error> {
+    let limit = state.config.max_content_length;
+    let too_large = || {
+        Error::status(
+            413,
+            "content_too_long_exception",
+            format!("request body is larger than http.max_content_length [{limit} bytes]"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let collected = tokio::time::timeout(
+        state.config.client_timeout(),
+        collect_limited(body, limit, declared),
+    )
+    .await;
+    let bytes = match collected {
+        Err(_) => {
+            return Err(Error::status(
+                408,
+                "timeout_exception",
+                "the client did not send the request body in time",
+            ));
+        }
+        Ok(Err(CollectError::TooLarge)) => return Err(too_large()),
+        Ok(Err(CollectError::Read(e))) => {
+            return Err(Error::bad(
+                "parse_exception",
+                format!("reading the body: {e}"),
+            ));
+        }
+        Ok(Ok(b)) => b,
+    };
+    let encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase());
+    match encoding.as_deref() {
+        None | Some("identity") | Some("") => Ok(bytes),
+        Some("gzip") | Some("x-gzip") => {
+            let mut out = Vec::new();
+            let decoder = flate2::read::MultiGzDecoder::new(&bytes[..]);
+            let read = decoder
+                .take(limit.saturating_add(1))
+                .read_to_end(&mut out)
+                .map_err(|e| Error::bad("parse_exception", format!("malformed gzip body: {e}")))?;
+            if read as u64 > limit {
+                return Err(too_large());
+            }
+            Ok(Bytes::from(out))
+        }
+        Some(other) => Err(Error::status(
+            415,
+            "illegal_argument_exception",
+            format!("unsupported Content-Encoding [{other}]: expected gzip"),
+        )),
+    }
+}
+
+/// Bytes of an oversized body still read (and dropped) before answering `413`, so a
+/// client that writes its whole body before reading gets the answer instead of a reset.
+const DRAIN_BYTES: u64 = 16 * 1024 * 1024;
+
+enum CollectError {
+    TooLarge,
+    Read(axum::Error),
+}
+
+/// Collects at most `limit` bytes; past it (or when `declared` says so), drains up to
+/// [`DRAIN_BYTES`] more and reports [`CollectError::TooLarge`].
+async fn collect_limited(
+    mut body: Body,
+    limit: u64,
+    declared: Option<u64>,
+) -> Result<Bytes, CollectError> {
+    // One allocation for a declared length within the limit (no doubling, no page
+    // faults of the copies).
+    let mut buf = Vec::with_capacity(
+        declared
+            .filter(|&n| n <= limit)
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0),
+    );
+    let mut seen = 0u64;
+    let mut over = declared.is_some_and(|n| n > limit);
+    if over && declared.is_some_and(|n| n > limit.saturating_add(DRAIN_BYTES)) {
+        return Err(CollectError::TooLarge);
+    }
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(CollectError::Read)?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        seen = seen.saturating_add(data.len() as u64);
+        if seen > limit {
+            over = true;
+            buf = Vec::new();
+        }
+        if over {
+            if seen > limit.saturating_add(DRAIN_BYTES) {
+                break;
+            }
+            continue;
+        }
+        buf.extend_from_slice(&data);
+    }
+    if over {
+        Err(CollectError::TooLarge)
+    } else {
+        Ok(Bytes::from(buf))
+    }
+}
+
+/// Parses a body as JSON; an empty body is `null`.
+///
+/// # Errors
+/// `400 parse_exception` for malformed JSON.
+pub fn json_body(bytes: &[u8]) -> Result<Value, Error> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        Error::bad(
+            "parse_exception",
+            format!("request body is not valid JSON: {e}"),
+        )
+    })
+}
+
+/// Query-string parameters (later duplicates win).
+pub fn params(raw: Option<&str>) -> HashMap<String, String> {
+    raw.map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,19 @@
+#![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod api;
+mod auth;
+mod config;
+mod error;
+pub mod http;
+pub mod protocol;
+mod registry;
+pub mod search;
+mod server;
+
+pub use auth::{Principal, authenticate, glob_match};
+pub use config::{ApiKey, Config, DEFAULT_LISTEN, DEFAULT_MAX_CONTENT_LENGTH, User};
+pub use error::{Error, Result};
+pub use registry::{INDICES_DIR, IndexHandle, Registry, TEMPLATES_FILE};
+pub use server::Server;

@@ -1,0 +1,108 @@
+//! `tidemark-server`: the Elasticsearch-compatible HTTP server (also started as
+//! `tidemark serve`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use tidemark_server::{Config, Server};
+
+// The parsed documents make many small allocations (see docs/results/ingest.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Serve Tidemark indices over Elasticsearch's HTTP API.
+#[derive(Debug, Parser)]
+#[command(name = "tidemark-server", version, about)]
+struct Cli {
+    /// The data directory (one sub-directory per index); overrides the config file.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// The address to listen on (default 127.0.0.1:9200); overrides the config file.
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// A TOML config file for what the flags do not cover (users, API keys, limits).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Write the bound address to this file once listening.
+    #[arg(long)]
+    port_file: Option<PathBuf>,
+    /// Write requests admitted at once before answering 429.
+    #[arg(long)]
+    write_queue: Option<usize>,
+    /// The request body limit in bytes (http.max_content_length).
+    #[arg(long)]
+    max_content_length: Option<u64>,
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tidemark-server: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
+    let cli = Cli::parse();
+    let mut config = match &cli.config {
+        Some(p) => Config::from_file(p)?,
+        None => Config::default(),
+    };
+    if let Some(d) = cli.data {
+        config.data = d;
+    } else if cli.config.is_none() {
+        anyhow::bail!("--data DIR is required (or a --config file that sets `data`)");
+    }
+    if let Some(l) = cli.listen {
+        config.listen = l;
+    }
+    if let Some(p) = cli.port_file {
+        config.port_file = Some(p);
+    }
+    if let Some(q) = cli.write_queue {
+        config.write_queue = q;
+    }
+    if let Some(m) = cli.max_content_length {
+        config.max_content_length = m;
+    }
+    config.check()?;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TIDEMARK_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if config.threads > 0 {
+        rt.worker_threads(config.threads);
+    }
+    let rt = rt.enable_all().build().context("starting the runtime")?;
+    rt.block_on(async move {
+        let server = Server::bind(config).await?;
+        tracing::info!(addr = %server.local_addr(), "listening");
+        server.run(shutdown_signal()).await?;
+        Ok(())
+    })
+}
+
+/// SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+    tracing::info!("signal received");
+}

@@ -1,0 +1,542 @@
+//! The indices of one data directory, each with its single writer thread, and the index
+//! templates that create indices on first write.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use tidemark::{DocParser, Index, ItemResult, Mapping, PreparedItem};
+use tokio::sync::oneshot;
+
+use crate::auth::glob_match;
+use crate::error::{Error, Result};
+use crate::protocol;
+
+/// The sub-directory of the data directory holding one directory per index.
+pub const INDICES_DIR: &str = "indices";
+/// The file holding the index and component templates.
+pub const TEMPLATES_FILE: &str = "templates.json";
+
+/// The most write requests one group commit takes from an index's queue.
+const MAX_GROUP_JOBS: usize = 64;
+/// The counters file is saved at most this often (each save is an fsync).
+const COUNTERS_EVERY: Duration = Duration::from_secs(1);
+
+/// What a writer answers: the items' results, or the reason the whole group failed.
+pub(crate) type WriteReply = std::result::Result<Vec<ItemResult>, String>;
+
+struct WriteJob {
+    items: Vec<PreparedItem>,
+    reply: oneshot::Sender<WriteReply>,
+}
+
+/// One open index: its mapping and parser (cloned onto request threads), the index
+/// itself behind a read-write lock (searches share it, the writer takes it to apply a
+/// group) and the queue of its writer thread.
+pub struct IndexHandle {
+    name: String,
+    parser: DocParser,
+    index: Arc<RwLock<Option<Index>>>,
+    tx: Mutex<Option<Sender<WriteJob>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for IndexHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexHandle")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IndexHandle {
+    fn start(name: String, index: Index) -> IndexHandle {
+        let parser = index.parser();
+        let index = Arc::new(RwLock::new(Some(index)));
+        let (tx, rx) = mpsc::channel();
+        let shared = Arc::clone(&index);
+        let thread_name = format!("writer-{name}");
+        let thread = std::thread::Builder::new()
+            .name(thread_name)
+            .spawn(move || write_loop(&shared, &rx))
+            .ok();
+        IndexHandle {
+            name,
+            parser,
+            index,
+            tx: Mutex::new(Some(tx)),
+            thread: Mutex::new(thread),
+        }
+    }
+
+    /// The index name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A parser for this index's mapping (one per request thread).
+    pub fn parser(&self) -> DocParser {
+        self.parser.clone()
+    }
+
+    /// The mapping.
+    pub fn mapping(&self) -> &Arc<Mapping> {
+        self.parser.mapping()
+    }
+
+    /// Queues `items` for the writer; [`wait`](Self::wait) on the receiver gives the
+    /// results, which come back only after the write-ahead log holding them is fsynced
+    /// (one fsync for all the requests the writer found queued).
+    ///
+    /// # Errors
+    /// `503` when the index was closed or deleted meanwhile.
+    pub fn submit(&self, items: Vec<PreparedItem>) -> Result<oneshot::Receiver<WriteReply>> {
+        let (reply, rx) = oneshot::channel();
+        let sent = match self.tx.lock() {
+            Ok(guard) => guard
+                .as_ref()
+                .is_some_and(|tx| tx.send(WriteJob { items, reply }).is_ok()),
+            Err(_) => false,
+        };
+        if sent { Ok(rx) } else { Err(self.closed()) }
+    }
+
+    /// Waits for the results of a [`submit`](Self::submit).
+    ///
+    /// # Errors
+    /// `503` when the index was closed meanwhile; `500` when the write failed (nothing
+    /// acknowledged: the client retries, and what did reach the log is then a
+    /// duplicate).
+    pub async fn wait(&self, rx: oneshot::Receiver<WriteReply>) -> Result<Vec<ItemResult>> {
+        match rx.await {
+            Ok(Ok(results)) => Ok(results),
+            Ok(Err(reason)) => Err(Error::status(500, "exception", reason)),
+            Err(_) => Err(self.closed()),
+        }
+    }
+
+    fn closed(&self) -> Error {
+        Error::status(
+            503,
+            "index_closed_exception",
+            format!("index [{}] is closed", self.name),
+        )
+    }
+
+    /// Runs `f` on the index under the read lock (searches, gets and stats run at once).
+    ///
+    /// # Errors
+    /// `404` when the index was deleted meanwhile; the errors of `f`.
+    pub fn read<T>(&self, f: impl FnOnce(&Index) -> Result<T>) -> Result<T> {
+        let guard: RwLockReadGuard<'_, Option<Index>> = self
+            .index
+            .read()
+            .map_err(|_| Error::status(500, "exception", "index lock poisoned"))?;
+        match guard.as_ref() {
+            Some(index) => f(index),
+            None => Err(Error::no_index(&self.name)),
+        }
+    }
+
+    /// Runs `f` on the index under the write lock (refresh, force-merge).
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub fn exclusive<T>(&self, f: impl FnOnce(&mut Index) -> Result<T>) -> Result<T> {
+        let mut guard = self
+            .index
+            .write()
+            .map_err(|_| Error::status(500, "exception", "index lock poisoned"))?;
+        match guard.as_mut() {
+            Some(index) => f(index),
+            None => Err(Error::no_index(&self.name)),
+        }
+    }
+
+    /// Stops the writer once the queued requests are done, then closes the index
+    /// (counters saved, log synced, lock released).
+    ///
+    /// # Errors
+    /// The façade's close errors.
+    pub fn close(&self) -> Result<()> {
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        let thread = self.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+        let index = self.index.write().ok().and_then(|mut g| g.take());
+        match index {
+            Some(index) => Ok(index.close()?),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The writer thread: takes every request queued (up to [`MAX_GROUP_JOBS`]), applies
+/// them as one group (one log write, one fsync) and answers each.
+fn write_loop(index: &RwLock<Option<Index>>, rx: &Receiver<WriteJob>) {
+    let mut last_save = Instant::now();
+    let mut unsaved = false;
+    loop {
+        let first = match rx.recv_timeout(COUNTERS_EVERY) {
+            Ok(job) => job,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if unsaved {
+                    save_counters(index);
+                    unsaved = false;
+                    last_save = Instant::now();
+                }
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        let mut jobs = vec![first];
+        while jobs.len() < MAX_GROUP_JOBS {
+            match rx.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let mut sizes = Vec::with_capacity(jobs.len());
+        let mut replies = Vec::with_capacity(jobs.len());
+        let mut items = Vec::with_capacity(jobs.iter().map(|j| j.items.len()).sum());
+        for job in jobs {
+            sizes.push(job.items.len());
+            replies.push(job.reply);
+            items.extend(job.items);
+        }
+        let outcome = match index.write() {
+            Ok(mut guard) => match guard.as_mut() {
+                Some(index) => index.apply_prepared(items).map_err(|e| e.to_string()),
+                None => Err("the index is closed".to_owned()),
+            },
+            Err(_) => Err("index lock poisoned".to_owned()),
+        };
+        match outcome {
+            Ok(results) => {
+                let mut results = results.into_iter();
+                for (n, reply) in sizes.into_iter().zip(replies) {
+                    let part: Vec<ItemResult> = results.by_ref().take(n).collect();
+                    let _ = reply.send(Ok(part));
+                }
+            }
+            Err(reason) => {
+                tracing::error!(%reason, "write failed");
+                for reply in replies {
+                    let _ = reply.send(Err(reason.clone()));
+                }
+            }
+        }
+        unsaved = true;
+        if last_save.elapsed() >= COUNTERS_EVERY {
+            save_counters(index);
+            unsaved = false;
+            last_save = Instant::now();
+        }
+    }
+    if unsaved {
+        save_counters(index);
+    }
+}
+
+fn save_counters(index: &RwLock<Option<Index>>) {
+    if let Ok(guard) = index.read()
+        && let Some(index) = guard.as_ref()
+        && let Err(e) = index.save_counters()
+    {
+        tracing::warn!(error = %e, "saving counters failed");
+    }
+}
+
+/// Index and component templates, as given (`PUT /_index_template/<name>`).
+#[derive(Debug, Default)]
+struct Templates {
+    index: BTreeMap<String, Value>,
+    component: BTreeMap<String, Value>,
+}
+
+/// All indices of a data directory, and the templates.
+#[derive(Debug)]
+pub struct Registry {
+    root: PathBuf,
+    indices: RwLock<BTreeMap<String, Arc<IndexHandle>>>,
+    templates: Mutex<Templates>,
+    /// Serializes creation and deletion, so two first writes create an index once.
+    admin: Mutex<()>,
+}
+
+impl Registry {
+    /// Opens every index under `root/indices` (creating the directories if needed).
+    ///
+    /// # Errors
+    /// I/O errors; an index that does not open (locked by another process, damaged).
+    pub fn open(root: &Path) -> Result<Registry> {
+        let dir = root.join(INDICES_DIR);
+        std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+        let mut indices = BTreeMap::new();
+        let entries = std::fs::read_dir(&dir).map_err(Error::io(&dir))?;
+        for entry in entries {
+            let entry = entry.map_err(Error::io(&dir))?;
+            let path = entry.path();
+            let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
+                continue;
+            };
+            if !path.is_dir() || protocol::check_index_name(&name).is_err() {
+                continue;
+            }
+            if !path.join(tidemark::MAPPING_FILE).is_file() {
+                // A creation that crashed before writing the mapping: nothing was stored.
+                tracing::warn!(index = %name, "removing an index directory without a mapping");
+                std::fs::remove_dir_all(&path).map_err(Error::io(&path))?;
+                continue;
+            }
+            let index = Index::open(&path)?;
+            tracing::info!(index = %name, documents = index.engine().live_count(), "opened");
+            indices.insert(name.clone(), Arc::new(IndexHandle::start(name, index)));
+        }
+        let templates = load_templates(&root.join(TEMPLATES_FILE))?;
+        Ok(Registry {
+            root: root.to_path_buf(),
+            indices: RwLock::new(indices),
+            templates: Mutex::new(templates),
+            admin: Mutex::new(()),
+        })
+    }
+
+    /// The index `name`, if it exists.
+    pub fn get(&self, name: &str) -> Option<Arc<IndexHandle>> {
+        self.indices.read().ok()?.get(name).cloned()
+    }
+
+    /// The index `name`.
+    ///
+    /// # Errors
+    /// `404 index_not_found_exception`.
+    pub fn require(&self, name: &str) -> Result<Arc<IndexHandle>> {
+        self.get(name).ok_or_else(|| Error::no_index(name))
+    }
+
+    /// The indices, by name.
+    pub fn list(&self) -> Vec<Arc<IndexHandle>> {
+        self.indices
+            .read()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The indices whose names match any of the comma-separated `patterns` (`*`
+    /// wildcards, `_all`).
+    pub fn matching(&self, patterns: &str) -> Vec<Arc<IndexHandle>> {
+        let pats: Vec<&str> = patterns.split(',').map(str::trim).collect();
+        self.list()
+            .into_iter()
+            .filter(|h| pats.iter().any(|p| *p == "_all" || glob_match(p, h.name())))
+            .collect()
+    }
+
+    /// Creates index `name` from an Elasticsearch create-index body (`settings`,
+    /// `mappings`).
+    ///
+    /// # Errors
+    /// `400 invalid_index_name_exception`, `400 resource_already_exists_exception`,
+    /// `400 mapper_parsing_exception`; I/O errors.
+    pub fn create(&self, name: &str, body: &Value) -> Result<Arc<IndexHandle>> {
+        protocol::check_index_name(name)?;
+        let mapping = protocol::mapping_from_body(body)?;
+        let _admin = self.admin.lock();
+        if self.get(name).is_some() {
+            return Err(already_exists(name));
+        }
+        self.create_locked(name, mapping)
+    }
+
+    fn create_locked(&self, name: &str, mapping: Mapping) -> Result<Arc<IndexHandle>> {
+        let dir = self.root.join(INDICES_DIR).join(name);
+        if dir.exists() {
+            return Err(already_exists(name));
+        }
+        let index = Index::create(&dir, mapping)?;
+        tracing::info!(index = %name, "created");
+        let handle = Arc::new(IndexHandle::start(name.to_owned(), index));
+        if let Ok(mut m) = self.indices.write() {
+            m.insert(name.to_owned(), Arc::clone(&handle));
+        }
+        Ok(handle)
+    }
+
+    /// The index `name`, created from the matching index template of highest priority
+    /// if it does not exist (how data streams such as `metrics-system.cpu-default` come
+    /// to exist on first write).
+    ///
+    /// # Errors
+    /// `404 index_not_found_exception` when no template matches; the errors of
+    /// [`create`](Self::create).
+    pub fn get_or_create(&self, name: &str) -> Result<Arc<IndexHandle>> {
+        if let Some(h) = self.get(name) {
+            return Ok(h);
+        }
+        protocol::check_index_name(name)?;
+        let _admin = self.admin.lock();
+        if let Some(h) = self.get(name) {
+            return Ok(h);
+        }
+        let body = {
+            let t = self
+                .templates
+                .lock()
+                .map_err(|_| Error::status(500, "exception", "template lock poisoned"))?;
+            protocol::template_for(name, &t.index, &t.component)?
+        };
+        let Some(body) = body else {
+            return Err(Error::status(
+                404,
+                "index_not_found_exception",
+                format!(
+                    "no such index [{name}] and no index template matches it: create it with PUT /{name} (settings and mappings) or PUT /_index_template/<name> with a matching index_patterns"
+                ),
+            ));
+        };
+        let mapping = protocol::mapping_from_body(&body)?;
+        self.create_locked(name, mapping)
+    }
+
+    /// Deletes index `name`: waits for its queued writes, closes it, removes its
+    /// directory.
+    ///
+    /// # Errors
+    /// `404`; I/O errors.
+    pub fn delete(&self, name: &str) -> Result<()> {
+        let _admin = self.admin.lock();
+        let handle = self
+            .indices
+            .write()
+            .ok()
+            .and_then(|mut m| m.remove(name))
+            .ok_or_else(|| Error::no_index(name))?;
+        handle.close()?;
+        let dir = self.root.join(INDICES_DIR).join(name);
+        std::fs::remove_dir_all(&dir).map_err(Error::io(&dir))?;
+        tracing::info!(index = %name, "deleted");
+        Ok(())
+    }
+
+    /// Stores an index template (`component` false) or a component template.
+    ///
+    /// # Errors
+    /// `400` for a body that is not an object or an index template without
+    /// `index_patterns`; I/O errors saving the templates file.
+    pub fn put_template(&self, name: &str, body: Value, component: bool) -> Result<()> {
+        if !body.is_object() {
+            return Err(Error::bad(
+                "parse_exception",
+                "a template body must be an object",
+            ));
+        }
+        if !component && protocol::template_patterns(&body).is_empty() {
+            return Err(Error::bad(
+                "action_request_validation_exception",
+                "Validation Failed: 1: index patterns are missing;",
+            ));
+        }
+        let mut t = self
+            .templates
+            .lock()
+            .map_err(|_| Error::status(500, "exception", "template lock poisoned"))?;
+        if component {
+            t.component.insert(name.to_owned(), body);
+        } else {
+            t.index.insert(name.to_owned(), body);
+        }
+        save_templates(&self.root.join(TEMPLATES_FILE), &t)
+    }
+
+    /// The templates whose names match `pattern` (`*` for all), as `(name, body)`.
+    pub fn templates(&self, pattern: &str, component: bool) -> Vec<(String, Value)> {
+        let Ok(t) = self.templates.lock() else {
+            return Vec::new();
+        };
+        let map = if component { &t.component } else { &t.index };
+        map.iter()
+            .filter(|(n, _)| glob_match(pattern, n))
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Deletes a template; returns whether it existed.
+    ///
+    /// # Errors
+    /// I/O errors saving the templates file.
+    pub fn delete_template(&self, name: &str, component: bool) -> Result<bool> {
+        let mut t = self
+            .templates
+            .lock()
+            .map_err(|_| Error::status(500, "exception", "template lock poisoned"))?;
+        let removed = if component {
+            t.component.remove(name).is_some()
+        } else {
+            t.index.remove(name).is_some()
+        };
+        save_templates(&self.root.join(TEMPLATES_FILE), &t)?;
+        Ok(removed)
+    }
+
+    /// Closes every index (after its queued writes).
+    pub fn close_all(&self) {
+        for h in self.list() {
+            if let Err(e) = h.close() {
+                tracing::error!(index = %h.name(), error = %e, "closing failed");
+            }
+        }
+    }
+}
+
+fn already_exists(name: &str) -> Error {
+    Error::bad(
+        "resource_already_exists_exception",
+        format!("index [{name}] already exists"),
+    )
+}
+
+fn load_templates(path: &Path) -> Result<Templates> {
+    if !path.exists() {
+        return Ok(Templates::default());
+    }
+    let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::config(path.display().to_string(), e.to_string()))?;
+    let section = |key: &str| -> BTreeMap<String, Value> {
+        match v.get(key) {
+            Some(Value::Object(m)) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            _ => BTreeMap::new(),
+        }
+    };
+    Ok(Templates {
+        index: section("index_templates"),
+        component: section("component_templates"),
+    })
+}
+
+fn save_templates(path: &Path, t: &Templates) -> Result<()> {
+    let to_map = |m: &BTreeMap<String, Value>| -> Map<String, Value> {
+        m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
+    let mut root = Map::new();
+    root.insert("index_templates".into(), Value::Object(to_map(&t.index)));
+    root.insert(
+        "component_templates".into(),
+        Value::Object(to_map(&t.component)),
+    );
+    let text = serde_json::to_string_pretty(&Value::Object(root))
+        .map_err(|e| Error::status(500, "exception", e.to_string()))?;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text.as_bytes()).map_err(Error::io(&tmp))?;
+    let f = std::fs::File::open(&tmp).map_err(Error::io(&tmp))?;
+    f.sync_all().map_err(Error::io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(Error::io(path))
+}

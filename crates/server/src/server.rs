@@ -1,0 +1,170 @@
+//! The listener: accepts connections, serves HTTP/1.1 with header and body timeouts,
+//! and shuts down gracefully (stop accepting, finish requests in flight, close the
+//! indices).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::api::{AppState, router};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::registry::Registry;
+
+/// The file in the data directory holding the cluster id.
+const CLUSTER_UUID_FILE: &str = "cluster_uuid";
+
+/// A bound server, ready to [`run`](Server::run).
+///
+/// ```no_run
+/// # async fn demo() -> tidemark_server::Result<()> {
+/// let config = tidemark_server::Config {
+///     data: "data".into(),
+///     ..tidemark_server::Config::default()
+/// };
+/// let server = tidemark_server::Server::bind(config).await?;
+/// println!("listening on {}", server.local_addr());
+/// server.run(async { let _ = tokio::signal::ctrl_c().await; }).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Server {
+    state: Arc<AppState>,
+    listener: TcpListener,
+    addr: SocketAddr,
+}
+
+impl Server {
+    /// Opens the data directory (every index in it) and binds the listener; writes the
+    /// bound address to `port_file` when configured.
+    ///
+    /// # Errors
+    /// [`Error::Config`], I/O errors on the data directory, an index that does not open,
+    /// [`Error::Net`] when the address cannot be bound.
+    pub async fn bind(config: Config) -> Result<Server> {
+        config.check()?;
+        std::fs::create_dir_all(&config.data).map_err(Error::io(&config.data))?;
+        let data = config.data.clone();
+        let (registry, cluster_uuid) = tokio::task::spawn_blocking(move || {
+            let uuid = cluster_uuid(&data)?;
+            Ok::<_, Error>((Registry::open(&data)?, uuid))
+        })
+        .await
+        .map_err(|e| Error::status(500, "exception", e.to_string()))??;
+        let listener = TcpListener::bind(config.listen).await.map_err(Error::Net)?;
+        let addr = listener.local_addr().map_err(Error::Net)?;
+        if let Some(p) = &config.port_file {
+            std::fs::write(p, format!("{addr}\n")).map_err(Error::io(p))?;
+        }
+        let state = Arc::new(AppState {
+            write_permits: Arc::new(Semaphore::new(config.write_queue)),
+            config,
+            registry,
+            cluster_uuid,
+        });
+        Ok(Server {
+            state,
+            listener,
+            addr,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting, waits for the requests
+    /// in flight (up to `shutdown_timeout_secs`) and closes every index (queued writes
+    /// applied, counters saved, log synced).
+    ///
+    /// # Errors
+    /// None in practice: accept errors are logged and retried.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<()> {
+        let Server {
+            state, listener, ..
+        } = self;
+        let app = router(Arc::clone(&state));
+        let graceful = GracefulShutdown::new();
+        let timeout = state.config.client_timeout();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(a) => a,
+                        Err(e) => {
+                            // Out of file descriptors and the like: wait, do not spin.
+                            tracing::warn!(error = %e, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let service = TowerToHyperService::new(app.clone());
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(timeout)
+                        .keep_alive(true)
+                        .serve_connection(TokioIo::new(stream), service);
+                    let conn = graceful.watch(conn);
+                    tokio::spawn(async move {
+                        if let Err(e) = conn.await {
+                            tracing::debug!(%peer, error = %e, "connection ended with an error");
+                        }
+                    });
+                }
+                () = &mut shutdown => break,
+            }
+        }
+        drop(listener);
+        tracing::info!("shutting down: finishing requests in flight");
+        let wait = Duration::from_secs(state.config.shutdown_timeout_secs);
+        if tokio::time::timeout(wait, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("requests still in flight after the shutdown timeout");
+        }
+        let st = Arc::clone(&state);
+        let _ = tokio::task::spawn_blocking(move || st.registry.close_all()).await;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+/// The cluster id of a data directory, made on first start.
+fn cluster_uuid(data: &std::path::Path) -> Result<String> {
+    let path = data.join(CLUSTER_UUID_FILE);
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let t = text.trim();
+        if !t.is_empty() {
+            return Ok(t.to_owned());
+        }
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let seed = nanos ^ (u128::from(std::process::id()) << 64);
+    let mut x = (seed as u64) ^ ((seed >> 64) as u64) ^ 0x9e37_79b9_7f4a_7c15;
+    let mut out = String::new();
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    for _ in 0..22 {
+        // xorshift64*: an id, not a secret.
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        let v = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        out.push(char::from(ALPHABET[(v >> 58) as usize & 63]));
+    }
+    std::fs::write(&path, format!("{out}\n")).map_err(Error::io(&path))?;
+    Ok(out)
+}

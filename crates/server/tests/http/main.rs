@@ -1,0 +1,14 @@
+//! The server over a real socket on 127.0.0.1: the `tidemark-server` binary started on
+//! a temporary data directory, driven with an HTTP client.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::zombie_processes
+)]
+
+mod admin;
+mod crash;
+mod reads;
+mod support;
+mod writes;

@@ -1,0 +1,910 @@
+//! General queries: a filter tree (time range, terms on dimensions, ids, `_id` prefix,
+//! exists, and/or/not), hits sorted by timestamp with paging, and nested bucket
+//! aggregations (date histograms with fixed or calendar intervals, terms on a
+//! dimension) with metric leaves (min, max, avg, sum, value_count, cardinality).
+//! Protocol layers (the HTTP server's query DSL) translate into these types.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde_json::Value;
+use tidemark_segment::{Dim, MetricValue, Point};
+
+use crate::doc::{dim_json, dim_text, ip_text, point_to_doc};
+use crate::error::{Error, Result};
+use crate::index::Index;
+use crate::mapping::{FieldRole, FieldType, Mapping};
+use crate::search::Order;
+use crate::time::{civil_from_days, days_from_civil};
+
+/// A document filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Filter {
+    /// Every document.
+    All,
+    /// Timestamp within `[min, max]` (inclusive, epoch milliseconds).
+    Time {
+        /// Lowest timestamp kept.
+        min: i64,
+        /// Highest timestamp kept.
+        max: i64,
+    },
+    /// A dimension equal to one of `values` (compared as text; IPs normalized).
+    Terms {
+        /// The dimension path.
+        field: String,
+        /// Accepted values.
+        values: Vec<String>,
+    },
+    /// An `_id` among these.
+    Ids(Vec<String>),
+    /// An `_id` starting with this.
+    IdPrefix(String),
+    /// The document has a value for this dimension, metric or numeric field, or the
+    /// timestamp.
+    Exists(String),
+    /// All of these.
+    And(Vec<Filter>),
+    /// Any of these.
+    Or(Vec<Filter>),
+    /// Not this.
+    Not(Box<Filter>),
+}
+
+/// A date-histogram interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interval {
+    /// A fixed width in milliseconds.
+    Fixed(i64),
+    /// A calendar unit, in UTC.
+    Calendar(CalendarUnit),
+}
+
+/// Calendar units of a `calendar_interval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CalendarUnit {
+    /// A minute.
+    Minute,
+    /// An hour.
+    Hour,
+    /// A day (UTC).
+    Day,
+    /// An ISO week, starting on Monday.
+    Week,
+    /// A calendar month.
+    Month,
+    /// A quarter (January, April, July, October).
+    Quarter,
+    /// A calendar year.
+    Year,
+}
+
+impl Interval {
+    /// The start of the bucket holding `ts`.
+    pub fn bucket_start(self, ts: i64) -> i64 {
+        const DAY: i64 = 86_400_000;
+        match self {
+            Interval::Fixed(w) => ts.div_euclid(w.max(1)) * w.max(1),
+            Interval::Calendar(CalendarUnit::Minute) => ts.div_euclid(60_000) * 60_000,
+            Interval::Calendar(CalendarUnit::Hour) => ts.div_euclid(3_600_000) * 3_600_000,
+            Interval::Calendar(CalendarUnit::Day) => ts.div_euclid(DAY) * DAY,
+            Interval::Calendar(CalendarUnit::Week) => {
+                // 1970-01-01 was a Thursday: Mondays are 4 days later modulo 7.
+                let days = ts.div_euclid(DAY);
+                (days - (days - 4).rem_euclid(7)) * DAY
+            }
+            Interval::Calendar(unit) => {
+                let (y, m, _) = civil_from_days(ts.div_euclid(DAY));
+                let m = match unit {
+                    CalendarUnit::Quarter => (m - 1) / 3 * 3 + 1,
+                    CalendarUnit::Year => 1,
+                    _ => m,
+                };
+                days_from_civil(y, m, 1) * DAY
+            }
+        }
+    }
+
+    /// The start of the bucket after the one starting at `start`.
+    pub fn next_start(self, start: i64) -> i64 {
+        const DAY: i64 = 86_400_000;
+        match self {
+            Interval::Fixed(w) => start.saturating_add(w.max(1)),
+            Interval::Calendar(CalendarUnit::Minute) => start.saturating_add(60_000),
+            Interval::Calendar(CalendarUnit::Hour) => start.saturating_add(3_600_000),
+            Interval::Calendar(CalendarUnit::Day) => start.saturating_add(DAY),
+            Interval::Calendar(CalendarUnit::Week) => start.saturating_add(7 * DAY),
+            Interval::Calendar(unit) => {
+                let (y, m, _) = civil_from_days(start.div_euclid(DAY));
+                let months = match unit {
+                    CalendarUnit::Quarter => 3,
+                    CalendarUnit::Year => 12,
+                    _ => 1,
+                };
+                let total = y * 12 + (m - 1) + months;
+                days_from_civil(total.div_euclid(12), total.rem_euclid(12) + 1, 1) * DAY
+            }
+        }
+    }
+}
+
+/// A metric aggregation kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    /// Smallest value.
+    Min,
+    /// Largest value.
+    Max,
+    /// Mean.
+    Avg,
+    /// Sum.
+    Sum,
+    /// Number of values.
+    ValueCount,
+    /// Number of distinct values (exact).
+    Cardinality,
+}
+
+/// An aggregation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Agg {
+    /// Buckets by timestamp.
+    DateHistogram {
+        /// The bucket width.
+        interval: Interval,
+        /// Buckets with fewer documents are left out; 0 fills the gaps (and the
+        /// `extended_bounds`) with empty buckets.
+        min_doc_count: u64,
+        /// Buckets to show at least from `min` to `max` (with `min_doc_count` 0).
+        extended_bounds: Option<(i64, i64)>,
+        /// Sub-aggregations per bucket.
+        aggs: Vec<(String, Agg)>,
+    },
+    /// Buckets by the value of a dimension, largest first.
+    Terms {
+        /// The dimension.
+        field: String,
+        /// At most this many buckets.
+        size: usize,
+        /// Buckets with fewer documents are left out.
+        min_doc_count: u64,
+        /// Sub-aggregations per bucket.
+        aggs: Vec<(String, Agg)>,
+    },
+    /// One value over the documents.
+    Metric {
+        /// What to compute.
+        kind: MetricKind,
+        /// The metric or numeric field (any field for `cardinality` and `value_count`).
+        field: String,
+    },
+}
+
+/// A bucket key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BucketKey {
+    /// A date-histogram bucket start (epoch milliseconds).
+    Time(i64),
+    /// A dimension value, as JSON (string, number or boolean).
+    Term(Value),
+}
+
+/// One bucket.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bucket {
+    /// The key.
+    pub key: BucketKey,
+    /// Documents in the bucket.
+    pub doc_count: u64,
+    /// The sub-aggregations, in request order.
+    pub aggs: Vec<(String, AggOutput)>,
+}
+
+/// The result of an [`Agg`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum AggOutput {
+    /// Buckets (date histogram, terms), with the documents in buckets left out by `size`.
+    Buckets {
+        /// The buckets.
+        buckets: Vec<Bucket>,
+        /// Documents in terms buckets beyond `size`.
+        sum_other_doc_count: u64,
+    },
+    /// A metric value; `None` for min/max/avg over no value.
+    Value(Option<f64>),
+}
+
+/// A query: filter, paging and sort of hits, aggregations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchRequest {
+    /// Which documents.
+    pub filter: Filter,
+    /// Hits to return (0: count and aggregate only).
+    pub size: usize,
+    /// Hits to skip.
+    pub from: usize,
+    /// Hit order by timestamp (then `_id`).
+    pub order: Order,
+    /// Aggregations, in request order.
+    pub aggs: Vec<(String, Agg)>,
+}
+
+impl Default for SearchRequest {
+    fn default() -> Self {
+        SearchRequest {
+            filter: Filter::All,
+            size: 10,
+            from: 0,
+            order: Order::Asc,
+            aggs: Vec::new(),
+        }
+    }
+}
+
+/// One hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// The `_id`.
+    pub id: String,
+    /// The timestamp.
+    pub ts_millis: i64,
+    /// The document, rebuilt as by [`Index::get`].
+    pub doc: Value,
+}
+
+/// The answer to a [`SearchRequest`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchResult {
+    /// Matching documents (exact).
+    pub total: u64,
+    /// The requested page of hits.
+    pub hits: Vec<Hit>,
+    /// The aggregations, in request order.
+    pub aggs: Vec<(String, AggOutput)>,
+}
+
+/// A filter checked against the mapping, ready to evaluate.
+enum Compiled {
+    All,
+    Time(i64, i64),
+    Dim(String, HashSet<String>),
+    Ids(HashSet<String>),
+    IdPrefix(String),
+    HasDim(String),
+    HasMetric(String),
+    And(Vec<Compiled>),
+    Or(Vec<Compiled>),
+    Not(Box<Compiled>),
+}
+
+fn query_error(reason: String) -> Error {
+    Error::Query { reason }
+}
+
+fn compile(f: &Filter, m: &Mapping) -> Result<Compiled> {
+    Ok(match f {
+        Filter::All => Compiled::All,
+        Filter::Time { min, max } => Compiled::Time(*min, *max),
+        Filter::Terms { field, values } => {
+            let Some(def) = m.field(field) else {
+                return Err(query_error(format!(
+                    "unknown field [{field}] in a term filter"
+                )));
+            };
+            if def.role != FieldRole::Dimension {
+                return Err(query_error(format!(
+                    "term filters apply to dimensions; [{field}] is not a dimension"
+                )));
+            }
+            let mut set = HashSet::new();
+            for v in values {
+                let normalized = if def.ty == FieldType::Ip {
+                    match v.parse::<std::net::IpAddr>() {
+                        Ok(std::net::IpAddr::V4(a)) => a.to_string(),
+                        Ok(std::net::IpAddr::V6(a)) => ip_text(&a),
+                        Err(_) => {
+                            return Err(query_error(format!(
+                                "[{field}] is an ip field: [{v}] is not an IP address"
+                            )));
+                        }
+                    }
+                } else {
+                    v.clone()
+                };
+                set.insert(normalized);
+            }
+            Compiled::Dim(field.clone(), set)
+        }
+        Filter::Ids(ids) => Compiled::Ids(ids.iter().cloned().collect()),
+        Filter::IdPrefix(p) => Compiled::IdPrefix(p.clone()),
+        Filter::Exists(field) => match m.field(field).map(|d| d.role) {
+            Some(FieldRole::Timestamp) => Compiled::All,
+            Some(FieldRole::Dimension) => Compiled::HasDim(field.clone()),
+            Some(FieldRole::Metric(_) | FieldRole::Value) => Compiled::HasMetric(field.clone()),
+            Some(FieldRole::Extra) => {
+                return Err(query_error(format!(
+                    "exists on [{field}] is not supported: it is neither a dimension, a metric nor a numeric field"
+                )));
+            }
+            None if m.is_object(field) => {
+                return Err(query_error(format!(
+                    "exists on the object [{field}] is not supported: name a field"
+                )));
+            }
+            // An unmapped field exists in no document (as in Elasticsearch).
+            None => Compiled::Not(Box::new(Compiled::All)),
+        },
+        Filter::And(v) => Compiled::And(v.iter().map(|f| compile(f, m)).collect::<Result<_>>()?),
+        Filter::Or(v) => Compiled::Or(v.iter().map(|f| compile(f, m)).collect::<Result<_>>()?),
+        Filter::Not(f) => Compiled::Not(Box::new(compile(f, m)?)),
+    })
+}
+
+impl Compiled {
+    fn needs_id(&self) -> bool {
+        match self {
+            Compiled::Ids(_) | Compiled::IdPrefix(_) => true,
+            Compiled::And(v) | Compiled::Or(v) => v.iter().any(Compiled::needs_id),
+            Compiled::Not(f) => f.needs_id(),
+            _ => false,
+        }
+    }
+
+    /// The time range every match lies in (for pruning segments).
+    fn time_bounds(&self) -> (i64, i64) {
+        match self {
+            Compiled::Time(a, b) => (*a, *b),
+            Compiled::And(v) => v.iter().fold((i64::MIN, i64::MAX), |(lo, hi), f| {
+                let (a, b) = f.time_bounds();
+                (lo.max(a), hi.min(b))
+            }),
+            _ => (i64::MIN, i64::MAX),
+        }
+    }
+
+    fn matches(&self, p: &Point, id: &str) -> bool {
+        match self {
+            Compiled::All => true,
+            Compiled::Time(a, b) => p.ts_millis >= *a && p.ts_millis <= *b,
+            Compiled::Dim(field, set) => p
+                .dims
+                .iter()
+                .any(|(n, d)| n == field && set.contains(&dim_text(d))),
+            Compiled::Ids(set) => set.contains(id),
+            Compiled::IdPrefix(pre) => id.starts_with(pre.as_str()),
+            Compiled::HasDim(field) => p.dims.iter().any(|(n, _)| n == field),
+            Compiled::HasMetric(field) => p.metrics.iter().any(|(n, _)| n == field),
+            Compiled::And(v) => v.iter().all(|f| f.matches(p, id)),
+            Compiled::Or(v) => v.iter().any(|f| f.matches(p, id)),
+            Compiled::Not(f) => !f.matches(p, id),
+        }
+    }
+}
+
+/// Where a metric leaf reads its values.
+#[derive(Clone, Copy)]
+enum Source {
+    Metric,
+    Dim,
+    Timestamp,
+}
+
+/// A running aggregation.
+enum Acc {
+    Hist {
+        interval: Interval,
+        min_doc_count: u64,
+        bounds: Option<(i64, i64)>,
+        subs: Vec<(String, Agg)>,
+        buckets: BTreeMap<i64, (u64, Vec<Acc>)>,
+    },
+    Terms {
+        field: String,
+        size: usize,
+        min_doc_count: u64,
+        subs: Vec<(String, Agg)>,
+        buckets: HashMap<String, (Value, u64, Vec<Acc>)>,
+    },
+    Metric {
+        kind: MetricKind,
+        field: String,
+        source: Source,
+        count: u64,
+        sum: f64,
+        min: f64,
+        max: f64,
+        distinct: HashSet<String>,
+    },
+}
+
+fn check_agg(agg: &Agg, m: &Mapping) -> Result<()> {
+    match agg {
+        Agg::DateHistogram { interval, aggs, .. } => {
+            if let Interval::Fixed(w) = interval
+                && *w <= 0
+            {
+                return Err(query_error(
+                    "the date_histogram interval must be positive".into(),
+                ));
+            }
+            aggs.iter().try_for_each(|(_, a)| check_agg(a, m))
+        }
+        Agg::Terms { field, aggs, .. } => {
+            match m.field(field).map(|f| f.role) {
+                Some(FieldRole::Dimension) => {}
+                Some(_) => {
+                    return Err(query_error(format!(
+                        "terms aggregations apply to dimensions; [{field}] is not a dimension"
+                    )));
+                }
+                None => {
+                    return Err(query_error(format!(
+                        "unknown field [{field}] in a terms aggregation"
+                    )));
+                }
+            }
+            aggs.iter().try_for_each(|(_, a)| check_agg(a, m))
+        }
+        Agg::Metric { kind, field } => {
+            let role = m.field(field).map(|f| f.role);
+            match (kind, role) {
+                (_, Some(FieldRole::Metric(_) | FieldRole::Value | FieldRole::Timestamp)) => Ok(()),
+                (MetricKind::Cardinality | MetricKind::ValueCount, Some(FieldRole::Dimension)) => {
+                    Ok(())
+                }
+                (_, None) => Err(query_error(format!(
+                    "unknown field [{field}] in a metric aggregation"
+                ))),
+                (_, Some(_)) => Err(query_error(format!(
+                    "a {kind:?} aggregation on [{field}] is not supported: it needs a metric or numeric field"
+                ))),
+            }
+        }
+    }
+}
+
+impl Acc {
+    fn new(agg: &Agg, m: &Mapping) -> Acc {
+        match agg {
+            Agg::DateHistogram {
+                interval,
+                min_doc_count,
+                extended_bounds,
+                aggs,
+            } => Acc::Hist {
+                interval: *interval,
+                min_doc_count: *min_doc_count,
+                bounds: *extended_bounds,
+                subs: aggs.clone(),
+                buckets: BTreeMap::new(),
+            },
+            Agg::Terms {
+                field,
+                size,
+                min_doc_count,
+                aggs,
+            } => Acc::Terms {
+                field: field.clone(),
+                size: *size,
+                min_doc_count: *min_doc_count,
+                subs: aggs.clone(),
+                buckets: HashMap::new(),
+            },
+            Agg::Metric { kind, field } => Acc::Metric {
+                kind: *kind,
+                field: field.clone(),
+                source: match m.field(field).map(|f| f.role) {
+                    Some(FieldRole::Dimension) => Source::Dim,
+                    Some(FieldRole::Timestamp) => Source::Timestamp,
+                    _ => Source::Metric,
+                },
+                count: 0,
+                sum: 0.0,
+                min: f64::INFINITY,
+                max: f64::NEG_INFINITY,
+                distinct: HashSet::new(),
+            },
+        }
+    }
+
+    fn add(&mut self, p: &Point, m: &Mapping) {
+        match self {
+            Acc::Hist {
+                interval,
+                subs,
+                buckets,
+                ..
+            } => {
+                let key = interval.bucket_start(p.ts_millis);
+                let slot = buckets
+                    .entry(key)
+                    .or_insert_with(|| (0, subs.iter().map(|(_, a)| Acc::new(a, m)).collect()));
+                slot.0 += 1;
+                slot.1.iter_mut().for_each(|a| a.add(p, m));
+            }
+            Acc::Terms {
+                field,
+                subs,
+                buckets,
+                ..
+            } => {
+                let Some((_, d)) = p.dims.iter().find(|(n, _)| n == field) else {
+                    return;
+                };
+                let slot = buckets.entry(dim_text(d)).or_insert_with(|| {
+                    (
+                        dim_json(d),
+                        0,
+                        subs.iter().map(|(_, a)| Acc::new(a, m)).collect(),
+                    )
+                });
+                slot.1 += 1;
+                slot.2.iter_mut().for_each(|a| a.add(p, m));
+            }
+            Acc::Metric {
+                kind,
+                field,
+                source,
+                count,
+                sum,
+                min,
+                max,
+                distinct,
+            } => {
+                let (num, text) = match source {
+                    Source::Timestamp => (Some(p.ts_millis as f64), None),
+                    Source::Dim => match p.dims.iter().find(|(n, _)| n == field) {
+                        Some((_, d)) => (dim_number(d), Some(dim_text(d))),
+                        None => return,
+                    },
+                    Source::Metric => match p.metrics.iter().find(|(n, _)| n == field) {
+                        Some((_, MetricValue::Gauge(f))) => (Some(*f), None),
+                        Some((_, MetricValue::Counter(i))) => (Some(*i as f64), None),
+                        None => return,
+                    },
+                };
+                *count += 1;
+                if *kind == MetricKind::Cardinality {
+                    distinct.insert(
+                        text.unwrap_or_else(|| num.map(f64::to_bits).unwrap_or(0).to_string()),
+                    );
+                }
+                if let Some(v) = num {
+                    *sum += v;
+                    *min = min.min(v);
+                    *max = max.max(v);
+                }
+            }
+        }
+    }
+
+    fn finish(self) -> AggOutput {
+        match self {
+            Acc::Hist {
+                interval,
+                min_doc_count,
+                bounds,
+                subs,
+                buckets,
+            } => {
+                let mut out = Vec::new();
+                if min_doc_count == 0 {
+                    let lo = buckets.keys().next().copied();
+                    let hi = buckets.keys().next_back().copied();
+                    let lo = match (lo, bounds) {
+                        (Some(l), Some((b, _))) => Some(l.min(interval.bucket_start(b))),
+                        (l, None) => l,
+                        (None, Some((b, _))) => Some(interval.bucket_start(b)),
+                    };
+                    let hi = match (hi, bounds) {
+                        (Some(h), Some((_, b))) => Some(h.max(interval.bucket_start(b))),
+                        (h, None) => h,
+                        (None, Some((_, b))) => Some(interval.bucket_start(b)),
+                    };
+                    let mut buckets = buckets;
+                    if let (Some(mut k), Some(hi)) = (lo, hi) {
+                        // Bounded: an empty-bucket walk never exceeds this many steps.
+                        let mut steps = 0u32;
+                        while k <= hi && steps < 1_000_000 {
+                            let (count, accs) = buckets.remove(&k).unwrap_or_else(|| {
+                                (0, subs.iter().map(|(_, a)| Acc::empty(a)).collect())
+                            });
+                            out.push(bucket(BucketKey::Time(k), count, &subs, accs));
+                            k = interval.next_start(k);
+                            steps += 1;
+                        }
+                    }
+                } else {
+                    for (k, (count, accs)) in buckets {
+                        if count >= min_doc_count {
+                            out.push(bucket(BucketKey::Time(k), count, &subs, accs));
+                        }
+                    }
+                }
+                AggOutput::Buckets {
+                    buckets: out,
+                    sum_other_doc_count: 0,
+                }
+            }
+            Acc::Terms {
+                size,
+                min_doc_count,
+                subs,
+                buckets,
+                ..
+            } => {
+                let mut all: Vec<(String, Value, u64, Vec<Acc>)> = buckets
+                    .into_iter()
+                    .filter(|(_, (_, c, _))| *c >= min_doc_count.max(1))
+                    .map(|(k, (v, c, a))| (k, v, c, a))
+                    .collect();
+                all.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+                let other: u64 = all.iter().skip(size).map(|b| b.2).sum();
+                let out = all
+                    .into_iter()
+                    .take(size)
+                    .map(|(_, v, c, a)| bucket(BucketKey::Term(v), c, &subs, a))
+                    .collect();
+                AggOutput::Buckets {
+                    buckets: out,
+                    sum_other_doc_count: other,
+                }
+            }
+            Acc::Metric {
+                kind,
+                count,
+                sum,
+                min,
+                max,
+                distinct,
+                ..
+            } => AggOutput::Value(match kind {
+                MetricKind::Min => (count > 0).then_some(min),
+                MetricKind::Max => (count > 0).then_some(max),
+                MetricKind::Avg => (count > 0).then(|| sum / count as f64),
+                MetricKind::Sum => Some(sum),
+                MetricKind::ValueCount => Some(count as f64),
+                MetricKind::Cardinality => Some(distinct.len() as f64),
+            }),
+        }
+    }
+
+    /// An accumulator with nothing added (for empty histogram buckets).
+    fn empty(agg: &Agg) -> Acc {
+        match agg {
+            Agg::Metric { kind, field } => Acc::Metric {
+                kind: *kind,
+                field: field.clone(),
+                source: Source::Metric,
+                count: 0,
+                sum: 0.0,
+                min: f64::INFINITY,
+                max: f64::NEG_INFINITY,
+                distinct: HashSet::new(),
+            },
+            Agg::DateHistogram {
+                interval,
+                extended_bounds,
+                aggs,
+                ..
+            } => Acc::Hist {
+                interval: *interval,
+                // Nothing to fill inside an empty bucket.
+                min_doc_count: 1,
+                bounds: *extended_bounds,
+                subs: aggs.clone(),
+                buckets: BTreeMap::new(),
+            },
+            Agg::Terms {
+                field,
+                size,
+                min_doc_count,
+                aggs,
+            } => Acc::Terms {
+                field: field.clone(),
+                size: *size,
+                min_doc_count: *min_doc_count,
+                subs: aggs.clone(),
+                buckets: HashMap::new(),
+            },
+        }
+    }
+}
+
+fn dim_number(d: &Dim) -> Option<f64> {
+    match d {
+        Dim::Int(i) => Some(*i as f64),
+        Dim::UInt(u) => Some(*u as f64),
+        _ => None,
+    }
+}
+
+fn bucket(key: BucketKey, doc_count: u64, subs: &[(String, Agg)], accs: Vec<Acc>) -> Bucket {
+    Bucket {
+        key,
+        doc_count,
+        aggs: subs
+            .iter()
+            .map(|(n, _)| n.clone())
+            .zip(accs.into_iter().map(Acc::finish))
+            .collect(),
+    }
+}
+
+impl Index {
+    /// Runs a [`SearchRequest`]: the exact number of matches, a page of hits sorted by
+    /// timestamp (then `_id`), and the aggregations.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use tidemark::{Agg, BulkItem, Filter, Index, Interval, Mapping, MetricKind, SearchRequest};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let mapping = Mapping::from_value(json!({"mappings": {"properties": {
+    ///     "host": {"type": "keyword", "time_series_dimension": true},
+    ///     "cpu": {"type": "double", "time_series_metric": "gauge"}}}}))?;
+    /// let mut index = Index::create(dir.path(), mapping)?;
+    /// index.bulk(vec![
+    ///     BulkItem::create(json!({"@timestamp": 0, "host": "a", "cpu": 1.0})),
+    ///     BulkItem::create(json!({"@timestamp": 60_000, "host": "a", "cpu": 3.0})),
+    ///     BulkItem::create(json!({"@timestamp": 0, "host": "b", "cpu": 5.0})),
+    /// ])?;
+    /// let avg = Agg::Metric { kind: MetricKind::Avg, field: "cpu".into() };
+    /// let result = index.query(&SearchRequest {
+    ///     filter: Filter::Terms { field: "host".into(), values: vec!["a".into()] },
+    ///     size: 0,
+    ///     aggs: vec![("per_minute".into(), Agg::DateHistogram {
+    ///         interval: Interval::Fixed(60_000), min_doc_count: 1, extended_bounds: None,
+    ///         aggs: vec![("avg".into(), avg)],
+    ///     })],
+    ///     ..SearchRequest::default()
+    /// })?;
+    /// assert_eq!(result.total, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Query`] for a filter or aggregation on a field it cannot apply to;
+    /// segment read errors.
+    pub fn query(&self, req: &SearchRequest) -> Result<SearchResult> {
+        let mapping = self.mapping();
+        let filter = compile(&req.filter, mapping)?;
+        for (_, a) in &req.aggs {
+            check_agg(a, mapping)?;
+        }
+        let (from, to) = filter.time_bounds();
+        if from > to {
+            return Ok(SearchResult {
+                total: 0,
+                hits: Vec::new(),
+                aggs: req
+                    .aggs
+                    .iter()
+                    .map(|(n, a)| (n.clone(), Acc::new(a, mapping).finish()))
+                    .collect(),
+            });
+        }
+        let want_hits = req.size > 0;
+        let keep = req.from.saturating_add(req.size);
+        let needs_id = filter.needs_id() || want_hits;
+        let mut accs: Vec<Acc> = req.aggs.iter().map(|(_, a)| Acc::new(a, mapping)).collect();
+        let mut total = 0u64;
+        let mut hits: Vec<(i64, String, Point)> = Vec::new();
+        let mut failure: Option<Error> = None;
+        let sort = |hits: &mut Vec<(i64, String, Point)>, order: Order| match order {
+            Order::Asc => hits.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1))),
+            Order::Desc => hits.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1))),
+        };
+        self.engine().scan_live(
+            from,
+            to,
+            |_, _| true,
+            |mut p, stored| {
+                if failure.is_some() {
+                    return;
+                }
+                let id = if needs_id {
+                    match self.id_of(&p) {
+                        Ok(id) => self.format_id(&id),
+                        Err(e) => {
+                            failure = Some(e);
+                            return;
+                        }
+                    }
+                } else {
+                    String::new()
+                };
+                if !filter.matches(&p, &id) {
+                    return;
+                }
+                total += 1;
+                for a in &mut accs {
+                    a.add(&p, mapping);
+                }
+                if want_hits {
+                    if let Some((segment, row)) = stored
+                        && !segment.extra_columns().is_empty()
+                    {
+                        match segment.row_extras(row) {
+                            Ok(extras) => crate::extras::set_extras(&mut p, extras),
+                            Err(e) => {
+                                failure = Some(e.into());
+                                return;
+                            }
+                        }
+                    }
+                    hits.push((p.ts_millis, id, p));
+                    // Keep memory bounded by the page, not the matches.
+                    if hits.len() >= keep.saturating_mul(2).max(1024) {
+                        sort(&mut hits, req.order);
+                        hits.truncate(keep);
+                    }
+                }
+            },
+        )?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        sort(&mut hits, req.order);
+        hits.truncate(keep);
+        let hits = hits
+            .into_iter()
+            .skip(req.from)
+            .map(|(ts, id, p)| Hit {
+                doc: point_to_doc(mapping, &p, &id),
+                id,
+                ts_millis: ts,
+            })
+            .collect();
+        Ok(SearchResult {
+            total,
+            hits,
+            aggs: req
+                .aggs
+                .iter()
+                .map(|(n, _)| n.clone())
+                .zip(accs.into_iter().map(Acc::finish))
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: i64 = 86_400_000;
+
+    #[test]
+    fn calendar_buckets_start_on_unit_boundaries() {
+        // 2025-11-30T13:45:00Z is a Sunday.
+        let ts = 1_764_510_300_000;
+        let cal = |u| Interval::Calendar(u);
+        assert_eq!(cal(CalendarUnit::Hour).bucket_start(ts), 1_764_507_600_000);
+        assert_eq!(cal(CalendarUnit::Day).bucket_start(ts), 1_764_460_800_000);
+        // The Monday before: 2025-11-24.
+        assert_eq!(
+            cal(CalendarUnit::Week).bucket_start(ts),
+            1_764_460_800_000 - 6 * DAY
+        );
+        assert_eq!(
+            cal(CalendarUnit::Month).bucket_start(ts),
+            days_from_civil(2025, 11, 1) * DAY
+        );
+        assert_eq!(
+            cal(CalendarUnit::Quarter).bucket_start(ts),
+            days_from_civil(2025, 10, 1) * DAY
+        );
+        assert_eq!(
+            cal(CalendarUnit::Year).bucket_start(ts),
+            days_from_civil(2025, 1, 1) * DAY
+        );
+        let dec = days_from_civil(2025, 12, 1) * DAY;
+        assert_eq!(
+            cal(CalendarUnit::Month).next_start(dec),
+            days_from_civil(2026, 1, 1) * DAY
+        );
+        assert_eq!(Interval::Fixed(60_000).bucket_start(-1), -60_000);
+    }
+}
