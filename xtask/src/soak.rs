@@ -77,6 +77,8 @@ struct Sample {
     points: u64,
     peak_rss: u64,
     rss: u64,
+    anon: u64,
+    file: u64,
     points_per_sec: f64,
     bytes_on_disk: u64,
     segment_bytes: u64,
@@ -85,6 +87,12 @@ struct Sample {
 
 /// `VmHWM` and `VmRSS` of this process, in bytes.
 fn rss() -> Result<(u64, u64)> {
+    let (hwm, now, _, _) = rss_parts()?;
+    Ok((hwm, now))
+}
+
+/// `VmHWM`, `VmRSS`, `RssAnon` (heap) and `RssFile` (mapped file pages), in bytes.
+fn rss_parts() -> Result<(u64, u64, u64, u64)> {
     let status = std::fs::read_to_string("/proc/self/status").context("/proc/self/status")?;
     let field = |name: &str| -> Option<u64> {
         let line = status.lines().find(|l| l.starts_with(name))?;
@@ -94,6 +102,8 @@ fn rss() -> Result<(u64, u64)> {
     Ok((
         field("VmHWM:").context("no VmHWM in /proc/self/status")?,
         field("VmRSS:").context("no VmRSS in /proc/self/status")?,
+        field("RssAnon:").unwrap_or(0),
+        field("RssFile:").unwrap_or(0),
     ))
 }
 
@@ -214,13 +224,15 @@ pub fn run(args: &[String]) -> Result<()> {
         }
         if sent % a.every == 0 || sent == total {
             flush(&mut ops, &mut created, &mut duplicates)?;
-            let (peak_rss, now_rss) = rss()?;
+            let (peak_rss, now_rss, anon, file) = rss_parts()?;
             let (bytes_on_disk, segment_bytes, segments) = dir_stats(&data)?;
             let secs = last.1.elapsed().as_secs_f64().max(1e-9);
             samples.push(Sample {
                 points: sent,
                 peak_rss,
                 rss: now_rss,
+                anon,
+                file,
                 points_per_sec: (sent - last.0) as f64 / secs,
                 bytes_on_disk,
                 segment_bytes,
@@ -282,14 +294,16 @@ pub fn run(args: &[String]) -> Result<()> {
     // Report.
     let mut table = String::new();
     table.push_str(
-        "     points   peak RSS MB   RSS MB   points/s   bytes/point: all files  segments  segments\n",
+        "     points   peak RSS MB   RSS MB (heap + files)   points/s   bytes/point: all files  segments  segments\n",
     );
     for s in &samples {
         table.push_str(&format!(
-            "{:>11}   {:>11.1}   {:>6.1}   {:>8.0}   {:>16.2} {:>10.2}  {:>8}\n",
+            "{:>11}   {:>11.1}   {:>6.1} ({:>5.1} + {:>5.1})   {:>8.0}   {:>16.2} {:>10.2}  {:>8}\n",
             s.points,
             mb(s.peak_rss),
             mb(s.rss),
+            mb(s.anon),
+            mb(s.file),
             s.points_per_sec,
             s.bytes_on_disk as f64 / s.points as f64,
             s.segment_bytes as f64 / s.points as f64,
@@ -321,15 +335,17 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut csv = std::fs::File::create(&csv_path).context("csv")?;
     writeln!(
         csv,
-        "points,peak_rss_bytes,rss_bytes,points_per_sec,bytes_on_disk,segment_bytes,segments"
+        "points,peak_rss_bytes,rss_bytes,rss_anon_bytes,rss_file_bytes,points_per_sec,bytes_on_disk,segment_bytes,segments"
     )?;
     for s in &samples {
         writeln!(
             csv,
-            "{},{},{},{:.0},{},{},{}",
+            "{},{},{},{},{},{:.0},{},{},{}",
             s.points,
             s.peak_rss,
             s.rss,
+            s.anon,
+            s.file,
             s.points_per_sec,
             s.bytes_on_disk,
             s.segment_bytes,
