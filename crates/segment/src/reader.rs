@@ -1347,6 +1347,18 @@ pub struct RowCursor<'a> {
 }
 
 impl Segment {
+    /// Drops every resident page of a memory-mapped segment from this process's resident
+    /// set (they stay in the page cache, and come back on the next access). Lookups touch
+    /// pages all over a segment, and with blocks in row order a timestamp block shares its
+    /// pages with metric blocks: a store calls this now and then (the dedup engine does at
+    /// each refresh) so that its resident set holds what it touched lately, not every
+    /// page it ever touched. A no-op for a segment held in memory.
+    pub fn release_resident(&self) {
+        if let Backing::Mmap(m) = &self.data {
+            crate::mmap::release_before(m, m.len());
+        }
+    }
+
     /// Drops the resident pages of the file's bytes before `offset` (a memory-mapped
     /// segment of format version 3 or later, where the blocks of earlier rows lie before
     /// those of later rows): what a streaming pass is done with leaves the resident set.

@@ -104,6 +104,11 @@ impl Engine {
         self.wal = wal;
         self.wal_records = 0;
         self.buffer.clear();
+        // Pages that lookups and merges touched since the last refresh leave the resident
+        // set (they stay in the page cache).
+        for s in &self.slots {
+            s.segment.release_resident();
+        }
         for path in obsolete {
             let _ = std::fs::remove_file(path);
         }
