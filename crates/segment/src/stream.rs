@@ -171,6 +171,34 @@ struct ColumnBuf<V> {
 }
 
 impl<V> ColumnBuf<V> {
+    /// The open block's rows, values and partial flag when its span ends at `rows` (or,
+    /// with `all`, when it holds any row), moving on to the next block.
+    fn take_due(&mut self, rows: u64, all: bool) -> Option<(Vec<u32>, Vec<V>, bool)> {
+        let due = if all {
+            rows > self.block * self.span
+        } else {
+            rows % self.span == 0
+        };
+        if !due {
+            return None;
+        }
+        self.block += 1;
+        Some((
+            std::mem::take(&mut self.rows),
+            std::mem::take(&mut self.values),
+            std::mem::replace(&mut self.partial, false),
+        ))
+    }
+
+    /// Records a written block and takes its buffers back, emptied, for the next one.
+    fn finish_block(&mut self, entry: DirEntry, mut rows: Vec<u32>, mut values: Vec<V>) {
+        self.entries.push(entry);
+        rows.clear();
+        values.clear();
+        self.rows = rows;
+        self.values = values;
+    }
+
     fn new(span: u64) -> Self {
         ColumnBuf {
             span,
@@ -758,23 +786,13 @@ impl<W: Write> SegmentStreamWriter<W> {
     fn flush_column_blocks(&mut self, all: bool) -> Result<()> {
         let rows = self.rows;
         for c in 0..self.metrics.len() {
-            let Some(col) = self.metrics.get_mut(c) else {
+            let Some((block_rows, values, partial)) = self
+                .metrics
+                .get_mut(c)
+                .and_then(|col| col.take_due(rows, all))
+            else {
                 continue;
             };
-            let due = if all {
-                rows > col.block * col.span
-            } else {
-                rows % col.span == 0
-            };
-            if !due {
-                continue;
-            }
-            let (block_rows, values, partial) = (
-                std::mem::take(&mut col.rows),
-                std::mem::take(&mut col.values),
-                std::mem::replace(&mut col.partial, false),
-            );
-            col.block += 1;
             let kind = self
                 .schema
                 .columns
@@ -782,33 +800,17 @@ impl<W: Write> SegmentStreamWriter<W> {
                 .map_or(MetricKind::Gauge, |i| i.kind);
             let entry = self.encode_metric_block(kind, &block_rows, &values, partial)?;
             if let Some(col) = self.metrics.get_mut(c) {
-                col.entries.push(entry);
-                // Keep the allocations for the next block.
-                let (mut r, mut v) = (block_rows, values);
-                r.clear();
-                v.clear();
-                col.rows = r;
-                col.values = v;
+                col.finish_block(entry, block_rows, values);
             }
         }
         for e in 0..self.extras.len() {
-            let Some(col) = self.extras.get_mut(e) else {
+            let Some((block_rows, values, partial)) = self
+                .extras
+                .get_mut(e)
+                .and_then(|col| col.take_due(rows, all))
+            else {
                 continue;
             };
-            let due = if all {
-                rows > col.block * col.span
-            } else {
-                rows % col.span == 0
-            };
-            if !due {
-                continue;
-            }
-            let (block_rows, values, partial) = (
-                std::mem::take(&mut col.rows),
-                std::mem::take(&mut col.values),
-                std::mem::replace(&mut col.partial, false),
-            );
-            col.block += 1;
             let kind = self
                 .schema
                 .extras
@@ -823,7 +825,7 @@ impl<W: Write> SegmentStreamWriter<W> {
                 self.write_best(&[], vec![raw])?
             };
             if let Some(col) = self.extras.get_mut(e) {
-                col.entries.push(entry);
+                col.finish_block(entry, block_rows, values);
             }
         }
         Ok(())
