@@ -460,8 +460,9 @@ type Scratch = (Vec<(u32, MetricValue)>, Vec<(u32, Extra)>);
 
 /// An exactly-once ingest engine over one directory.
 ///
-/// Writes go to a write-ahead log and to an in-memory buffer, the *live version map*
-/// (synthetic id → buffered point). [`refresh`](Self::refresh) writes the buffer as an
+/// Writes go to a write-ahead log and to an in-memory, columnar buffer whose *live
+/// version map* keys buffered points on (series ref, timestamp) — on the event id in
+/// events mode. [`refresh`](Self::refresh) writes the buffer as an
 /// immutable segment, persists changed tombstones, starts a new log and switches the
 /// manifest atomically. Every `create` and `index` runs the dedup check of the configured
 /// [`Strategy`]. The engine is single-writer: methods take `&mut self`.

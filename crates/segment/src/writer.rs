@@ -248,7 +248,9 @@ type FastHash = FoldBuildHasher;
 ///
 /// Memory use is bounded by the batch: every point is held until
 /// [`finish`](Self::finish), [`to_vec`](Self::to_vec) or [`write_file`](Self::write_file),
-/// with dimensions stored once per series.
+/// with dimensions stored once per series, then sorted and streamed out block by block
+/// (see [`write_batch`]). Rows already in (tsid, timestamp) order can go straight to a
+/// [`SegmentStreamWriter`] instead, in memory independent of the row count.
 ///
 /// ```
 /// use tidemark_segment::{Point, Segment, SegmentOptions, SegmentWriter};
