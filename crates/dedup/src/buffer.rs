@@ -57,6 +57,20 @@ impl ColumnKind {
         }
     }
 
+    pub(crate) fn of_metric_kind(k: MetricKind) -> ColumnKind {
+        match k {
+            MetricKind::Gauge => ColumnKind::Gauge,
+            MetricKind::Counter => ColumnKind::Counter,
+        }
+    }
+
+    pub(crate) fn of_extra_kind(k: ExtraKind) -> ColumnKind {
+        match k {
+            ExtraKind::Keyword => ColumnKind::Keyword,
+            ExtraKind::Bool => ColumnKind::Bool,
+        }
+    }
+
     pub(crate) fn of_metric(v: &MetricValue) -> ColumnKind {
         match v {
             MetricValue::Gauge(_) => ColumnKind::Gauge,
@@ -144,14 +158,14 @@ impl ColumnTable {
 
     pub fn kind(&self, id: ColumnId) -> Option<ColumnKind> {
         match id {
-            ColumnId::Metric(i) => self.metrics.get(i as usize).map(|(_, k)| match k {
-                MetricKind::Gauge => ColumnKind::Gauge,
-                MetricKind::Counter => ColumnKind::Counter,
-            }),
-            ColumnId::Extra(i) => self.extras.get(i as usize).map(|(_, k)| match k {
-                ExtraKind::Keyword => ColumnKind::Keyword,
-                ExtraKind::Bool => ColumnKind::Bool,
-            }),
+            ColumnId::Metric(i) => self
+                .metrics
+                .get(i as usize)
+                .map(|(_, k)| ColumnKind::of_metric_kind(*k)),
+            ColumnId::Extra(i) => self
+                .extras
+                .get(i as usize)
+                .map(|(_, k)| ColumnKind::of_extra_kind(*k)),
         }
     }
 

@@ -531,40 +531,22 @@ impl<W: Write> SegmentStreamWriter<W> {
             });
         }
         for &(c, v) in metrics {
-            match self.schema.columns.get(c as usize) {
-                Some(info) if info.kind == v.kind() => {}
-                Some(info) => {
-                    return Err(Error::MetricKindConflict {
-                        name: info.name.clone(),
-                        expected: info.kind.name(),
-                        found: v.kind().name(),
-                    });
-                }
-                None => {
-                    return Err(Error::InvalidOption {
-                        name: "row",
-                        detail: format!("metric column {c} is not in the schema"),
-                    });
-                }
-            }
+            let info = self.schema.columns.get(c as usize);
+            check_kind(
+                info.map(|i| (i.name.as_str(), i.kind.name())),
+                v.kind().name(),
+                "metric",
+                c,
+            )?;
         }
         for &(e, v) in extras {
-            match self.schema.extras.get(e as usize) {
-                Some(info) if info.kind == v.kind() => {}
-                Some(info) => {
-                    return Err(Error::MetricKindConflict {
-                        name: info.name.clone(),
-                        expected: info.kind.name(),
-                        found: v.kind().name(),
-                    });
-                }
-                None => {
-                    return Err(Error::InvalidOption {
-                        name: "row",
-                        detail: format!("extra column {e} is not in the schema"),
-                    });
-                }
-            }
+            let info = self.schema.extras.get(e as usize);
+            check_kind(
+                info.map(|i| (i.name.as_str(), i.kind.name())),
+                v.kind().name(),
+                "extra",
+                e,
+            )?;
             if let Extra::Keyword(k) = v {
                 if k.len() > MAX_EXTRA_KEYWORD_LEN {
                     return Err(Error::TooLarge {
@@ -1129,6 +1111,27 @@ fn presence_header(partial: bool, rows: &[u32], out: &mut Vec<u8>) -> Result<()>
         encode_presence(Some(&bitmap), out)
     } else {
         encode_presence(None, out)
+    }
+}
+
+/// A row's value against its schema column: `(name, kind name)` of the column, if any.
+fn check_kind(
+    column: Option<(&str, &'static str)>,
+    found: &'static str,
+    what: &str,
+    index: u32,
+) -> Result<()> {
+    match column {
+        Some((_, expected)) if expected == found => Ok(()),
+        Some((name, expected)) => Err(Error::MetricKindConflict {
+            name: name.to_owned(),
+            expected,
+            found,
+        }),
+        None => Err(Error::InvalidOption {
+            name: "row",
+            detail: format!("{what} column {index} is not in the schema"),
+        }),
     }
 }
 

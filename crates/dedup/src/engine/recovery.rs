@@ -94,20 +94,13 @@ impl Engine {
                 .segment
                 .columns()
                 .iter()
-                .map(|c| {
-                    let kind = match c.kind {
-                        tidemark_segment::MetricKind::Gauge => ColumnKind::Gauge,
-                        tidemark_segment::MetricKind::Counter => ColumnKind::Counter,
-                    };
-                    (c.name.as_str(), kind)
-                })
-                .chain(slot.segment.extra_columns().iter().map(|e| {
-                    let kind = match e.kind {
-                        tidemark_segment::ExtraKind::Keyword => ColumnKind::Keyword,
-                        tidemark_segment::ExtraKind::Bool => ColumnKind::Bool,
-                    };
-                    (e.name.as_str(), kind)
-                }));
+                .map(|c| (c.name.as_str(), ColumnKind::of_metric_kind(c.kind)))
+                .chain(
+                    slot.segment
+                        .extra_columns()
+                        .iter()
+                        .map(|e| (e.name.as_str(), ColumnKind::of_extra_kind(e.kind))),
+                );
             for (name, kind) in kinds {
                 if engine.columns.get(name).is_none() {
                     engine.columns.insert(name, kind);

@@ -274,6 +274,10 @@ fn a_full_write_queue_is_429() {
     let mut slow = std::net::TcpStream::connect(&s.addr).unwrap();
     write!(slow, "POST /k8s/_bulk HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 100000\r\n\r\n{{\"create\":{{}}}}\n").unwrap();
     slow.flush().unwrap();
+    // Let the stalled request take the slot before the probes start: a probe that won the
+    // race held the slot itself, got the stalled request refused, and then no probe saw a
+    // 429 (seen once in a full-workspace test run).
+    std::thread::sleep(std::time::Duration::from_millis(500));
     let body = k8s_bulk(5, 5, 1_764_460_800_000, None);
     // Bounded: the stalled request reaches its handler within seconds even on a loaded
     // machine running the other tests' servers.
