@@ -8,6 +8,7 @@ use crate::error::{Error, Place, Result};
 use crate::format::Footer;
 use crate::le::Reader;
 use crate::point::{Dim, ExtraKind, MetricKind};
+use crate::slots::TimeSlots;
 use crate::writer::{STATE_FULL, STATE_PARTIAL, TAG_BOOL, TAG_INT, TAG_IP, TAG_KEYWORD, TAG_UINT};
 
 /// A metric column: its name and kind.
@@ -59,9 +60,23 @@ pub struct Series {
     pub max_ts: i64,
     /// Metric columns the series has (by column number), absent ones omitted.
     pub columns: Vec<(u32, Presence)>,
+    /// Which timestamps of [`min_ts`](Self::min_ts)..=[`max_ts`](Self::max_ts) the
+    /// segment holds, for a series whose range has holes (format version 4; see
+    /// [`TimeSlots`]).
+    pub slots: Option<TimeSlots>,
 }
 
 impl Series {
+    /// Whether the segment may hold a row of this series at `ts`: inside its range and,
+    /// where it has a slot map, in an occupied slot. `false` is certain.
+    pub fn may_hold(&self, ts: i64) -> bool {
+        (self.min_ts..=self.max_ts).contains(&ts)
+            && self
+                .slots
+                .as_ref()
+                .is_none_or(|m| m.may_hold(self.min_ts, ts))
+    }
+
     /// How the series holds metric column `column`, `None` when it never has it.
     pub fn presence(&self, column: u32) -> Option<Presence> {
         self.columns
@@ -208,6 +223,7 @@ pub(crate) fn parse_series(
             min_ts: 0,
             max_ts: 0,
             columns: Vec::new(),
+            slots: None,
         });
     }
     let mut next_row = 0u64;
@@ -317,6 +333,21 @@ pub(crate) fn parse_series(
                 b => return Err(Error::corrupt(place, format!("presence state {b}"))),
             };
             s.columns.push((c, p));
+        }
+    }
+    if footer.version >= 4 {
+        let maps = r.count("time slot maps", n as u64)?;
+        let mut next = 0u64;
+        for i in 0..maps {
+            let delta = r.varint()?;
+            let index = next
+                .checked_add(delta)
+                .filter(|&v| v < n as u64 && (i == 0 || delta > 0))
+                .ok_or_else(|| Error::corrupt(place, format!("time slots of series {delta}")))?;
+            next = index;
+            if let Some(s) = out.get_mut(index as usize) {
+                s.slots = Some(TimeSlots::decode(&mut r, s.min_ts, s.max_ts, s.row_count)?);
+            }
         }
     }
     if !r.is_empty() {
