@@ -392,7 +392,11 @@ fn a_range_widened_by_an_early_retry_sends_no_point_to_verification() {
         assert_eq!(s1.slot_negatives - s0.slot_negatives, 30, "{strategy:?}");
         assert_eq!(s1.true_duplicates - s0.true_duplicates, 1, "{strategy:?}");
         let vain = s1.false_positives - s0.false_positives;
-        let expected_vain = if strategy == Strategy::SeriesRange { 1 } else { 0 };
+        let expected_vain = if strategy == Strategy::SeriesRange {
+            1
+        } else {
+            0
+        };
         assert!(vain <= expected_vain, "{strategy:?}: {vain}");
         e.refresh().unwrap();
         e.merge_all().unwrap();

@@ -38,5 +38,6 @@ pub use stream::{SegmentStreamWriter, StreamSchema, span_shift};
 pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
 pub use v1::{ColumnInfo, ExtraInfo, Presence, Series};
 pub use writer::{
-    FoldBuildHasher, FoldHasher, RowBatch, SegmentMeta, SegmentOptions, SegmentWriter, write_batch,
+    FoldBuildHasher, FoldHasher, RowBatch, SegmentMeta, SegmentOptions, SegmentWriter,
+    is_zstd_level, write_batch,
 };

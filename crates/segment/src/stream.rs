@@ -542,22 +542,30 @@ impl<W: Write> SegmentStreamWriter<W> {
             });
         }
         for &(c, v) in metrics {
-            let info = self.schema.columns.get(c as usize);
-            check_kind(
-                info.map(|i| (i.name.as_str(), i.kind.name())),
-                v.kind().name(),
-                "metric",
-                c,
-            )?;
+            match self.schema.columns.get(c as usize) {
+                Some(i) if i.kind == v.kind() => {}
+                info => {
+                    return Err(kind_error(
+                        info.map(|i| (i.name.as_str(), i.kind.name())),
+                        v.kind().name(),
+                        "metric",
+                        c,
+                    ));
+                }
+            }
         }
         for &(e, v) in extras {
-            let info = self.schema.extras.get(e as usize);
-            check_kind(
-                info.map(|i| (i.name.as_str(), i.kind.name())),
-                v.kind().name(),
-                "extra",
-                e,
-            )?;
+            match self.schema.extras.get(e as usize) {
+                Some(i) if i.kind == v.kind() => {}
+                info => {
+                    return Err(kind_error(
+                        info.map(|i| (i.name.as_str(), i.kind.name())),
+                        v.kind().name(),
+                        "extra",
+                        e,
+                    ));
+                }
+            }
             if let Extra::Keyword(k) = v {
                 if k.len() > MAX_EXTRA_KEYWORD_LEN {
                     return Err(Error::TooLarge {
@@ -1153,24 +1161,24 @@ fn presence_header(partial: bool, rows: &[u32], out: &mut Vec<u8>) -> Result<()>
     }
 }
 
-/// A row's value against its schema column: `(name, kind name)` of the column, if any.
-fn check_kind(
+/// The error of a row's value that its schema column (`(name, kind name)`, if any) does
+/// not take.
+fn kind_error(
     column: Option<(&str, &'static str)>,
     found: &'static str,
     what: &str,
     index: u32,
-) -> Result<()> {
+) -> Error {
     match column {
-        Some((_, expected)) if expected == found => Ok(()),
-        Some((name, expected)) => Err(Error::MetricKindConflict {
+        Some((name, expected)) => Error::MetricKindConflict {
             name: name.to_owned(),
             expected,
             found,
-        }),
-        None => Err(Error::InvalidOption {
+        },
+        None => Error::InvalidOption {
             name: "row",
             detail: format!("{what} column {index} is not in the schema"),
-        }),
+        },
     }
 }
 
