@@ -157,7 +157,7 @@ struct SeriesOut {
     /// Values seen per declared column.
     counts: Vec<u64>,
     /// The series' time slot map, built when its last row is in.
-    slots: Option<TimeSlots>,
+    slots: Option<Box<TimeSlots>>,
 }
 
 /// The open block of one metric or extra column.
@@ -1026,7 +1026,7 @@ impl<W: Write> SegmentStreamWriter<W> {
     fn close_series_slots(&mut self) {
         if let Some(s) = self.series.last_mut() {
             if !self.series_ts_overflow {
-                s.slots = TimeSlots::build(&self.series_ts);
+                s.slots = TimeSlots::build(&self.series_ts).map(Box::new);
             }
         }
         self.series_ts.clear();

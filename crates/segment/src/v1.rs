@@ -63,7 +63,7 @@ pub struct Series {
     /// Which timestamps of [`min_ts`](Self::min_ts)..=[`max_ts`](Self::max_ts) the
     /// segment holds, for a series whose range has holes (format version 4; see
     /// [`TimeSlots`]).
-    pub slots: Option<TimeSlots>,
+    pub slots: Option<Box<TimeSlots>>,
 }
 
 impl Series {
@@ -346,7 +346,12 @@ pub(crate) fn parse_series(
                 .ok_or_else(|| Error::corrupt(place, format!("time slots of series {delta}")))?;
             next = index;
             if let Some(s) = out.get_mut(index as usize) {
-                s.slots = Some(TimeSlots::decode(&mut r, s.min_ts, s.max_ts, s.row_count)?);
+                s.slots = Some(Box::new(TimeSlots::decode(
+                    &mut r,
+                    s.min_ts,
+                    s.max_ts,
+                    s.row_count,
+                )?));
             }
         }
     }
