@@ -1,6 +1,7 @@
 //! Decoding of the version-1 meta section and series table.
 
 use std::net::Ipv6Addr;
+use std::sync::Arc;
 
 use tidemark_tsid::{TSID_LEN, Tsid};
 
@@ -34,8 +35,11 @@ pub struct ExtraInfo {
     pub span_shift: u8,
 }
 
+/// A presence list shared by the series of a segment that have it.
+type SharedPresence = Arc<[(u32, Presence)]>;
+
 /// How a series holds one metric column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Presence {
     /// Every row of the series has a value.
     Full,
@@ -58,8 +62,9 @@ pub struct Series {
     pub min_ts: i64,
     /// Largest timestamp.
     pub max_ts: i64,
-    /// Metric columns the series has (by column number), absent ones omitted.
-    pub columns: Vec<(u32, Presence)>,
+    /// Metric columns the series has (by column number), absent ones omitted; shared by
+    /// the series of a segment that have the same list.
+    pub columns: Arc<[(u32, Presence)]>,
     /// Which timestamps of [`min_ts`](Self::min_ts)..=[`max_ts`](Self::max_ts) the
     /// segment holds, for a series whose range has holes (format version 4; see
     /// [`TimeSlots`]).
@@ -222,7 +227,7 @@ pub(crate) fn parse_series(
             row_count: 0,
             min_ts: 0,
             max_ts: 0,
-            columns: Vec::new(),
+            columns: Arc::from(Vec::new()),
             slots: None,
         });
     }
@@ -317,9 +322,14 @@ pub(crate) fn parse_series(
         s.dims = interner.intern(s.tsid, dims);
     }
     let ncols = (meta.columns.len() + meta.extras.len()) as u64;
+    // Series of one kind share one presence list: kept once per segment.
+    let mut lists: std::collections::HashMap<Vec<(u32, Presence)>, SharedPresence> =
+        std::collections::HashMap::new();
+    let mut list: Vec<(u32, Presence)> = Vec::new();
     for s in &mut out {
         let count = r.count("presence entries", ncols)?;
         let mut prev: Option<u32> = None;
+        list.clear();
         for _ in 0..count {
             let c = r.varint()?;
             let c = u32::try_from(c)
@@ -332,8 +342,16 @@ pub(crate) fn parse_series(
                 STATE_PARTIAL => Presence::Partial,
                 b => return Err(Error::corrupt(place, format!("presence state {b}"))),
             };
-            s.columns.push((c, p));
+            list.push((c, p));
         }
+        s.columns = match lists.get(&list) {
+            Some(shared) => Arc::clone(shared),
+            None => {
+                let shared: Arc<[(u32, Presence)]> = Arc::from(list.as_slice());
+                lists.insert(list.clone(), Arc::clone(&shared));
+                shared
+            }
+        };
     }
     if footer.version >= 4 {
         let maps = r.count("time slot maps", n as u64)?;
