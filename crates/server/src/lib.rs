@@ -7,8 +7,10 @@ mod auth;
 mod config;
 mod error;
 pub mod http;
+mod metrics;
 pub mod protocol;
 mod registry;
+pub mod remote_write;
 pub mod search;
 mod server;
 

@@ -1,0 +1,253 @@
+//! The metrics protocols over a real socket: remote write into a label-keyed index,
+//! exactly once, queried through the Elasticsearch API; bad input refused with nothing
+//! stored.
+
+use serde_json::{Value, json};
+use tidemark_server::remote_write::{self, Label, Sample, TimeSeries, WriteRequest};
+
+use crate::support::{TestServer, send, send_raw};
+
+const T0: i64 = 1_764_460_800_000;
+
+fn series(name: &str, job: &str, samples: &[(i64, f64)]) -> TimeSeries {
+    TimeSeries {
+        labels: vec![
+            Label {
+                name: "__name__".into(),
+                value: name.into(),
+            },
+            Label {
+                name: "job".into(),
+                value: job.into(),
+            },
+        ],
+        samples: samples
+            .iter()
+            .map(|&(timestamp, value)| Sample { value, timestamp })
+            .collect(),
+        ..TimeSeries::default()
+    }
+}
+
+pub fn rw_headers() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("content-type", "application/x-protobuf"),
+        ("content-encoding", "snappy"),
+        ("x-prometheus-remote-write-version", "0.1.0"),
+    ]
+}
+
+/// POSTs a remote-write body; returns the status, the created and duplicate counts, the body.
+fn write(s: &TestServer, path: &str, body: &[u8]) -> (u16, u64, u64, String) {
+    let agent = ureq::AgentBuilder::new().build();
+    let mut req = agent.post(&s.url(path));
+    for (k, v) in rw_headers() {
+        req = req.set(k, v);
+    }
+    let resp = match req.send_bytes(body) {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{e}"),
+    };
+    let n = |h: &str| resp.header(h).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let (created, dup) = (
+        n("x-tidemark-samples-created"),
+        n("x-tidemark-samples-duplicate"),
+    );
+    (resp.status(), created, dup, resp.into_string().unwrap())
+}
+
+fn count(s: &TestServer, index: &str, query: Value) -> u64 {
+    let (status, v) = s.post_json(&format!("/{index}/_count"), &json!({ "query": query }));
+    assert_eq!(status, 200, "{v}");
+    v["count"].as_u64().unwrap()
+}
+
+#[test]
+fn remote_write_stores_every_sample_once_and_is_searchable() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    let stale = f64::from_bits(0x7ff0_0000_0000_0002);
+    let req = WriteRequest {
+        timeseries: vec![
+            series(
+                "up",
+                "a",
+                &[(T0, 1.0), (T0 + 1000, 1.0), (T0 + 2000, stale)],
+            ),
+            series("up", "b", &[(T0, 0.0)]),
+            series("http_requests_total", "a", &[(T0, 10.0), (T0 + 1000, 12.5)]),
+        ],
+        ..WriteRequest::default()
+    };
+    let body = remote_write::encode(&req);
+    assert_eq!(
+        write(&s, "/api/v1/write", &body),
+        (204, 6, 0, String::new())
+    );
+    // A retry (Prometheus resends after a timeout): 204 again, every sample a duplicate.
+    assert_eq!(
+        write(&s, "/api/v1/write", &body),
+        (204, 0, 6, String::new())
+    );
+    // The same (series, timestamp) with another value: the first value is kept.
+    let changed = remote_write::encode(&WriteRequest {
+        timeseries: vec![series("up", "b", &[(T0, 5.0)])],
+        ..WriteRequest::default()
+    });
+    assert_eq!(
+        write(&s, "/api/v1/write", &changed),
+        (204, 0, 1, String::new())
+    );
+
+    assert_eq!(count(&s, "metrics", json!({"match_all": {}})), 6);
+    assert_eq!(count(&s, "metrics", json!({"term": {"__name__": "up"}})), 4);
+    assert_eq!(
+        count(
+            &s,
+            "metrics",
+            json!({"bool": {"filter": [{"term": {"job": "a"}}, {"term": {"__name__": "up"}}]}})
+        ),
+        3
+    );
+    let (status, v) = s.post_json(
+        "/metrics/_search",
+        &json!({"size": 0, "query": {"term": {"job": "b"}},
+                "aggs": {"names": {"terms": {"field": "__name__"},
+                                   "aggs": {"v": {"max": {"field": "value"}}}}}}),
+    );
+    assert_eq!(status, 200, "{v}");
+    let b = &v["aggregations"]["names"]["buckets"][0];
+    assert_eq!(b["key"], "up");
+    assert_eq!(b["v"]["value"], 0.0, "the first value was kept: {v}");
+    let (status, v) = s.post_json(
+        "/metrics/_search",
+        &json!({"size": 10, "query": {"term": {"__name__": "http_requests_total"}}, "sort": [{"@timestamp": "asc"}]}),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(v["hits"]["hits"][1]["_source"]["value"], 12.5);
+    assert_eq!(v["hits"]["hits"][1]["_source"]["job"], "a");
+
+    // Per tenant: the header names another label-keyed index.
+    let agent = ureq::AgentBuilder::new().build();
+    let mut r = agent.post(&s.url("/api/v1/write"));
+    for (k, v) in rw_headers() {
+        r = r.set(k, v);
+    }
+    let resp = r
+        .set("x-tidemark-index", "tenant-a")
+        .send_bytes(&body)
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+    assert_eq!(count(&s, "tenant-a", json!({"match_all": {}})), 6);
+}
+
+#[test]
+fn remote_write_refuses_bad_input_storing_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &["--max-content-length", "1000000"]);
+    let good = remote_write::encode(&WriteRequest {
+        timeseries: vec![series("up", "a", &[(T0, 1.0)])],
+        ..WriteRequest::default()
+    });
+    assert_eq!(write(&s, "/api/v1/write", &good).0, 204);
+
+    let raw = prost::Message::encode_to_vec(&WriteRequest {
+        timeseries: vec![series("up", "z", &[(T0, 1.0)])],
+        ..WriteRequest::default()
+    });
+    let mut bad_utf8 = raw.clone();
+    let at = bad_utf8.windows(2).position(|w| w == b"up").unwrap();
+    bad_utf8[at] = 0xff;
+    let snappy = |b: &[u8]| snap::raw::Encoder::new().compress_vec(b).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    // A valid series and a bad one in one request: the request is refused whole.
+    let mixed = |bad: TimeSeries| {
+        remote_write::encode(&WriteRequest {
+            timeseries: vec![series("up", "new", &[(T0, 1.0)]), bad],
+            ..WriteRequest::default()
+        })
+    };
+    let mut bad_label = series("up", "x", &[(T0, 1.0)]);
+    bad_label.labels[1].name = "bad-label".into();
+    let mut no_name = series("up", "x", &[(T0, 1.0)]);
+    no_name.labels.remove(0);
+    // A protobuf of another message: a `_bulk`-like JSON would be caught by snappy; this
+    // is an OTLP-shaped message (field 1 holding a message whose field 1 is a message).
+    let other = snappy(&[0x0a, 0x06, 0x0a, 0x04, 0x0a, 0x02, 0x08, 0x01]);
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "truncated snappy",
+            good[..good.len() - 3].to_vec(),
+            "snappy",
+        ),
+        ("not snappy", raw.clone(), "snappy"),
+        ("another message", other, "__name__"),
+        ("invalid UTF-8", snappy(&bad_utf8), "UTF-8"),
+        ("bad label name", mixed(bad_label), "bad-label"),
+        ("no metric name", mixed(no_name), "__name__"),
+        (
+            "far future",
+            mixed(series("up", "f", &[(now + 86_400_000, 1.0)])),
+            "ahead of the server's clock",
+        ),
+    ];
+    for (what, body, needle) in cases {
+        let (status, _, _, text) = write(&s, "/api/v1/write", &body);
+        assert_eq!(status, 400, "{what}: {text}");
+        assert!(text.contains(needle), "{what}: {text} lacks {needle}");
+    }
+    // Remote write 2.0 is refused as the specification asks.
+    let (status, _, text) = send_raw(
+        "POST",
+        &s.url("/api/v1/write"),
+        Some(&good),
+        &[
+            (
+                "content-type",
+                "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+            ),
+            ("content-encoding", "snappy"),
+            ("x-prometheus-remote-write-version", "2.0.0"),
+        ],
+    );
+    assert_eq!(status, 415, "{text}");
+    // A body over the limit, and a small body claiming a huge decompressed size.
+    let (status, _, _, _) = write(&s, "/api/v1/write", &vec![0u8; 2_000_000]);
+    assert_eq!(status, 413);
+    let (status, _, _, text) = write(&s, "/api/v1/write", &[0xff, 0xff, 0xff, 0x7f, 0x00]);
+    assert_eq!(status, 413, "{text}");
+    // NaN and ±Inf are valid Prometheus values.
+    let special = remote_write::encode(&WriteRequest {
+        timeseries: vec![series(
+            "special",
+            "a",
+            &[
+                (T0, f64::NAN),
+                (T0 + 1, f64::INFINITY),
+                (T0 + 2, f64::NEG_INFINITY),
+            ],
+        )],
+        ..WriteRequest::default()
+    });
+    assert_eq!(write(&s, "/api/v1/write", &special).0, 204);
+    // Nothing of the refused requests was stored; the server still answers.
+    assert_eq!(count(&s, "metrics", json!({"match_all": {}})), 4);
+    assert_eq!(send("GET", &s.url("/"), None, &[]).0, 200);
+
+    // An index with a declared mapping does not take labelled samples.
+    assert_eq!(
+        s.put_json(
+            "/mapped",
+            &json!({"mappings": {"properties": {"h": {"type": "keyword", "time_series_dimension": true}}}})
+        )
+        .0,
+        200
+    );
+    let (status, _, _, text) = write(&s, "/api/v1/write?index=mapped", &good);
+    assert_eq!(status, 400);
+    assert!(text.contains("label-keyed"), "{text}");
+}
