@@ -7,6 +7,7 @@ mod auth;
 mod config;
 mod error;
 pub mod http;
+pub mod line_protocol;
 mod metrics;
 pub mod protocol;
 mod registry;

@@ -1,4 +1,5 @@
-//! The metrics protocols' routes: Prometheus remote write (`POST /api/v1/write`), and
+//! The metrics protocols' routes: Prometheus remote write (`POST /api/v1/write`), Influx
+//! line protocol (`POST /write`, `POST /api/v2/write`, `GET /ping`, `GET /health`), and
 //! what they share: choosing the label-keyed index, checking samples, writing them
 //! through the index's writer (group-committed, fsynced before the answer) and counting
 //! what happened.
@@ -12,13 +13,14 @@ use axum::body::Body;
 use axum::extract::{Extension, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use axum::routing::post;
+use axum::routing::{get, post};
 use tidemark::{Action, ItemStatus, LabelPoints, ParsedDoc, PreparedItem, SampleValue};
 
 use crate::api::{AppState, admit, blocking};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::http::{self, params};
+use crate::line_protocol::{self, FieldValue, Precision};
 use crate::remote_write;
 
 type St = State<Arc<AppState>>;
@@ -29,7 +31,12 @@ pub const INDEX_HEADER: &str = "x-tidemark-index";
 
 /// The routes of the metrics protocols.
 pub(crate) fn routes() -> Router<Arc<AppState>> {
-    Router::new().route("/api/v1/write", post(remote_write))
+    Router::new()
+        .route("/api/v1/write", post(remote_write))
+        .route("/write", post(influx_v1))
+        .route("/api/v2/write", post(influx_v2))
+        .route("/ping", get(ping).head(ping))
+        .route("/health", get(influx_health))
 }
 
 /// What a write of samples did.
@@ -283,4 +290,217 @@ async fn remote_write(
         return Err(rejected(&tally));
     }
     Ok(no_content(&tally))
+}
+
+/// The InfluxDB version `GET /ping` answers (clients only log it).
+const INFLUX_VERSION: &str = "1.8.10";
+
+/// `GET /ping`, `HEAD /ping`: `204` with `X-Influxdb-Version`, as InfluxDB answers.
+async fn ping() -> Response {
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    let h = resp.headers_mut();
+    h.insert(
+        "x-influxdb-version",
+        HeaderValue::from_static(INFLUX_VERSION),
+    );
+    h.insert("x-influxdb-build", HeaderValue::from_static("OSS"));
+    resp
+}
+
+/// `GET /health`: InfluxDB's health answer.
+async fn influx_health() -> Response {
+    http::json(
+        200,
+        &serde_json::json!({"name": "influxdb", "message": "ready for queries and writes",
+                            "status": "pass", "checks": [], "version": INFLUX_VERSION}),
+    )
+}
+
+/// An error in the InfluxDB API's shape: v1 `{"error": ..}`, v2 `{"code", "message"}`.
+fn influx_error(status: u16, message: &str, v1: bool) -> Response {
+    let code = match status {
+        401 => "unauthorized",
+        403 => "forbidden",
+        404 => "not found",
+        413 => "request too large",
+        429 => "too many requests",
+        s if s >= 500 => "internal error",
+        _ => "invalid",
+    };
+    let body = if v1 {
+        serde_json::json!({ "error": message })
+    } else {
+        serde_json::json!({ "code": code, "message": message })
+    };
+    let mut resp = http::json(status, &body);
+    if v1 {
+        resp.headers_mut().insert(
+            "x-influxdb-error",
+            HeaderValue::from_str(message).unwrap_or(HeaderValue::from_static("error")),
+        );
+    }
+    resp
+}
+
+fn influx_from(e: &Error, v1: bool) -> Response {
+    influx_error(e.status_and_kind().0, &e.reason(), v1)
+}
+
+/// `POST /write?db=..&precision=..&rp=..` (InfluxDB 1.x): the database is the index.
+async fn influx_v1(
+    State(st): St,
+    p: Who,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let params = params(q.as_deref());
+    let Some(db) = params.get("db").filter(|d| !d.is_empty()) else {
+        return influx_error(400, "database is required", true);
+    };
+    let Some(precision) =
+        Precision::parse(params.get("precision").map_or("", String::as_str), true)
+    else {
+        return influx_error(
+            400,
+            "invalid precision: expected ns, u, ms, s, m or h",
+            true,
+        );
+    };
+    let who = http::principal(p.as_ref().map(|e| &e.0));
+    influx_write(st, who, db.clone(), precision, headers, body, true).await
+}
+
+/// `POST /api/v2/write?org=..&bucket=..&precision=..` (InfluxDB 2.x): the bucket is the
+/// index; `org` is accepted and not used.
+async fn influx_v2(
+    State(st): St,
+    p: Who,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let params = params(q.as_deref());
+    let Some(bucket) = params.get("bucket").filter(|d| !d.is_empty()) else {
+        return influx_error(400, "bucket is required", false);
+    };
+    let Some(precision) =
+        Precision::parse(params.get("precision").map_or("", String::as_str), false)
+    else {
+        return influx_error(400, "invalid precision: expected ns, us, ms or s", false);
+    };
+    let who = http::principal(p.as_ref().map(|e| &e.0));
+    influx_write(st, who, bucket.clone(), precision, headers, body, false).await
+}
+
+/// The first bad line of a line-protocol body, and how many there were.
+#[derive(Debug, Default)]
+struct BadLines {
+    count: u64,
+    first: Option<String>,
+}
+
+/// Line protocol into `batch`: one sample per field, named `measurement_field`, the
+/// tags as labels. A bad line is skipped whole (none of its fields stored) and counted.
+fn influx_lines(body: &[u8], precision: Precision, batch: &mut Batch) -> BadLines {
+    let mut bad = BadLines::default();
+    for (n, raw) in line_protocol::lines(body) {
+        let mark = batch.items.len();
+        let outcome = line_protocol::parse_line(raw).and_then(|line| {
+            let ts = match line.timestamp {
+                Some(t) => precision
+                    .to_millis(t)
+                    .ok_or_else(|| format!("timestamp {t} is out of range"))?,
+                None => batch.now_ms,
+            };
+            for (field, value) in &line.fields {
+                let name = format!("{}_{}", line.measurement, field);
+                let mut labels: Vec<(&str, &str)> = Vec::with_capacity(line.tags.len() + 1);
+                labels.push((tidemark::METRIC_NAME_LABEL, name.as_str()));
+                labels.extend(line.tags.iter().map(|(k, v)| (k.as_ref(), v.as_ref())));
+                let value = match value {
+                    FieldValue::Float(v) => SampleValue::F64(*v),
+                    FieldValue::Int(v) => SampleValue::I64(*v),
+                    FieldValue::UInt(v) => SampleValue::I64(i64::try_from(*v).map_err(|_| {
+                        format!("unsigned value {v} of field {field:?} is above the 2^63-1 Tidemark stores exactly")
+                    })?),
+                    FieldValue::Bool(b) => SampleValue::Bool(*b),
+                    FieldValue::Str(s) => SampleValue::Str(s.clone()),
+                };
+                batch
+                    .push(&labels, ts, value, &|| format!("field {field:?}"))
+                    .map_err(|e| e.reason())?;
+            }
+            Ok(())
+        });
+        if let Err(reason) = outcome {
+            batch.items.truncate(mark);
+            bad.count += 1;
+            if bad.first.is_none() {
+                let text = String::from_utf8_lossy(raw);
+                let shown: String = text.chars().take(200).collect();
+                bad.first = Some(format!("unable to parse '{shown}' (line {n}): {reason}"));
+            }
+        }
+    }
+    bad
+}
+
+async fn influx_write(
+    st: Arc<AppState>,
+    who: Principal,
+    index: String,
+    precision: Precision,
+    headers: HeaderMap,
+    body: Body,
+    v1: bool,
+) -> Response {
+    let _permit = match admit(&st) {
+        Ok(p) => p,
+        Err(e) => return influx_from(&e, v1),
+    };
+    if let Err(e) = who
+        .check(&index)
+        .and_then(|()| crate::protocol::check_index_name(&index))
+    {
+        return influx_from(&e, v1);
+    }
+    let bytes = match http::read_body(&st, &headers, body).await {
+        Ok(b) => b,
+        Err(e) => return influx_from(&e, v1),
+    };
+    let st2 = Arc::clone(&st);
+    let parsed = blocking(move || {
+        let mut batch = Batch::new(&st2.config)?;
+        let bad = influx_lines(&bytes, precision, &mut batch);
+        Ok((batch.items, bad))
+    })
+    .await;
+    let (items, bad) = match parsed {
+        Ok(p) => p,
+        Err(e) => return influx_from(&e, v1),
+    };
+    let tally = match store(&st, &who, index, items).await {
+        Ok(t) => t,
+        Err(e) => return influx_from(&e, v1),
+    };
+    let mut resp = if let Some(first) = &bad.first {
+        influx_error(
+            400,
+            &format!(
+                "partial write: {first}; {} bad lines dropped, the other lines' {} points stored ({} duplicates)",
+                bad.count,
+                tally.created + tally.replaced,
+                tally.duplicates
+            ),
+            v1,
+        )
+    } else if tally.rejected > 0 {
+        influx_from(&rejected(&tally), v1)
+    } else {
+        no_content(&tally)
+    };
+    tally_headers(&mut resp, &tally);
+    resp
 }

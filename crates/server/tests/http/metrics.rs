@@ -251,3 +251,145 @@ fn remote_write_refuses_bad_input_storing_nothing() {
     assert_eq!(status, 400);
     assert!(text.contains("label-keyed"), "{text}");
 }
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn line_protocol_v1_and_v2_exactly_once_bad_lines_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    let (status, _, _) = send_raw("GET", &s.url("/ping"), None, &[]);
+    assert_eq!(status, 204);
+    assert_eq!(s.get("/health").1["status"], "pass");
+    let body = "# a comment\n\
+        cpu,host=a,region=eu usage=1.5,n=3i,up=t,state=\"ok\" 1764460800000000000\n\
+        cpu,host=b usage=2 1764460800000000000\n\
+        \n\
+        mem,host=a used=7u 1764460801000000000\n";
+    let (status, _, text) = send_raw(
+        "POST",
+        &s.url("/write?db=telegraf&precision=ns&rp=autogen"),
+        Some(body.as_bytes()),
+        &[],
+    );
+    assert_eq!(status, 204, "{text}");
+    // Sent again (gzip this time): stored once.
+    let (status, _, _) = send_raw(
+        "POST",
+        &s.url("/write?db=telegraf"),
+        Some(&gzip(body.as_bytes())),
+        &[("content-encoding", "gzip")],
+    );
+    assert_eq!(status, 204);
+    assert_eq!(count(&s, "telegraf", json!({"match_all": {}})), 6);
+    assert_eq!(
+        count(&s, "telegraf", json!({"term": {"__name__": "cpu_usage"}})),
+        2
+    );
+    let (_, v) = s.post_json(
+        "/telegraf/_search",
+        &json!({"query": {"bool": {"filter": [{"term": {"host": "a"}}, {"term": {"region": "eu"}}]}}, "size": 10}),
+    );
+    let names: std::collections::BTreeMap<String, Value> = v["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["_source"]["__name__"].as_str().unwrap().to_owned(),
+                h["_source"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(names["cpu_usage"]["value"], 1.5);
+    assert_eq!(names["cpu_n"]["value_long"], 3);
+    assert_eq!(names["cpu_up"]["value_bool"], true);
+    assert_eq!(names["cpu_state"]["value_keyword"], "ok");
+
+    // v2, seconds precision; a bad line in the middle: 400 naming it, the others stored.
+    let body = "disk,host=a free=1 1764460800\ndisk,host=b free=abc 1764460800\ndisk,host=c free=3 1764460800\n";
+    let (status, _, text) = send_raw(
+        "POST",
+        &s.url("/api/v2/write?org=o&bucket=b2&precision=s"),
+        Some(body.as_bytes()),
+        &[],
+    );
+    assert_eq!(status, 400);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["code"], "invalid");
+    let msg = v["message"].as_str().unwrap();
+    assert!(
+        msg.contains("line 2") && msg.contains("free=abc") && msg.contains("invalid number"),
+        "{msg}"
+    );
+    assert_eq!(count(&s, "b2", json!({"match_all": {}})), 2);
+    let (_, v) = s.post_json("/b2/_search", &json!({"size": 1}));
+    assert_eq!(
+        v["hits"]["hits"][0]["_source"]["@timestamp"],
+        "2025-11-30T00:00:00.000Z"
+    );
+
+    // Bad input everywhere: no db, bad precision, invalid UTF-8, NaN, far future,
+    // broken gzip; each a 400 naming the problem, nothing stored.
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let future = format!("x v=1 {}\n", now_ns + 86_400_000_000_000);
+    type Case<'a> = (&'a str, Vec<u8>, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case<'_>> = vec![
+        ("/write", b"x v=1".to_vec(), vec![], "database is required"),
+        (
+            "/write?db=bad&precision=y",
+            b"x v=1".to_vec(),
+            vec![],
+            "precision",
+        ),
+        ("/write?db=bad", b"x,h=\xff v=1".to_vec(), vec![], "UTF-8"),
+        (
+            "/write?db=bad",
+            b"x v=NaN".to_vec(),
+            vec![],
+            "invalid number",
+        ),
+        (
+            "/write?db=bad",
+            b"x v=-Inf".to_vec(),
+            vec![],
+            "invalid number",
+        ),
+        (
+            "/write?db=bad",
+            future.into_bytes(),
+            vec![],
+            "ahead of the server's clock",
+        ),
+        (
+            "/write?db=bad",
+            b"x,value=a v=1".to_vec(),
+            vec![],
+            "reserved",
+        ),
+        (
+            "/write?db=bad",
+            b"not gzip".to_vec(),
+            vec![("content-encoding", "gzip")],
+            "gzip",
+        ),
+    ];
+    for (path, body, headers, needle) in cases {
+        let (status, _, text) = send_raw("POST", &s.url(path), Some(&body), &headers);
+        assert_eq!(status, 400, "{path}: {text}");
+        assert!(text.contains(needle), "{path}: {text} lacks {needle}");
+    }
+    assert_eq!(
+        s.get("/bad/_count").0,
+        404,
+        "nothing stored, not even an index"
+    );
+}
