@@ -9,6 +9,7 @@ mod error;
 pub mod http;
 pub mod line_protocol;
 mod metrics;
+pub mod otlp;
 pub mod protocol;
 mod registry;
 pub mod remote_write;

@@ -1,6 +1,6 @@
 //! The metrics protocols' routes: Prometheus remote write (`POST /api/v1/write`), Influx
-//! line protocol (`POST /write`, `POST /api/v2/write`, `GET /ping`, `GET /health`), and
-//! what they share: choosing the label-keyed index, checking samples, writing them
+//! line protocol (`POST /write`, `POST /api/v2/write`, `GET /ping`, `GET /health`),
+//! OTLP/HTTP metrics (`POST /v1/metrics`, protobuf and JSON), and what they share: choosing the label-keyed index, checking samples, writing them
 //! through the index's writer (group-committed, fsynced before the answer) and counting
 //! what happened.
 
@@ -21,6 +21,7 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::http::{self, params};
 use crate::line_protocol::{self, FieldValue, Precision};
+use crate::otlp;
 use crate::remote_write;
 
 type St = State<Arc<AppState>>;
@@ -37,6 +38,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/api/v2/write", post(influx_v2))
         .route("/ping", get(ping).head(ping))
         .route("/health", get(influx_health))
+        .route("/v1/metrics", post(otlp_metrics))
 }
 
 /// What a write of samples did.
@@ -501,6 +503,171 @@ async fn influx_write(
     } else {
         no_content(&tally)
     };
+    tally_headers(&mut resp, &tally);
+    resp
+}
+
+/// An OTLP/HTTP answer: `message` encoded as the request was (protobuf or JSON).
+fn otlp_response(
+    status: u16,
+    json_body: serde_json::Value,
+    proto: Vec<u8>,
+    json: bool,
+) -> Response {
+    if json {
+        return http::json(status, &json_body);
+    }
+    let mut resp = Response::new(Body::from(proto));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-protobuf"),
+    );
+    resp
+}
+
+/// An OTLP/HTTP error: a `google.rpc.Status`. A write failure is `503` (OTLP senders
+/// retry 429, 502, 503 and 504, not 500).
+fn otlp_error(e: &Error, json: bool) -> Response {
+    let (mut status, _) = e.status_and_kind();
+    if status == 500 {
+        status = 503;
+    }
+    let code = match status {
+        400 | 413 | 415 => 3,
+        401 => 16,
+        403 => 7,
+        429 => 8,
+        _ => 14,
+    };
+    let message = e.reason();
+    let proto = prost::Message::encode_to_vec(&otlp::Status {
+        code,
+        message: message.clone(),
+    });
+    otlp_response(
+        status,
+        serde_json::json!({"code": code, "message": message}),
+        proto,
+        json,
+    )
+}
+
+/// `POST /v1/metrics`: OTLP/HTTP metrics, `application/x-protobuf` or
+/// `application/json`, gzip or not. `200` with `partial_success` counting the data
+/// points refused (invalid labels, far-future times, exponential histograms) while the
+/// others are stored; `400` for a body that does not decode, with nothing stored.
+async fn otlp_metrics(
+    State(st): St,
+    p: Who,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default();
+    let json = match ctype.as_str() {
+        "application/json" => true,
+        "application/x-protobuf" => false,
+        other => {
+            return otlp_error(
+                &Error::status(
+                    415,
+                    "media_type_header_exception",
+                    format!(
+                        "unsupported Content-Type [{other}]: OTLP/HTTP takes application/x-protobuf or application/json"
+                    ),
+                ),
+                false,
+            );
+        }
+    };
+    let _permit = match admit(&st) {
+        Ok(p) => p,
+        Err(e) => return otlp_error(&e, json),
+    };
+    let who = http::principal(p.as_ref().map(|e| &e.0));
+    let name = target_index(&st.config, &headers, &params(q.as_deref()));
+    let bytes = match http::read_body(&st, &headers, body).await {
+        Ok(b) => b,
+        Err(e) => return otlp_error(&e, json),
+    };
+    let st2 = Arc::clone(&st);
+    let prepared = blocking(move || {
+        let bad = |m: String| Error::bad("parse_exception", m);
+        let req = if json {
+            let v: serde_json::Value = serde_json::from_slice(&bytes)
+                .map_err(|e| bad(format!("the body is not valid JSON: {e}")))?;
+            otlp::from_json(&v)
+                .map_err(|e| bad(format!("not an OTLP ExportMetricsServiceRequest: {e}")))?
+        } else {
+            <otlp::ExportMetricsServiceRequest as prost::Message>::decode(&bytes[..]).map_err(
+                |e| {
+                    bad(format!(
+                        "the body is not a valid OTLP ExportMetricsServiceRequest: {e}"
+                    ))
+                },
+            )?
+        };
+        let mut t = otlp::translate(&req);
+        let mut batch = Batch::new(&st2.config)?;
+        for point in std::mem::take(&mut t.points) {
+            let mark = batch.items.len();
+            for s in point {
+                let labels: Vec<(&str, &str)> = s
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                let name = s.labels.first().map(|l| l.1.clone()).unwrap_or_default();
+                if let Err(e) =
+                    batch.push(&labels, s.ts_millis, s.value, &|| format!("metric {name}"))
+                {
+                    batch.items.truncate(mark);
+                    t.rejected += 1;
+                    t.first_error.get_or_insert(e.reason());
+                    break;
+                }
+            }
+        }
+        Ok((batch.items, t.rejected, t.first_error))
+    })
+    .await;
+    let (items, mut rejected, mut first) = match prepared {
+        Ok(p) => p,
+        Err(e) => return otlp_error(&e, json),
+    };
+    let tally = match store(&st, &who, name, items).await {
+        Ok(t) => t,
+        Err(e) => return otlp_error(&e, json),
+    };
+    rejected += i64::try_from(tally.rejected).unwrap_or(i64::MAX);
+    if first.is_none() {
+        first = tally.first_rejection.clone();
+    }
+    let partial = (rejected > 0).then(|| otlp::ExportMetricsPartialSuccess {
+        rejected_data_points: rejected,
+        error_message: first.clone().unwrap_or_default(),
+    });
+    let json_body = match &partial {
+        Some(p) => serde_json::json!({"partialSuccess": {
+            "rejectedDataPoints": p.rejected_data_points.to_string(),
+            "errorMessage": p.error_message}}),
+        None => serde_json::json!({}),
+    };
+    let proto = prost::Message::encode_to_vec(&otlp::ExportMetricsServiceResponse {
+        partial_success: partial,
+    });
+    let mut resp = otlp_response(200, json_body, proto, json);
     tally_headers(&mut resp, &tally);
     resp
 }

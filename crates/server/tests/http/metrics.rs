@@ -393,3 +393,223 @@ fn line_protocol_v1_and_v2_exactly_once_bad_lines_named() {
         "nothing stored, not even an index"
     );
 }
+
+mod otlp_payloads {
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+    use opentelemetry_proto::tonic::metrics::v1::{
+        AggregationTemporality, Gauge, Histogram, HistogramDataPoint, Metric, NumberDataPoint,
+        ResourceMetrics, ScopeMetrics, Sum, metric, number_data_point,
+    };
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+
+    fn kv(k: &str, v: &str) -> KeyValue {
+        KeyValue {
+            key: k.into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(v.into())),
+            }),
+            ..KeyValue::default()
+        }
+    }
+
+    fn number(ts: u64, v: number_data_point::Value, attrs: Vec<KeyValue>) -> NumberDataPoint {
+        NumberDataPoint {
+            attributes: attrs,
+            time_unix_nano: ts,
+            value: Some(v),
+            ..NumberDataPoint::default()
+        }
+    }
+
+    /// A gauge (2 points), a monotonic cumulative sum (1), a histogram (1: 3 buckets,
+    /// count, sum) and a gauge point with a far-future time (rejected).
+    pub fn request(service: &str, future_ns: u64) -> ExportMetricsServiceRequest {
+        let t0 = 1_764_460_800_000_000_000u64;
+        let metrics = vec![
+            Metric {
+                name: "room.temperature".into(),
+                unit: "Cel".into(),
+                data: Some(metric::Data::Gauge(Gauge {
+                    data_points: vec![
+                        number(
+                            t0,
+                            number_data_point::Value::AsDouble(21.5),
+                            vec![kv("room", "a")],
+                        ),
+                        number(
+                            t0,
+                            number_data_point::Value::AsDouble(19.0),
+                            vec![kv("room", "b")],
+                        ),
+                        number(
+                            future_ns,
+                            number_data_point::Value::AsDouble(1.0),
+                            vec![kv("room", "c")],
+                        ),
+                    ],
+                })),
+                ..Metric::default()
+            },
+            Metric {
+                name: "http.requests".into(),
+                data: Some(metric::Data::Sum(Sum {
+                    data_points: vec![number(t0, number_data_point::Value::AsInt(42), vec![])],
+                    aggregation_temporality: AggregationTemporality::Cumulative as i32,
+                    is_monotonic: true,
+                })),
+                ..Metric::default()
+            },
+            Metric {
+                name: "latency".into(),
+                data: Some(metric::Data::Histogram(Histogram {
+                    data_points: vec![HistogramDataPoint {
+                        time_unix_nano: t0,
+                        count: 3,
+                        sum: Some(0.6),
+                        bucket_counts: vec![1, 2, 0],
+                        explicit_bounds: vec![0.1, 0.5],
+                        ..HistogramDataPoint::default()
+                    }],
+                    aggregation_temporality: AggregationTemporality::Cumulative as i32,
+                })),
+                ..Metric::default()
+            },
+        ];
+        ExportMetricsServiceRequest {
+            resource_metrics: vec![ResourceMetrics {
+                resource: Some(Resource {
+                    attributes: vec![kv("service.name", service)],
+                    ..Resource::default()
+                }),
+                scope_metrics: vec![ScopeMetrics {
+                    metrics,
+                    ..ScopeMetrics::default()
+                }],
+                ..ResourceMetrics::default()
+            }],
+        }
+    }
+}
+
+#[test]
+fn otlp_protobuf_and_json_with_partial_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    let future = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64)
+        + 86_400 * 1_000_000_000;
+    let proto = prost::Message::encode_to_vec(&otlp_payloads::request("api", future));
+    let post = |body: &[u8], ctype: &str, extra: &[(&str, &str)]| {
+        let mut h = vec![("content-type", ctype)];
+        h.extend_from_slice(extra);
+        let agent = ureq::AgentBuilder::new().build();
+        let mut req = agent.post(&s.url("/v1/metrics"));
+        for (k, v) in &h {
+            req = req.set(k, v);
+        }
+        let resp = match req.send_bytes(body) {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("{e}"),
+        };
+        let status = resp.status();
+        let created: u64 = resp
+            .header("x-tidemark-samples-created")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut resp.into_reader(), &mut bytes).unwrap();
+        (status, created, bytes)
+    };
+    // Protobuf: 2 gauge samples + 1 sum + 5 histogram samples; the future point rejected.
+    let (status, created, body) = post(&proto, "application/x-protobuf", &[]);
+    assert_eq!(status, 200);
+    assert_eq!(created, 8);
+    let answer: opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceResponse =
+        prost::Message::decode(body.as_slice()).unwrap();
+    let partial = answer.partial_success.unwrap();
+    assert_eq!(partial.rejected_data_points, 1);
+    assert!(
+        partial
+            .error_message
+            .contains("ahead of the server's clock"),
+        "{}",
+        partial.error_message
+    );
+    // Again, gzip: all duplicates.
+    let (status, created, _) = post(
+        &gzip(&proto),
+        "application/x-protobuf",
+        &[("content-encoding", "gzip")],
+    );
+    assert_eq!((status, created), (200, 0));
+    assert_eq!(count(&s, "metrics", json!({"match_all": {}})), 8);
+    assert_eq!(
+        count(
+            &s,
+            "metrics",
+            json!({"term": {"__name__": "room_temperature"}})
+        ),
+        2
+    );
+    assert_eq!(
+        count(
+            &s,
+            "metrics",
+            json!({"term": {"__name__": "http_requests_total"}})
+        ),
+        1
+    );
+    assert_eq!(count(&s, "metrics", json!({"term": {"le": "+Inf"}})), 1);
+    let (_, v) = s.post_json(
+        "/metrics/_search",
+        &json!({"query": {"bool": {"filter": [{"term": {"__name__": "latency_bucket"}}, {"term": {"le": "0.5"}}]}}}),
+    );
+    assert_eq!(
+        v["hits"]["hits"][0]["_source"]["value_long"], 3,
+        "cumulative: {v}"
+    );
+    assert_eq!(v["hits"]["hits"][0]["_source"]["service_name"], "api");
+
+    // OTLP/JSON from the official types' serde (another service: new series).
+    let text = serde_json::to_string(&otlp_payloads::request("web", future)).unwrap();
+    assert!(
+        text.contains("\"timeUnixNano\":\"1764460800000000000\""),
+        "{text}"
+    );
+    let (status, created, body) = post(text.as_bytes(), "application/json", &[]);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(created, 8);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["partialSuccess"]["rejectedDataPoints"], "1");
+    assert_eq!(
+        count(&s, "metrics", json!({"term": {"service_name": "web"}})),
+        8
+    );
+
+    // Bad input: not protobuf, protobuf of another message, broken JSON, wrong type.
+    let rw = remote_write::encode(&WriteRequest {
+        timeseries: vec![series("up", "a", &[(T0, 1.0)])],
+        ..WriteRequest::default()
+    });
+    let cases: Vec<(Vec<u8>, &str, &str)> = vec![
+        (b"\xff\xff\xff".to_vec(), "application/x-protobuf", "not a valid OTLP"),
+        (rw, "application/x-protobuf", "OTLP"),
+        (b"{\"resourceMetrics\": [".to_vec(), "application/json", "not valid JSON"),
+        (br#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "x", "gauge": {"dataPoints": [{"timeUnixNano": "soon"}]}}]}]}]}"#.to_vec(), "application/json", "timeUnixNano"),
+        (b"x".to_vec(), "text/plain", "Content-Type"),
+    ];
+    for (body, ctype, needle) in cases {
+        let (status, _, text) = post(&body, ctype, &[]);
+        let text = String::from_utf8_lossy(&text).to_string();
+        assert!(
+            (400..500).contains(&status),
+            "{ctype} {needle}: {status} {text}"
+        );
+        assert!(text.contains(needle), "{text} lacks {needle}");
+    }
+    assert_eq!(count(&s, "metrics", json!({"match_all": {}})), 16);
+}
