@@ -220,6 +220,24 @@ fn remote_write_refuses_bad_input_storing_nothing() {
     assert_eq!(status, 413);
     let (status, _, _, text) = write(&s, "/api/v1/write", &[0xff, 0xff, 0xff, 0x7f, 0x00]);
     assert_eq!(status, 413, "{text}");
+    // The same limit on the other metrics endpoints (plain and gzip-expanded).
+    let big = vec![b'x'; 2_000_000];
+    for (path, ctype) in [
+        ("/write?db=big", "text/plain"),
+        ("/api/v2/write?bucket=big", "text/plain"),
+        ("/v1/metrics", "application/x-protobuf"),
+    ] {
+        let (status, _, text) =
+            send_raw("POST", &s.url(path), Some(&big), &[("content-type", ctype)]);
+        assert_eq!(status, 413, "{path}: {text}");
+        let (status, _, text) = send_raw(
+            "POST",
+            &s.url(path),
+            Some(&gzip(&big)),
+            &[("content-type", ctype), ("content-encoding", "gzip")],
+        );
+        assert_eq!(status, 413, "{path} gzip: {text}");
+    }
     // NaN and ±Inf are valid Prometheus values.
     let special = remote_write::encode(&WriteRequest {
         timeseries: vec![series(
