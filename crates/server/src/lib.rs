@@ -7,8 +7,12 @@ mod auth;
 mod config;
 mod error;
 pub mod http;
+pub mod line_protocol;
+mod metrics;
+pub mod otlp;
 pub mod protocol;
 mod registry;
+pub mod remote_write;
 pub mod search;
 mod server;
 
