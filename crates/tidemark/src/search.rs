@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
+use tidemark_dedup::{Piece, counter_step};
 use tidemark_segment::{Dim, MetricValue, Point};
 use tidemark_tsid::{SyntheticId, Tsid};
 
@@ -43,8 +44,15 @@ pub struct Query {
 }
 
 /// A metric aggregation over `[from, to)`: `min`, `max`, `sum`, `count` and `avg` per
-/// `interval` bucket (date histogram), overall and per series.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `interval` bucket (date histogram), and for counters the reset-aware `increase` and
+/// `rate`, overall and per series, or per group of series sharing the values of the
+/// `group_by` dimensions.
+///
+/// A time-partitioned index with rollups answers from the coarsest rollup whose
+/// resolution divides the interval, over the buckets of sealed partitions the range
+/// covers whole, and from raw rows elsewhere: the answer equals the raw computation
+/// (set `raw_only` to compare).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AggQuery {
     /// The metric (or numeric) field.
     pub metric: String,
@@ -56,6 +64,10 @@ pub struct AggQuery {
     pub to: Option<i64>,
     /// `(dimension, value)` term filters.
     pub filters: Vec<(String, String)>,
+    /// Dimensions to group series by (PromQL's `by`); empty: one entry per series.
+    pub group_by: Vec<String>,
+    /// Read raw rows only, never rollups.
+    pub raw_only: bool,
 }
 
 /// One bucket of an aggregation.
@@ -71,16 +83,23 @@ pub struct AggBucket {
     pub max: f64,
     /// Sum of the values.
     pub sum: f64,
+    /// Counters: the increase over the bucket (from the last value before it, a drop
+    /// counting as a reset to zero); `None` for gauges.
+    pub increase: Option<i64>,
+    /// Bucket width in milliseconds (for [`rate`](Self::rate)).
+    pub width_millis: i64,
 }
 
 impl AggBucket {
-    fn new(key: i64) -> AggBucket {
+    fn new(key: i64, width_millis: i64) -> AggBucket {
         AggBucket {
             key,
             count: 0,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
             sum: 0.0,
+            increase: None,
+            width_millis,
         }
     }
 
@@ -89,6 +108,27 @@ impl AggBucket {
         self.min = self.min.min(v);
         self.max = self.max.max(v);
         self.sum += v;
+    }
+
+    fn add_increase(&mut self, inc: i64) {
+        self.increase = Some(self.increase.unwrap_or(0).saturating_add(inc));
+    }
+
+    /// Folds another bucket (same key) in.
+    fn absorb(&mut self, o: &AggBucket) {
+        self.count += o.count;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        self.sum += o.sum;
+        if let Some(i) = o.increase {
+            self.add_increase(i);
+        }
+    }
+
+    /// Counters: the increase per second over the bucket (no extrapolation).
+    pub fn rate(&self) -> Option<f64> {
+        self.increase
+            .map(|i| i as f64 * 1000.0 / self.width_millis.max(1) as f64)
     }
 
     /// Mean of the values.
@@ -102,7 +142,7 @@ impl AggBucket {
 
     /// The bucket as JSON.
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "key": self.key,
             "key_as_string": format_time(self.key),
             "count": self.count,
@@ -110,7 +150,12 @@ impl AggBucket {
             "max": self.max,
             "sum": self.sum,
             "avg": self.avg(),
-        })
+        });
+        if let (Some(inc), Some(rate), Value::Object(o)) = (self.increase, self.rate(), &mut v) {
+            o.insert("increase".into(), json!(inc));
+            o.insert("rate".into(), json!(rate));
+        }
+        v
     }
 }
 
@@ -125,6 +170,18 @@ pub struct SeriesAgg {
     pub buckets: Vec<AggBucket>,
 }
 
+/// The buckets of one group of series (see [`AggQuery::group_by`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupAgg {
+    /// The value of each `group_by` dimension, in request order (`None`: the series
+    /// lack it).
+    pub key: Vec<(String, Option<Dim>)>,
+    /// Series in the group.
+    pub series: u64,
+    /// Its buckets, by key.
+    pub buckets: Vec<AggBucket>,
+}
+
 /// The result of an [`AggQuery`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct AggResult {
@@ -134,8 +191,14 @@ pub struct AggResult {
     pub interval_millis: i64,
     /// Buckets over all matching series, by key.
     pub buckets: Vec<AggBucket>,
-    /// Buckets per series, by tsid.
+    /// Buckets per series, by tsid (empty when grouped).
     pub series: Vec<SeriesAgg>,
+    /// Buckets per group, by key (empty unless grouped).
+    pub groups: Vec<GroupAgg>,
+    /// Raw rows read.
+    pub raw_rows: u64,
+    /// Rollup rows (one series, one bucket of a rollup) read.
+    pub rollup_rows: u64,
 }
 
 impl AggResult {
@@ -157,6 +220,18 @@ impl AggResult {
                     "buckets": s.buckets.iter().map(AggBucket::to_json).collect::<Vec<_>>(),
                 })
             }).collect::<Vec<_>>(),
+            "groups": self.groups.iter().map(|g| {
+                let mut key = Map::new();
+                for (n, d) in &g.key {
+                    key.insert(n.clone(), d.as_ref().map_or(Value::Null, dim_json));
+                }
+                json!({
+                    "key": key,
+                    "series": g.series,
+                    "buckets": g.buckets.iter().map(AggBucket::to_json).collect::<Vec<_>>(),
+                })
+            }).collect::<Vec<_>>(),
+            "read": {"raw_rows": self.raw_rows, "rollup_rows": self.rollup_rows},
         })
     }
 }
@@ -205,8 +280,12 @@ impl Filters {
     }
 }
 
-/// A series' dimensions and its buckets by key.
-type SeriesBuckets = (Vec<(String, Dim)>, BTreeMap<i64, AggBucket>);
+/// A series' dimensions, its buckets by key, and its last counter value so far.
+struct SeriesBuckets {
+    dims: Vec<(String, Dim)>,
+    buckets: BTreeMap<i64, AggBucket>,
+    last: Option<i64>,
+}
 
 /// The timestamps an event `_id` prefix can hold: its first 16 hex digits are the
 /// timestamp XOR 2^63 (so they sort as the timestamps do). `None` when the prefix says
@@ -311,11 +390,11 @@ impl Index {
             .collect())
     }
 
-    /// Runs a metric aggregation.
+    /// Runs a metric aggregation (see [`AggQuery`]).
     ///
     /// # Errors
-    /// [`Error::Query`] for an unknown or non-numeric field, a bad interval or filter;
-    /// segment read errors.
+    /// [`Error::Query`] for an unknown or non-numeric field, a bad interval, filter or
+    /// group-by dimension; segment read errors.
     pub fn aggregate(&self, query: &AggQuery) -> Result<AggResult> {
         let Some(field) = self.mapping().field(&query.metric) else {
             return Err(Error::Query {
@@ -332,56 +411,174 @@ impl Index {
                 reason: "the interval must be positive".to_owned(),
             });
         }
+        for g in &query.group_by {
+            if self.mapping().field(g).map(|f| f.role) != Some(FieldRole::Dimension) {
+                return Err(Error::Query {
+                    reason: format!("`{g}` is not a dimension: group-by applies to dimensions"),
+                });
+            }
+        }
         let filters = Filters::new(self.mapping(), &query.filters)?;
         let (from, to) = range(query.from, query.to);
         let interval = query.interval_millis;
-        let mut total: BTreeMap<i64, AggBucket> = BTreeMap::new();
+        let bucket_of = |ts: i64| ts.div_euclid(interval) * interval;
+        let store = self.engine();
+        let pieces = if query.raw_only {
+            vec![Piece::Raw { from, to }]
+        } else {
+            store.plan(from, to, interval)
+        };
         let mut per_series: BTreeMap<Tsid, SeriesBuckets> = BTreeMap::new();
-        self.engine().scan_live(
-            from,
-            to,
-            |_, dims| filters.matches(dims),
-            |p, _| {
-                let Some(v) = p
-                    .metrics
-                    .iter()
-                    .find(|(n, _)| *n == query.metric)
-                    .map(|(_, v)| match v {
-                        MetricValue::Gauge(f) => *f,
-                        MetricValue::Counter(i) => *i as f64,
-                    })
-                else {
-                    return;
-                };
-                let key = p.ts_millis.div_euclid(interval) * interval;
+        let (mut raw_rows, mut rollup_rows) = (0u64, 0u64);
+        for piece in &pieces {
+            match *piece {
+                Piece::Raw { from, to } => {
+                    // A counter's increase needs each series' values in time order; a
+                    // partition's rows come so only once it is merged: sorted here.
+                    let mut counters: Vec<(Tsid, i64, i64)> = Vec::new();
+                    store.scan_live(
+                        from,
+                        to,
+                        |_, dims| filters.matches(dims),
+                        |p, _| {
+                            let Some((_, v)) = p.metrics.iter().find(|(n, _)| *n == query.metric)
+                            else {
+                                return;
+                            };
+                            raw_rows += 1;
+                            let v = *v;
+                            let key = bucket_of(p.ts_millis);
+                            let tsid = p.tsid;
+                            let series = per_series.entry(tsid).or_insert_with(|| SeriesBuckets {
+                                dims: p.dims,
+                                buckets: BTreeMap::new(),
+                                last: None,
+                            });
+                            let b = series
+                                .buckets
+                                .entry(key)
+                                .or_insert_with(|| AggBucket::new(key, interval));
+                            match v {
+                                MetricValue::Gauge(f) => b.add(f),
+                                MetricValue::Counter(i) => {
+                                    b.add(i as f64);
+                                    counters.push((tsid, p.ts_millis, i));
+                                }
+                            }
+                        },
+                    )?;
+                    counters.sort_unstable_by_key(|c| (c.0, c.1));
+                    for (tsid, ts, v) in counters {
+                        if let Some(s) = per_series.get_mut(&tsid) {
+                            let inc = s.last.map_or(0, |prev| counter_step(prev, v));
+                            s.last = Some(v);
+                            if let Some(b) = s.buckets.get_mut(&bucket_of(ts)) {
+                                b.add_increase(inc);
+                            }
+                        }
+                    }
+                }
+                Piece::Rollup { .. } => {
+                    store.scan_rollup(
+                        piece,
+                        &query.metric,
+                        |_, dims| filters.matches(dims),
+                        |tsid, dims, start, st| {
+                            rollup_rows += 1;
+                            let key = bucket_of(start);
+                            let series = per_series.entry(*tsid).or_insert_with(|| SeriesBuckets {
+                                dims: dims.to_vec(),
+                                buckets: BTreeMap::new(),
+                                last: None,
+                            });
+                            let b = series
+                                .buckets
+                                .entry(key)
+                                .or_insert_with(|| AggBucket::new(key, interval));
+                            b.count += st.count;
+                            b.min = b.min.min(st.min);
+                            b.max = b.max.max(st.max);
+                            b.sum += st.sum;
+                            if let Some(c) = st.counter {
+                                let edge =
+                                    series.last.map_or(0, |prev| counter_step(prev, c.first));
+                                b.add_increase(edge.saturating_add(c.increase));
+                                series.last = Some(c.last);
+                            }
+                        },
+                    )?;
+                }
+            }
+        }
+        // Totals and groups fold the series in tsid order, whichever pieces were read,
+        // so that rollups and raw rows give the same sums.
+        let mut total: BTreeMap<i64, AggBucket> = BTreeMap::new();
+        let mut groups: BTreeMap<Vec<Option<String>>, GroupAgg> = BTreeMap::new();
+        for s in per_series.values() {
+            for b in s.buckets.values() {
                 total
-                    .entry(key)
-                    .or_insert_with(|| AggBucket::new(key))
-                    .add(v);
-                let series = per_series
-                    .entry(p.tsid)
-                    .or_insert_with(|| (p.dims.clone(), BTreeMap::new()));
-                series
-                    .1
-                    .entry(key)
-                    .or_insert_with(|| AggBucket::new(key))
-                    .add(v);
-            },
-        )?;
+                    .entry(b.key)
+                    .or_insert_with(|| AggBucket::new(b.key, interval))
+                    .absorb(b);
+            }
+            if !query.group_by.is_empty() {
+                let key: Vec<Option<&Dim>> = query
+                    .group_by
+                    .iter()
+                    .map(|g| s.dims.iter().find(|(n, _)| n == g).map(|(_, d)| d))
+                    .collect();
+                let text: Vec<Option<String>> = key.iter().map(|d| d.map(dim_text)).collect();
+                let g = groups.entry(text).or_insert_with(|| GroupAgg {
+                    key: query
+                        .group_by
+                        .iter()
+                        .cloned()
+                        .zip(key.iter().map(|d| d.cloned()))
+                        .collect(),
+                    series: 0,
+                    buckets: Vec::new(),
+                });
+                g.series += 1;
+                merge_buckets(&mut g.buckets, s.buckets.values(), interval);
+            }
+        }
+        let grouped = !query.group_by.is_empty();
         Ok(AggResult {
             metric: query.metric.clone(),
             interval_millis: interval,
             buckets: total.into_values().collect(),
-            series: per_series
-                .into_iter()
-                .map(|(tsid, (dims, b))| SeriesAgg {
-                    tsid,
-                    dims,
-                    buckets: b.into_values().collect(),
-                })
-                .collect(),
+            series: if grouped {
+                Vec::new()
+            } else {
+                per_series
+                    .into_iter()
+                    .map(|(tsid, s)| SeriesAgg {
+                        tsid,
+                        dims: s.dims,
+                        buckets: s.buckets.into_values().collect(),
+                    })
+                    .collect()
+            },
+            groups: groups.into_values().collect(),
+            raw_rows,
+            rollup_rows,
         })
     }
+}
+
+/// Folds `add` (sorted by key) into `into` (sorted by key).
+fn merge_buckets<'a>(
+    into: &mut Vec<AggBucket>,
+    add: impl Iterator<Item = &'a AggBucket>,
+    interval: i64,
+) {
+    let mut map: BTreeMap<i64, AggBucket> = into.drain(..).map(|b| (b.key, b)).collect();
+    for b in add {
+        map.entry(b.key)
+            .or_insert_with(|| AggBucket::new(b.key, interval))
+            .absorb(b);
+    }
+    into.extend(map.into_values());
 }
 
 #[cfg(test)]

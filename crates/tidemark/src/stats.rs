@@ -120,12 +120,17 @@ fn add(list: &mut Vec<ComponentUsage>, name: &str, bytes: u64) {
 impl Index {
     fn dir_bytes(&self) -> Result<Vec<(String, u64)>> {
         let mut out = Vec::new();
-        let dir = self.dir();
-        for entry in std::fs::read_dir(dir).map_err(Error::io(dir))? {
-            let entry = entry.map_err(Error::io(dir))?;
-            let meta = entry.metadata().map_err(Error::io(entry.path()))?;
-            if meta.is_file() {
-                out.push((entry.file_name().to_string_lossy().into_owned(), meta.len()));
+        // Partition directories (`p-*/engine`) included: files are named by file name.
+        let mut dirs = vec![self.dir().to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).map_err(Error::io(&dir))? {
+                let entry = entry.map_err(Error::io(&dir))?;
+                let meta = entry.metadata().map_err(Error::io(entry.path()))?;
+                if meta.is_file() {
+                    out.push((entry.file_name().to_string_lossy().into_owned(), meta.len()));
+                } else if meta.is_dir() {
+                    dirs.push(entry.path());
+                }
             }
         }
         out.sort();
@@ -207,6 +212,10 @@ impl Index {
                 "segments"
             } else if name.starts_with("wal-") {
                 "write-ahead log"
+            } else if name.starts_with("rollup-") {
+                "rollups"
+            } else if name == "MANIFEST" {
+                "manifests"
             } else {
                 name.as_str()
             };
