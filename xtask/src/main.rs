@@ -5,6 +5,7 @@ mod bench_report;
 mod bloom_demo;
 mod bloom_report;
 mod datasets;
+mod rollup_bench;
 mod soak;
 mod storage_chart;
 mod storage_compare;
@@ -61,6 +62,13 @@ tasks:
       everything into one segment and report that merge's own peak RSS. Prints a table,
       writes soak-<dataset>-<points>.{csv,svg} to --out (default target/xtask/soak);
       fails if a retry is stored or a point lost
+  rollup-bench [--days N] [--series N] [--reps N] [--metric NAME] [--out DIR]
+      [--markdown FILE]
+      generate N days (default 30) of k8s-shaped points at 10 s (default 50 series) into a
+      partitioned index with 5m and 1h rollups, then time an hourly avg over the whole range
+      from rollups and from raw rows (medians of --reps runs, default 5); fails unless the
+      answers are identical (sums within 1e-9 relative); prints Markdown (--markdown FILE
+      writes it, e.g. docs/results/rollups.md)
   help
       this text
 ";
@@ -75,6 +83,7 @@ fn main() -> ExitCode {
         Some("bench-report") => bench_report::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("soak-merge") => soak::merge_only(&args[1..]),
+        Some("rollup-bench") => rollup_bench::run(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{HELP}");
             Ok(())

@@ -28,7 +28,7 @@ pub use manifest::{MANIFEST_MAGIC, MANIFEST_NAME, MANIFEST_VERSION};
 pub use partition::{
     CounterStats, FAILPOINT_ENV, MaintainReport, PARTITIONS_MAGIC, PARTITIONS_NAME,
     PARTITIONS_VERSION, PartitionConfig, PartitionInfo, PartitionStats, PartitionedEngine, Piece,
-    RollupStats, counter_step,
+    Postings, RollupStats, counter_step, dim_value_text,
 };
 pub use shared::{SharedEngine, Writer};
 pub use stats::DedupStats;

@@ -71,6 +71,33 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         rollups: Vec<String>,
     },
+    /// List the dimension names of the series with data in a time range.
+    Labels {
+        /// Index directory.
+        dir: PathBuf,
+        /// From this time (inclusive).
+        #[arg(long)]
+        from: Option<String>,
+        /// To this time (exclusive).
+        #[arg(long)]
+        to: Option<String>,
+    },
+    /// List the values of a dimension (with their series counts) in a time range.
+    LabelValues {
+        /// Index directory.
+        dir: PathBuf,
+        /// The dimension.
+        dim: String,
+        /// From this time (inclusive).
+        #[arg(long)]
+        from: Option<String>,
+        /// To this time (exclusive).
+        #[arg(long)]
+        to: Option<String>,
+        /// JSON out (`{"value": series}`).
+        #[arg(long)]
+        json: bool,
+    },
     /// List the partitions of an index: time range, rows, bytes, sealed, rollups.
     Partitions {
         /// Index directory.
@@ -139,6 +166,10 @@ enum Command {
         /// A dimension term filter, `name=value` (repeatable; all must match).
         #[arg(long = "filter")]
         filters: Vec<String>,
+        /// A dimension matcher: `name=value`, `name!=value`, `name=~regex`,
+        /// `name!~regex` or `name^=prefix` (repeatable; all must match).
+        #[arg(long = "match")]
+        matchers: Vec<String>,
         /// Only `_id`s starting with this.
         #[arg(long)]
         id_prefix: Option<String>,
@@ -168,6 +199,9 @@ enum Command {
         /// A dimension term filter, `name=value` (repeatable).
         #[arg(long = "filter")]
         filters: Vec<String>,
+        /// A dimension matcher (as for `search --match`; repeatable).
+        #[arg(long = "match")]
+        matchers: Vec<String>,
         /// Group series by these dimensions (comma-separated or repeated) instead of
         /// printing every series.
         #[arg(long, value_delimiter = ',')]
@@ -254,6 +288,13 @@ fn filters_arg(filters: &[String]) -> Result<Vec<(String, String)>> {
             Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
             _ => bail!("invalid filter `{f}`: expected name=value"),
         })
+        .collect()
+}
+
+fn matchers_arg(matchers: &[String]) -> Result<Vec<tidemark::Matcher>> {
+    matchers
+        .iter()
+        .map(|m| tidemark::Matcher::parse(m).map_err(Into::into))
         .collect()
 }
 
@@ -355,6 +396,33 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             index.close()?;
             writeln!(out, "created index {}", dir.display())?;
+        }
+        Command::Labels { dir, from, to } => {
+            let index = Index::open(&dir)?;
+            for name in index.labels(time_arg(&from)?, time_arg(&to)?)? {
+                writeln!(out, "{name}")?;
+            }
+        }
+        Command::LabelValues {
+            dir,
+            dim,
+            from,
+            to,
+            json,
+        } => {
+            let index = Index::open(&dir)?;
+            let values = index.label_values(&dim, time_arg(&from)?, time_arg(&to)?)?;
+            if json {
+                let map: serde_json::Map<String, serde_json::Value> = values
+                    .into_iter()
+                    .map(|(v, n)| (v, serde_json::Value::from(n)))
+                    .collect();
+                writeln!(out, "{}", serde_json::Value::Object(map))?;
+            } else {
+                for (v, n) in values {
+                    writeln!(out, "{v}\t{n}")?;
+                }
+            }
         }
         Command::Partitions { dir, json } => {
             let index = Index::open(&dir)?;
@@ -516,6 +584,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             from,
             to,
             filters,
+            matchers,
             id_prefix,
             limit,
             desc,
@@ -525,6 +594,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 from: time_arg(&from)?,
                 to: time_arg(&to)?,
                 filters: filters_arg(&filters)?,
+                matchers: matchers_arg(&matchers)?,
                 id_prefix,
                 limit,
                 order: if desc { Order::Desc } else { Order::Asc },
@@ -540,6 +610,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             from,
             to,
             filters,
+            matchers,
             group_by,
             raw,
         } => {
@@ -550,6 +621,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 from: time_arg(&from)?,
                 to: time_arg(&to)?,
                 filters: filters_arg(&filters)?,
+                matchers: matchers_arg(&matchers)?,
                 group_by,
                 raw_only: raw,
             };

@@ -3,8 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use roaring::RoaringBitmap;
 use serde_json::{Map, Value, json};
-use tidemark_dedup::{Piece, counter_step};
+use tidemark_dedup::{Piece, Postings, counter_step};
 use tidemark_segment::{Dim, MetricValue, Point};
 use tidemark_tsid::{SyntheticId, Tsid};
 
@@ -35,6 +36,9 @@ pub struct Query {
     pub to: Option<i64>,
     /// `(dimension, value)` term filters, all of which must match.
     pub filters: Vec<(String, String)>,
+    /// Further matchers on dimensions (terms, prefix, regex, negations), all of which
+    /// must match; answered through each segment's dimension index.
+    pub matchers: Vec<Matcher>,
     /// An `_id` text prefix.
     pub id_prefix: Option<String>,
     /// At most this many documents.
@@ -64,6 +68,8 @@ pub struct AggQuery {
     pub to: Option<i64>,
     /// `(dimension, value)` term filters.
     pub filters: Vec<(String, String)>,
+    /// Further matchers on dimensions (see [`Query::matchers`]).
+    pub matchers: Vec<Matcher>,
     /// Dimensions to group series by (PromQL's `by`); empty: one entry per series.
     pub group_by: Vec<String>,
     /// Read raw rows only, never rollups.
@@ -236,48 +242,221 @@ impl AggResult {
     }
 }
 
-/// Term filters checked against a series' dimensions, values normalised by type.
-struct Filters(Vec<(String, String)>);
+/// A matcher on one dimension's value (as text; IPs normalized), PromQL-style: a
+/// negated matcher also accepts series that lack the dimension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Matcher {
+    /// The value is one of these.
+    Terms {
+        /// The dimension.
+        field: String,
+        /// Accepted values.
+        values: Vec<String>,
+    },
+    /// The value starts with this.
+    Prefix {
+        /// The dimension.
+        field: String,
+        /// The prefix.
+        prefix: String,
+    },
+    /// The whole value matches this regular expression (Rust `regex` syntax, anchored).
+    Regex {
+        /// The dimension.
+        field: String,
+        /// The pattern.
+        pattern: String,
+    },
+    /// Not this.
+    Not(Box<Matcher>),
+}
+
+impl Matcher {
+    /// Parses `name=value`, `name!=value`, `name=~regex`, `name!~regex` or
+    /// `name^=prefix`.
+    ///
+    /// # Errors
+    /// [`Error::Query`] for anything else.
+    pub fn parse(text: &str) -> Result<Matcher> {
+        let ops = ["!=", "=~", "!~", "^=", "="];
+        let found = ops
+            .iter()
+            .filter_map(|op| text.find(op).map(|i| (i, *op)))
+            .min_by_key(|(i, op)| (*i, std::cmp::Reverse(op.len())));
+        let Some((i, op)) = found.filter(|(i, _)| *i > 0) else {
+            return Err(Error::Query {
+                reason: format!(
+                    "invalid matcher `{text}`: expected name=value, name!=value, name=~regex, name!~regex or name^=prefix"
+                ),
+            });
+        };
+        let field = text[..i].to_owned();
+        let value = text[i + op.len()..].to_owned();
+        Ok(match op {
+            "=" => Matcher::Terms {
+                field,
+                values: vec![value],
+            },
+            "!=" => Matcher::Not(Box::new(Matcher::Terms {
+                field,
+                values: vec![value],
+            })),
+            "=~" => Matcher::Regex {
+                field,
+                pattern: value,
+            },
+            "!~" => Matcher::Not(Box::new(Matcher::Regex {
+                field,
+                pattern: value,
+            })),
+            _ => Matcher::Prefix {
+                field,
+                prefix: value,
+            },
+        })
+    }
+}
+
+/// A matcher checked against the mapping.
+enum Compiled {
+    Terms(String, Vec<String>),
+    Prefix(String, String),
+    Regex(String, regex::Regex),
+    Not(Box<Compiled>),
+}
+
+impl Compiled {
+    fn matches(&self, dims: &[(String, Dim)]) -> bool {
+        let value = |field: &str| {
+            dims.iter()
+                .find(|(n, _)| n == field)
+                .map(|(_, d)| dim_text(d))
+        };
+        match self {
+            Compiled::Terms(f, values) => value(f).is_some_and(|v| values.contains(&v)),
+            Compiled::Prefix(f, p) => value(f).is_some_and(|v| v.starts_with(p.as_str())),
+            Compiled::Regex(f, re) => value(f).is_some_and(|v| re.is_match(&v)),
+            Compiled::Not(m) => !m.matches(dims),
+        }
+    }
+
+    fn select(&self, p: &Postings) -> RoaringBitmap {
+        match self {
+            Compiled::Terms(f, values) => {
+                let mut out = RoaringBitmap::new();
+                for v in values {
+                    out |= p.term(f, v);
+                }
+                out
+            }
+            Compiled::Prefix(f, pre) => p.prefix(f, pre),
+            Compiled::Regex(f, re) => p.matching(f, |v| re.is_match(v)),
+            Compiled::Not(m) => p.all() - m.select(p),
+        }
+    }
+}
+
+/// Term filters and matchers checked against a series' dimensions, values normalised by
+/// type; or evaluated on a segment's dimension index.
+struct Filters(Vec<Compiled>);
 
 impl Filters {
-    fn new(mapping: &Mapping, filters: &[(String, String)]) -> Result<Filters> {
+    fn with_matchers(
+        mapping: &Mapping,
+        filters: &[(String, String)],
+        matchers: &[Matcher],
+    ) -> Result<Filters> {
         let mut out = Vec::new();
         for (name, value) in filters {
-            let Some(f) = mapping.field(name) else {
-                return Err(Error::Query {
-                    reason: format!("unknown field `{name}` in a filter"),
-                });
-            };
-            if f.role != FieldRole::Dimension {
-                return Err(Error::Query {
-                    reason: format!("`{name}` is not a dimension: filters apply to dimensions"),
-                });
-            }
-            let normalized = if f.ty == FieldType::Ip {
-                match value.parse::<std::net::IpAddr>() {
-                    Ok(std::net::IpAddr::V4(v4)) => v4.to_string(),
-                    Ok(std::net::IpAddr::V6(v6)) => ip_text(&v6),
-                    Err(_) => {
-                        return Err(Error::Query {
-                            reason: format!(
-                                "`{name}` is an ip field: `{value}` is not an IP address"
-                            ),
-                        });
-                    }
-                }
-            } else {
-                value.clone()
-            };
-            out.push((name.clone(), normalized));
+            out.push(Compiled::Terms(
+                name.clone(),
+                vec![normalize(mapping, name, value)?],
+            ));
+        }
+        for m in matchers {
+            out.push(compile(mapping, m)?);
         }
         Ok(Filters(out))
     }
 
-    fn matches(&self, dims: &[(String, Dim)]) -> bool {
-        self.0
-            .iter()
-            .all(|(name, value)| dims.iter().any(|(n, d)| n == name && dim_text(d) == *value))
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
+
+    fn matches(&self, dims: &[(String, Dim)]) -> bool {
+        self.0.iter().all(|c| c.matches(dims))
+    }
+
+    fn select(&self, p: &Postings) -> RoaringBitmap {
+        let mut it = self.0.iter();
+        let mut out = match it.next() {
+            Some(c) => c.select(p),
+            None => return p.all(),
+        };
+        for c in it {
+            if out.is_empty() {
+                break;
+            }
+            out &= c.select(p);
+        }
+        out
+    }
+}
+
+fn dimension<'m>(mapping: &'m Mapping, name: &str) -> Result<&'m crate::mapping::Field> {
+    let Some(f) = mapping.field(name) else {
+        return Err(Error::Query {
+            reason: format!("unknown field `{name}` in a filter"),
+        });
+    };
+    if f.role != FieldRole::Dimension {
+        return Err(Error::Query {
+            reason: format!("`{name}` is not a dimension: filters apply to dimensions"),
+        });
+    }
+    Ok(f)
+}
+
+fn normalize(mapping: &Mapping, name: &str, value: &str) -> Result<String> {
+    let f = dimension(mapping, name)?;
+    Ok(if f.ty == FieldType::Ip {
+        match value.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V4(v4)) => v4.to_string(),
+            Ok(std::net::IpAddr::V6(v6)) => ip_text(&v6),
+            Err(_) => {
+                return Err(Error::Query {
+                    reason: format!("`{name}` is an ip field: `{value}` is not an IP address"),
+                });
+            }
+        }
+    } else {
+        value.to_owned()
+    })
+}
+
+fn compile(mapping: &Mapping, m: &Matcher) -> Result<Compiled> {
+    Ok(match m {
+        Matcher::Terms { field, values } => Compiled::Terms(
+            field.clone(),
+            values
+                .iter()
+                .map(|v| normalize(mapping, field, v))
+                .collect::<Result<_>>()?,
+        ),
+        Matcher::Prefix { field, prefix } => {
+            dimension(mapping, field)?;
+            Compiled::Prefix(field.clone(), prefix.clone())
+        }
+        Matcher::Regex { field, pattern } => {
+            dimension(mapping, field)?;
+            let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| Error::Query {
+                reason: format!("invalid regex `{pattern}` for `{field}`: {e}"),
+            })?;
+            Compiled::Regex(field.clone(), re)
+        }
+        Matcher::Not(inner) => Compiled::Not(Box::new(compile(mapping, inner)?)),
+    })
 }
 
 /// A series' dimensions, its buckets by key, and its last counter value so far.
@@ -317,7 +496,7 @@ impl Index {
     /// [`Error::Query`] for a filter on an unknown or non-dimension field; segment read
     /// errors.
     pub fn search(&self, query: &Query) -> Result<Vec<Value>> {
-        let filters = Filters::new(self.mapping(), &query.filters)?;
+        let filters = Filters::with_matchers(self.mapping(), &query.filters, &query.matchers)?;
         let (mut from, mut to) = range(query.from, query.to);
         let prefix = query.id_prefix.as_deref().unwrap_or("");
         // An `_id` prefix narrows the scan before any row is read: for time series the
@@ -335,15 +514,15 @@ impl Index {
         };
         let mut hits: Vec<(i64, String, Point)> = Vec::new();
         let mut failure = None;
-        self.engine().scan_live(
+        self.scan_filtered(
+            &filters,
             from,
             to,
-            |tsid, dims| {
-                (series_prefix.is_empty()
+            |tsid| {
+                series_prefix.is_empty()
                     || SyntheticId::new(*tsid, 0)
                         .to_string()
-                        .starts_with(series_prefix))
-                    && filters.matches(dims)
+                        .starts_with(series_prefix)
             },
             |mut p, stored| {
                 if let Some((segment, row)) = stored
@@ -418,7 +597,7 @@ impl Index {
                 });
             }
         }
-        let filters = Filters::new(self.mapping(), &query.filters)?;
+        let filters = Filters::with_matchers(self.mapping(), &query.filters, &query.matchers)?;
         let (from, to) = range(query.from, query.to);
         let interval = query.interval_millis;
         let bucket_of = |ts: i64| ts.div_euclid(interval) * interval;
@@ -436,10 +615,11 @@ impl Index {
                     // A counter's increase needs each series' values in time order; a
                     // partition's rows come so only once it is merged: sorted here.
                     let mut counters: Vec<(Tsid, i64, i64)> = Vec::new();
-                    store.scan_live(
+                    self.scan_filtered(
+                        &filters,
                         from,
                         to,
-                        |_, dims| filters.matches(dims),
+                        |_| true,
                         |p, _| {
                             let Some((_, v)) = p.metrics.iter().find(|(n, _)| *n == query.metric)
                             else {
@@ -563,6 +743,60 @@ impl Index {
             raw_rows,
             rollup_rows,
         })
+    }
+}
+
+impl Index {
+    /// Scans live rows in `[from, to]` of the series `filters` and `keep_tsid` accept:
+    /// through each segment's dimension index when there are filters (only the chosen
+    /// series' rows are read), else every series.
+    fn scan_filtered(
+        &self,
+        filters: &Filters,
+        from: i64,
+        to: i64,
+        mut keep_tsid: impl FnMut(&Tsid) -> bool,
+        f: impl FnMut(Point, Option<(&tidemark_segment::Segment, tidemark_segment::RowId)>),
+    ) -> Result<()> {
+        let store = self.engine();
+        if filters.is_empty() {
+            store.scan_live(from, to, |t, _| keep_tsid(t), f)?;
+        } else {
+            let mut keep = |t: &Tsid, dims: &[(String, Dim)]| filters.matches(dims) && keep_tsid(t);
+            store.scan_live_indexed(from, to, &mut keep, |p| filters.select(p), f)?;
+        }
+        Ok(())
+    }
+
+    /// The dimension names of the series with data in `[from, to)` (what a query UI lists
+    /// in its drop-downs), from each segment's dimension index.
+    ///
+    /// # Errors
+    /// Segment read errors.
+    pub fn labels(&self, from: Option<i64>, to: Option<i64>) -> Result<Vec<String>> {
+        let (from, to) = range(from, to);
+        Ok(self.engine().label_names(from, to)?.into_iter().collect())
+    }
+
+    /// The values of dimension `name` in `[from, to)`, sorted, each with the number of
+    /// series that have it (summed over segments: a series stored in several segments
+    /// or partitions counts in each).
+    ///
+    /// # Errors
+    /// [`Error::Query`] when `name` is not a dimension; segment read errors.
+    pub fn label_values(
+        &self,
+        name: &str,
+        from: Option<i64>,
+        to: Option<i64>,
+    ) -> Result<Vec<(String, u64)>> {
+        dimension(self.mapping(), name)?;
+        let (from, to) = range(from, to);
+        Ok(self
+            .engine()
+            .label_values(name, from, to)?
+            .into_iter()
+            .collect())
     }
 }
 

@@ -313,3 +313,80 @@ fn cli_creates_lists_and_aggregates_a_partitioned_index() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn dimension_index_answers_terms_prefixes_regexes_and_negations() {
+    use tidemark::{Matcher, Query};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut index = partitioned(tmp.path());
+    // 300 hosts over two days; the second day stays buffered for a while.
+    let docs_of = |day: i64| -> Vec<BulkItem> {
+        (0..300u32)
+            .map(|h| BulkItem::create(doc(h, day * DAY + i64::from(h) * 1000)))
+            .collect()
+    };
+    index.bulk(docs_of(0)).unwrap();
+    index.refresh().unwrap();
+    index.bulk(docs_of(1)).unwrap();
+    let series = |matchers: Vec<Matcher>| -> usize {
+        index
+            .aggregate(&AggQuery {
+                metric: "cpu".into(),
+                interval_millis: DAY,
+                matchers,
+                ..AggQuery::default()
+            })
+            .unwrap()
+            .series
+            .len()
+    };
+    let m = |t: &str| Matcher::parse(t).unwrap();
+    assert_eq!(series(vec![m("host=h17")]), 1);
+    assert_eq!(series(vec![m("region=eu")]), 150);
+    assert_eq!(series(vec![m("host^=h1")]), 1 + 10 + 100);
+    assert_eq!(series(vec![m("host=~h2[0-9]")]), 10);
+    assert_eq!(series(vec![m("host=~h2[0-9]"), m("region!=eu")]), 5);
+    assert_eq!(series(vec![m("host!~h.*")]), 0);
+    assert!(
+        index
+            .aggregate(&AggQuery {
+                metric: "cpu".into(),
+                interval_millis: DAY,
+                matchers: vec![m("zone!=a")],
+                ..AggQuery::default()
+            })
+            .is_err()
+    );
+    assert_eq!(
+        series(vec![Matcher::Terms {
+            field: "host".into(),
+            values: vec!["h1".into(), "h2".into(), "nope".into()]
+        }]),
+        2
+    );
+    // Search goes through the same index: both days, buffered and stored.
+    let hits = index
+        .search(&Query {
+            matchers: vec![m("host=~h29[0-9]")],
+            ..Query::default()
+        })
+        .unwrap();
+    assert_eq!(hits.len(), 20);
+    assert!(Matcher::parse("=x").is_err());
+    assert!(
+        index
+            .search(&Query {
+                matchers: vec![m("host=~(")],
+                ..Query::default()
+            })
+            .is_err()
+    );
+    // Labels and values, in a time range.
+    assert_eq!(index.labels(None, None).unwrap(), vec!["host", "region"]);
+    let values = index.label_values("region", None, None).unwrap();
+    assert_eq!(values, vec![("eu".to_owned(), 300), ("us".to_owned(), 300)]);
+    let day1 = index.label_values("region", Some(DAY), None).unwrap();
+    assert_eq!(day1, vec![("eu".to_owned(), 150), ("us".to_owned(), 150)]);
+    assert!(index.labels(Some(5 * DAY), None).unwrap().is_empty());
+    assert!(index.label_values("cpu", None, None).is_err());
+}

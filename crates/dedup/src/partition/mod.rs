@@ -4,7 +4,7 @@
 //! rollups built), dropped whole by retention, and listed in a manifest switched
 //! atomically (`PARTITIONS`, see docs/partitions.md).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,9 +18,11 @@ use crate::manifest::MANIFEST_NAME;
 use crate::stats::DedupStats;
 
 mod manifest;
+mod postings;
 mod rollup;
 
 pub use manifest::{PARTITIONS_MAGIC, PARTITIONS_NAME, PARTITIONS_VERSION};
+pub use postings::{Postings, dim_value_text};
 pub use rollup::{CounterStats, RollupStats, counter_step};
 
 use manifest::{PartManifest, PartState};
@@ -282,6 +284,9 @@ pub struct PartitionedEngine {
     rollup_rebuilds: u64,
     /// The high-water mark moved since the manifest was written.
     clock_unsaved: bool,
+    /// Dimension indexes of segments, by segment file (built on first use; segment
+    /// files are immutable).
+    postings: std::sync::Mutex<HashMap<PathBuf, Arc<Postings>>>,
     /// Formats and parses ids when no partition exists yet.
     keyer: Engine0,
 }
@@ -329,6 +334,7 @@ impl PartitionedEngine {
             rejected_too_old: 0,
             rollup_rebuilds: 0,
             clock_unsaved: false,
+            postings: std::sync::Mutex::default(),
         })
     }
 
@@ -366,6 +372,7 @@ impl PartitionedEngine {
             rejected_too_old: 0,
             rollup_rebuilds: 0,
             clock_unsaved: false,
+            postings: std::sync::Mutex::default(),
             keyer,
         }
     }
@@ -428,6 +435,7 @@ impl PartitionedEngine {
             rejected_too_old: 0,
             rollup_rebuilds: 0,
             clock_unsaved: false,
+            postings: std::sync::Mutex::default(),
         };
         let mut dirty = Vec::new();
         for (start, state) in &manifest.partitions {
@@ -1101,6 +1109,149 @@ impl PartitionedEngine {
         Ok(())
     }
 
+    /// The dimension index of a live segment (cached).
+    pub fn postings(&self, path: &Path, segment: &Segment) -> Arc<Postings> {
+        let mut cache = match self.postings.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(p) = cache.get(path) {
+            return p.clone();
+        }
+        // Segments replaced by merges or dropped by retention leave the cache here.
+        if cache.len() > 4 * self.segment_count().max(16) {
+            let live: HashSet<&Path> = self.segments().iter().map(|(p, _, _)| *p).collect();
+            cache.retain(|p, _| live.contains(p.as_path()));
+        }
+        let p = Arc::new(Postings::build(segment));
+        cache.insert(path.to_path_buf(), p.clone());
+        p
+    }
+
+    /// As [`scan_live`](Self::scan_live), with each segment's series chosen through its
+    /// dimension index by `select` (only their rows are read); buffered points are
+    /// chosen by `keep_series`, which must agree with `select`.
+    ///
+    /// # Errors
+    /// Segment read errors naming the segment.
+    pub fn scan_live_indexed(
+        &self,
+        from: i64,
+        to: i64,
+        mut keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
+        mut select: impl FnMut(&Postings) -> roaring::RoaringBitmap,
+        mut f: impl FnMut(Point, Option<(&Segment, RowId)>),
+    ) -> Result<()> {
+        for p in self.parts.values() {
+            if p.end <= from || p.start > to {
+                continue;
+            }
+            p.engine.scan_live_selected(
+                from,
+                to,
+                &mut keep_series,
+                |path, seg| Some(select(&self.postings(path, seg))),
+                &mut f,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The dimension names of the series with data in `[from, to]` (segments through
+    /// their dimension indexes, buffered points directly).
+    ///
+    /// # Errors
+    /// Segment read errors.
+    pub fn label_names(&self, from: i64, to: i64) -> Result<BTreeSet<String>> {
+        let mut out = BTreeSet::new();
+        let mut buffered = BTreeSet::new();
+        self.each_label(
+            from,
+            to,
+            &mut |p| out.extend(p.names().map(str::to_owned)),
+            &mut |dims| buffered.extend(dims.iter().map(|(n, _)| n.clone())),
+        )?;
+        out.append(&mut buffered);
+        Ok(out)
+    }
+
+    /// The values of dimension `name` in `[from, to]`, each with the number of series
+    /// (per segment, summed) that have it.
+    ///
+    /// # Errors
+    /// Segment read errors.
+    pub fn label_values(&self, name: &str, from: i64, to: i64) -> Result<BTreeMap<String, u64>> {
+        let mut out: BTreeMap<String, u64> = BTreeMap::new();
+        let mut buffered: HashSet<Tsid> = HashSet::new();
+        let mut seg = |p: &Postings| {
+            for (v, n) in p.values(name) {
+                *out.entry(v.to_owned()).or_insert(0) += n;
+            }
+        };
+        let mut buf_values: Vec<String> = Vec::new();
+        let mut buf = |dims: &[(String, Dim)]| {
+            if let Some((_, d)) = dims.iter().find(|(n, _)| n == name) {
+                buf_values.push(dim_value_text(d));
+            }
+        };
+        self.each_label_series(from, to, &mut seg, &mut buf, &mut buffered)?;
+        for v in buf_values {
+            *out.entry(v).or_insert(0) += 1;
+        }
+        Ok(out)
+    }
+
+    fn each_label(
+        &self,
+        from: i64,
+        to: i64,
+        seg: &mut dyn FnMut(&Postings),
+        buf: DimsSink<'_>,
+    ) -> Result<()> {
+        let mut seen = HashSet::new();
+        self.each_label_series(from, to, seg, buf, &mut seen)
+    }
+
+    /// Calls `seg` for the index of each live segment overlapping `[from, to]` and `buf`
+    /// once per buffered series with points in the range.
+    fn each_label_series(
+        &self,
+        from: i64,
+        to: i64,
+        seg: &mut dyn FnMut(&Postings),
+        buf: DimsSink<'_>,
+        seen: &mut HashSet<Tsid>,
+    ) -> Result<()> {
+        for p in self.parts.values() {
+            if p.end <= from || p.start > to {
+                continue;
+            }
+            for (path, segment, _) in p.engine.segments() {
+                let overlaps = segment.min_timestamp().is_some_and(|lo| lo <= to)
+                    && segment.max_timestamp().is_some_and(|hi| hi >= from);
+                if overlaps {
+                    seg(&self.postings(path, segment));
+                }
+            }
+            if p.engine.buffered() > 0 {
+                // Segments answer `None`: nothing of them is read twice.
+                p.engine.scan_live_selected(
+                    from,
+                    to,
+                    |t, dims| {
+                        if seen.insert(*t) {
+                            buf(dims);
+                        }
+                        false
+                    },
+                    |_, _| Some(roaring::RoaringBitmap::new()),
+                    |_, _| {},
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     /// Plans a scan of `[from, to]` for buckets of `interval_ms`: each sealed partition
     /// reads its coarsest rollup whose resolution divides the interval, over the buckets
     /// the range covers whole; everything else (active partitions, edges, no dividing
@@ -1205,6 +1356,9 @@ impl PartitionedEngine {
         Ok(())
     }
 }
+
+/// A callback given a series' dimensions.
+type DimsSink<'a> = &'a mut dyn FnMut(&[(String, Dim)]);
 
 /// Name of the directory of the partition starting at `start`.
 fn part_dir_name(start: i64) -> String {
