@@ -641,6 +641,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 writeln!(out, "deleted rows              {}", s.deleted_rows)?;
                 writeln!(out, "bytes                     {}", s.bytes)?;
                 writeln!(out, "bytes per document        {:.2}", s.bytes_per_document)?;
+                writeln!(out, "partitions                {}", s.partitions)?;
+                writeln!(
+                    out,
+                    "dropped by retention      {} partitions, {} rows",
+                    s.partition_stats.dropped_partitions, s.partition_stats.dropped_rows
+                )?;
                 for (name, v) in s.counters.pairs() {
                     writeln!(out, "{:<26}{v}", name.replace('_', " "))?;
                 }

@@ -25,6 +25,11 @@ pub struct IndexStats {
     pub bytes_per_document: f64,
     /// Cumulative counters (see [`Counters`]).
     pub counters: Counters,
+    /// Time partitions (1 for an unpartitioned index).
+    pub partitions: u64,
+    /// Partitions dropped by retention, and the rows they held (cumulative), and documents
+    /// refused this session as older than the late window or the retention.
+    pub partition_stats: tidemark_dedup::PartitionStats,
 }
 
 impl IndexStats {
@@ -39,6 +44,11 @@ impl IndexStats {
             "bytes": self.bytes,
             "bytes_per_document": (self.bytes_per_document * 100.0).round() / 100.0,
             "counters": self.counters.to_json(),
+            "partitions": self.partitions,
+            "dropped_partitions": self.partition_stats.dropped_partitions,
+            "dropped_rows": self.partition_stats.dropped_rows,
+            "rejected_too_old": self.partition_stats.rejected_too_old,
+            "rollup_rebuilds": self.partition_stats.rollup_rebuilds,
         })
     }
 }
@@ -158,6 +168,8 @@ impl Index {
                 bytes as f64 / documents as f64
             },
             counters: self.counters(),
+            partitions: e.partitions().len() as u64,
+            partition_stats: e.partition_stats(),
         })
     }
 

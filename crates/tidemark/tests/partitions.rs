@@ -248,6 +248,10 @@ fn cli_creates_lists_and_aggregates_a_partitioned_index() {
         text.contains("dropped by retention: 1 partitions, 960 rows"),
         "{text}"
     );
+    let stats: Value = serde_json::from_str(&run(&["stats", dir, "--json"], None, 0)).unwrap();
+    assert_eq!(stats["partitions"], json!(3));
+    assert_eq!(stats["dropped_rows"], json!(960));
+    assert_eq!(stats["documents"], json!(3 * 960));
     // The same stream again: the dropped day is refused as too old, the rest duplicates.
     let summary = run(&["ingest", dir, "--json"], Some(lines), 1);
     let summary: Value = serde_json::from_str(&summary).unwrap();
