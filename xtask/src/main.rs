@@ -5,6 +5,7 @@ mod bench_report;
 mod bloom_demo;
 mod bloom_report;
 mod datasets;
+mod partition_soak;
 mod rollup_bench;
 mod soak;
 mod storage_chart;
@@ -69,6 +70,11 @@ tasks:
       from rollups and from raw rows (medians of --reps runs, default 5); fails unless the
       answers are identical (sums within 1e-9 relative); prints Markdown (--markdown FILE
       writes it, e.g. docs/results/rollups.md)
+  partition-soak [--points N] [--series N] [--every N] [--width-min N] [--retention-min N]
+      generate k8s points (default 200 series) on the fly (2% retries, 1% late) into a partitioned store (1 h
+      partitions, 5 m rollups, 6 h retention by default), run maintain every --every points
+      and print peak RSS, RSS, partitions alive and dropped; fails if a point is lost or a
+      retry stored
   help
       this text
 ";
@@ -84,6 +90,7 @@ fn main() -> ExitCode {
         Some("soak") => soak::run(&args[1..]),
         Some("soak-merge") => soak::merge_only(&args[1..]),
         Some("rollup-bench") => rollup_bench::run(&args[1..]),
+        Some("partition-soak") => partition_soak::run(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{HELP}");
             Ok(())
