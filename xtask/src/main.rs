@@ -5,6 +5,8 @@ mod bench_report;
 mod bloom_demo;
 mod bloom_report;
 mod datasets;
+mod partition_soak;
+mod rollup_bench;
 mod soak;
 mod storage_chart;
 mod storage_compare;
@@ -61,6 +63,18 @@ tasks:
       everything into one segment and report that merge's own peak RSS. Prints a table,
       writes soak-<dataset>-<points>.{csv,svg} to --out (default target/xtask/soak);
       fails if a retry is stored or a point lost
+  rollup-bench [--days N] [--series N] [--reps N] [--metric NAME] [--out DIR]
+      [--markdown FILE]
+      generate N days (default 30) of k8s-shaped points at 10 s (default 50 series) into a
+      partitioned index with 5m and 1h rollups, then time an hourly avg over the whole range
+      from rollups and from raw rows (medians of --reps runs, default 5); fails unless the
+      answers are identical (sums within 1e-9 relative); prints Markdown (--markdown FILE
+      writes it, e.g. docs/results/rollups.md)
+  partition-soak [--points N] [--series N] [--every N] [--width-min N] [--retention-min N]
+      generate k8s points (default 200 series) on the fly (2% retries, 1% late) into a partitioned store (1 h
+      partitions, 5 m rollups, 6 h retention by default), run maintain every --every points
+      and print peak RSS, RSS, partitions alive and dropped; fails if a point is lost or a
+      retry stored
   help
       this text
 ";
@@ -75,6 +89,8 @@ fn main() -> ExitCode {
         Some("bench-report") => bench_report::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("soak-merge") => soak::merge_only(&args[1..]),
+        Some("rollup-bench") => rollup_bench::run(&args[1..]),
+        Some("partition-soak") => partition_soak::run(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{HELP}");
             Ok(())

@@ -93,7 +93,7 @@ fn rss() -> Result<(u64, u64)> {
 }
 
 /// `VmHWM`, `VmRSS`, `RssAnon` (heap) and `RssFile` (mapped file pages), in bytes.
-fn rss_parts() -> Result<(u64, u64, u64, u64)> {
+pub(crate) fn rss_parts() -> Result<(u64, u64, u64, u64)> {
     let status = std::fs::read_to_string("/proc/self/status").context("/proc/self/status")?;
     let field = |name: &str| -> Option<u64> {
         let line = status.lines().find(|l| l.starts_with(name))?;

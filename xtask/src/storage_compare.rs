@@ -412,7 +412,7 @@ fn ingest(p: &Prepared, strategy: Strategy, args: &Args, keep: bool) -> Result<R
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => 0.0,

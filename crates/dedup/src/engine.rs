@@ -33,6 +33,7 @@ mod refresh;
 use check::find_row;
 pub(crate) use merging::ored_bloom;
 pub use merging::{MergeJob, MergedSegment};
+pub(crate) use recovery::keyer_of;
 
 /// The longest name or keyword a segment can store (its strings are u16-length-prefixed).
 pub const MAX_STRING_LEN: usize = u16::MAX as usize;
@@ -286,6 +287,16 @@ pub enum Rejection {
         /// `"series"`, `"metric column"` or `"extra column"`.
         what: &'static str,
     },
+    /// A partitioned store refused a point older than it keeps (as Prometheus and
+    /// VictoriaMetrics refuse too-old samples).
+    TooOld {
+        /// The point's timestamp.
+        ts_millis: i64,
+        /// The oldest timestamp accepted.
+        oldest_millis: i64,
+        /// The rule: `"late_window"` or `"retention"`.
+        rule: &'static str,
+    },
 }
 
 impl std::fmt::Display for Rejection {
@@ -314,6 +325,14 @@ impl std::fmt::Display for Rejection {
             ),
             Rejection::EventId { detail } => write!(f, "no event id: {detail}"),
             Rejection::UnknownRef { what } => write!(f, "unknown {what} ref"),
+            Rejection::TooOld {
+                ts_millis,
+                oldest_millis,
+                rule,
+            } => write!(
+                f,
+                "timestamp {ts_millis} is too old: the {rule} keeps timestamps from {oldest_millis} on"
+            ),
         }
     }
 }

@@ -10,6 +10,7 @@ mod fsutil;
 mod le;
 mod manifest;
 mod merge;
+mod partition;
 mod record;
 mod shared;
 mod stats;
@@ -24,6 +25,11 @@ pub use engine::{
 pub use error::{Error, Result};
 pub use events::{EventIds, Mode};
 pub use manifest::{MANIFEST_MAGIC, MANIFEST_NAME, MANIFEST_VERSION};
+pub use partition::{
+    CounterStats, FAILPOINT_ENV, MaintainReport, PARTITIONS_MAGIC, PARTITIONS_NAME,
+    PARTITIONS_VERSION, PartitionConfig, PartitionInfo, PartitionStats, PartitionedEngine, Piece,
+    Postings, RollupStats, counter_step, dim_value_text,
+};
 pub use shared::{SharedEngine, Writer};
 pub use stats::DedupStats;
 pub use wal::{MAX_RECORD_LEN, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION};

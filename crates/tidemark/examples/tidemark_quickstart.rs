@@ -56,6 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         from: None,
         to: None,
         filters: Vec::new(),
+        ..AggQuery::default()
     })?;
     for b in &agg.buckets {
         // Had the retries been stored, count would be 36 and every series counted twice.

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
-use tidemark_dedup::{Engine, EngineConfig, EventIds, Mode, Op, Outcome, Rejection};
+use tidemark_dedup::{
+    EngineConfig, EventIds, Mode, Op, Outcome, PartitionConfig, PartitionedEngine, Rejection,
+};
 use tidemark_segment::Point;
 use tidemark_tsid::SyntheticId;
 
@@ -146,7 +148,8 @@ pub struct Index {
     dir: PathBuf,
     mapping: Arc<Mapping>,
     parser: DocParser,
-    engine: Engine,
+    /// Time partitions, or (an index made before them) one engine at the root.
+    engine: PartitionedEngine,
     /// Counters saved before this session, and this session's.
     counters: Counters,
     /// Held for the life of the index: the OS lock.
@@ -172,17 +175,48 @@ impl Index {
         mapping: Mapping,
         config: EngineConfig,
     ) -> Result<Index> {
-        let dir = dir.as_ref().to_path_buf();
+        Index::create_inner(dir.as_ref(), mapping, config, None)
+    }
+
+    /// Creates a time-partitioned index: each document goes to the partition of its own
+    /// timestamp (so a retry meets its original whenever it arrives), partitions are
+    /// sealed with their rollups, dropped whole by retention (see docs/partitions.md).
+    ///
+    /// # Errors
+    /// As [`create`](Self::create); [`Error::Engine`] for invalid partition settings.
+    pub fn create_partitioned(
+        dir: impl AsRef<Path>,
+        mapping: Mapping,
+        config: EngineConfig,
+        partitions: PartitionConfig,
+    ) -> Result<Index> {
+        Index::create_inner(dir.as_ref(), mapping, config, Some(partitions))
+    }
+
+    fn create_inner(
+        dir: &Path,
+        mapping: Mapping,
+        config: EngineConfig,
+        partitions: Option<PartitionConfig>,
+    ) -> Result<Index> {
+        let dir = dir.to_path_buf();
         std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
         let lock = lock(&dir)?;
         let mapping_path = dir.join(MAPPING_FILE);
-        if mapping_path.exists() || dir.join(tidemark_dedup::MANIFEST_NAME).exists() {
+        if mapping_path.exists()
+            || dir.join(tidemark_dedup::MANIFEST_NAME).exists()
+            || dir.join(tidemark_dedup::PARTITIONS_NAME).exists()
+        {
             return Err(Error::AlreadyExists { path: dir });
         }
         let text = serde_json::to_string_pretty(mapping.source()).map_err(Error::Json)?;
         write_atomic(&mapping_path, format!("{text}\n").as_bytes())?;
         let mapping = Arc::new(mapping);
-        let engine = Engine::create(&dir, engine_config(&mapping, config))?;
+        let config = engine_config(&mapping, config);
+        let engine = match partitions {
+            Some(p) => PartitionedEngine::create(&dir, config, p)?,
+            None => PartitionedEngine::create_single(&dir, config)?,
+        };
         Index::assemble(dir, mapping, engine, lock)
     }
 
@@ -209,11 +243,17 @@ impl Index {
         let text = std::fs::read_to_string(&mapping_path).map_err(Error::io(&mapping_path))?;
         let mapping = Arc::new(Mapping::from_json_str(&text)?);
         // A crash between writing the mapping and creating the engine leaves no manifest.
-        let engine = Engine::open_or_create(&dir, engine_config(&mapping, config))?;
+        let engine =
+            PartitionedEngine::open_or_create_single(&dir, engine_config(&mapping, config))?;
         Index::assemble(dir, mapping, engine, lock)
     }
 
-    fn assemble(dir: PathBuf, mapping: Arc<Mapping>, engine: Engine, lock: File) -> Result<Index> {
+    fn assemble(
+        dir: PathBuf,
+        mapping: Arc<Mapping>,
+        engine: PartitionedEngine,
+        lock: File,
+    ) -> Result<Index> {
         let counters = Counters::load(&dir.join(COUNTERS_FILE))?;
         Ok(Index {
             parser: DocParser::new(mapping.clone())?,
@@ -235,9 +275,28 @@ impl Index {
         &self.mapping
     }
 
-    /// The engine, for what the façade does not wrap.
-    pub fn engine(&self) -> &Engine {
+    /// The store (its partitions' engines, or the one engine of an unpartitioned
+    /// index), for what the façade does not wrap.
+    pub fn engine(&self) -> &PartitionedEngine {
         &self.engine
+    }
+
+    /// Seals partitions the newest timestamp is past by the seal grace (merging them and
+    /// building their rollups) and drops those past the retention; also run after every
+    /// ingest call. A no-op for an unpartitioned index.
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn maintain(&mut self) -> Result<tidemark_dedup::MaintainReport> {
+        Ok(self.engine.maintain()?)
+    }
+
+    /// Seals the partition starting at `start_ms` now (see [`maintain`](Self::maintain)).
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn seal(&mut self, start_ms: i64) -> Result<()> {
+        Ok(self.engine.seal(start_ms)?)
     }
 
     /// A document parser for this index's mapping (one per thread).
@@ -247,7 +306,7 @@ impl Index {
 
     /// The cumulative counters (saved ones plus this session's).
     pub fn counters(&self) -> Counters {
-        self.counters.with_dedup(self.engine.stats())
+        self.counters.with_dedup(&self.engine.stats())
     }
 
     /// The `_id` text of a stored id.
@@ -414,7 +473,7 @@ impl Index {
             }
             Err(e) => return Ok(ItemStatus::Error(e.to_string())),
         }
-        let out = self.engine.batch([Op::Index(stored)])?;
+        let out = self.engine.batch(vec![Op::Index(stored)])?;
         Ok(match out.into_iter().next() {
             Some(Outcome::Indexed { .. }) => ItemStatus::Updated,
             Some(Outcome::Rejected { reason, .. }) => ItemStatus::Error(rejection_text(&reason)),

@@ -35,7 +35,7 @@ pub use query::{
     Agg, AggOutput, Bucket, BucketKey, CalendarUnit, Filter, Hit, Interval, MetricKind,
     SearchRequest, SearchResult,
 };
-pub use search::{AggBucket, AggQuery, AggResult, Order, Query, SeriesAgg};
+pub use search::{AggBucket, AggQuery, AggResult, GroupAgg, Matcher, Order, Query, SeriesAgg};
 pub use stats::{ComponentUsage, DiskUsage, IndexStats};
 pub use time::{format_time, parse_interval, parse_time};
 

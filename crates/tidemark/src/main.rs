@@ -51,6 +51,60 @@ enum Command {
         /// Elasticsearch-style mapping (JSON).
         #[arg(long)]
         mapping: PathBuf,
+        /// Split the index into time partitions of this width (1h to 7d, e.g. `1d`):
+        /// each document goes to the partition of its own timestamp.
+        #[arg(long)]
+        partition: Option<String>,
+        /// Drop whole partitions this much older than the newest document (e.g. `30d`;
+        /// needs `--partition`).
+        #[arg(long)]
+        retention: Option<String>,
+        /// Reject documents this much older than the newest one (needs `--partition`).
+        #[arg(long)]
+        late_window: Option<String>,
+        /// Seal a partition (merge it, build its rollups) once the newest document is
+        /// this far past its end (default 1h; needs `--partition`).
+        #[arg(long)]
+        seal_grace: Option<String>,
+        /// Rollup resolutions, comma-separated (e.g. `5m,1h`; each divides the
+        /// partition width; needs `--partition`).
+        #[arg(long, value_delimiter = ',')]
+        rollups: Vec<String>,
+    },
+    /// List the dimension names of the series with data in a time range.
+    Labels {
+        /// Index directory.
+        dir: PathBuf,
+        /// From this time (inclusive).
+        #[arg(long)]
+        from: Option<String>,
+        /// To this time (exclusive).
+        #[arg(long)]
+        to: Option<String>,
+    },
+    /// List the values of a dimension (with their series counts) in a time range.
+    LabelValues {
+        /// Index directory.
+        dir: PathBuf,
+        /// The dimension.
+        dim: String,
+        /// From this time (inclusive).
+        #[arg(long)]
+        from: Option<String>,
+        /// To this time (exclusive).
+        #[arg(long)]
+        to: Option<String>,
+        /// JSON out (`{"value": series}`).
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the partitions of an index: time range, rows, bytes, sealed, rollups.
+    Partitions {
+        /// Index directory.
+        dir: PathBuf,
+        /// JSON out (one object per line).
+        #[arg(long)]
+        json: bool,
     },
     /// Ingest NDJSON or `_bulk` files (`-` for standard input).
     Ingest {
@@ -112,6 +166,10 @@ enum Command {
         /// A dimension term filter, `name=value` (repeatable; all must match).
         #[arg(long = "filter")]
         filters: Vec<String>,
+        /// A dimension matcher: `name=value`, `name!=value`, `name=~regex`,
+        /// `name!~regex` or `name^=prefix` (repeatable; all must match).
+        #[arg(long = "match")]
+        matchers: Vec<String>,
         /// Only `_id`s starting with this.
         #[arg(long)]
         id_prefix: Option<String>,
@@ -141,6 +199,16 @@ enum Command {
         /// A dimension term filter, `name=value` (repeatable).
         #[arg(long = "filter")]
         filters: Vec<String>,
+        /// A dimension matcher (as for `search --match`; repeatable).
+        #[arg(long = "match")]
+        matchers: Vec<String>,
+        /// Group series by these dimensions (comma-separated or repeated) instead of
+        /// printing every series.
+        #[arg(long, value_delimiter = ',')]
+        group_by: Vec<String>,
+        /// Read raw rows only, never rollups (to compare).
+        #[arg(long)]
+        raw: bool,
     },
     /// Documents, series, segments, bytes and the dedup counters.
     Stats {
@@ -223,6 +291,13 @@ fn filters_arg(filters: &[String]) -> Result<Vec<(String, String)>> {
         .collect()
 }
 
+fn matchers_arg(matchers: &[String]) -> Result<Vec<tidemark::Matcher>> {
+    matchers
+        .iter()
+        .map(|m| tidemark::Matcher::parse(m).map_err(Into::into))
+        .collect()
+}
+
 /// The server binary `tidemark serve` runs: nothing may depend on a server crate, so the
 /// CLI cannot link it and starts it as git and cargo start external subcommands.
 const SERVER_BINARY: &str = "tidemark-server";
@@ -275,14 +350,126 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match cli.command {
         Command::Serve { args } => return serve(&args),
-        Command::Create { dir, mapping } => {
+        Command::Create {
+            dir,
+            mapping,
+            partition,
+            retention,
+            late_window,
+            seal_grace,
+            rollups,
+        } => {
             let text = std::fs::read_to_string(&mapping)
                 .with_context(|| format!("reading the mapping {}", mapping.display()))?;
             let m = Mapping::from_json_str(&text)
                 .with_context(|| format!("in {}", mapping.display()))?;
-            let index = Index::create(&dir, m)?;
+            let index = match partition {
+                None => {
+                    if retention.is_some()
+                        || late_window.is_some()
+                        || seal_grace.is_some()
+                        || !rollups.is_empty()
+                    {
+                        bail!(
+                            "--retention, --late-window, --seal-grace and --rollups need --partition"
+                        );
+                    }
+                    Index::create(&dir, m)?
+                }
+                Some(width) => {
+                    let opt = |t: &Option<String>| t.as_deref().map(parse_interval).transpose();
+                    let mut p = tidemark::dedup::PartitionConfig::new()
+                        .with_width_ms(parse_interval(&width)?)
+                        .with_retention_ms(opt(&retention)?)
+                        .with_late_window_ms(opt(&late_window)?)
+                        .with_rollups(
+                            rollups
+                                .iter()
+                                .map(|r| parse_interval(r))
+                                .collect::<tidemark::Result<Vec<i64>>>()?,
+                        );
+                    if let Some(g) = opt(&seal_grace)? {
+                        p = p.with_seal_grace_ms(g);
+                    }
+                    Index::create_partitioned(&dir, m, tidemark::dedup::EngineConfig::new(), p)?
+                }
+            };
             index.close()?;
             writeln!(out, "created index {}", dir.display())?;
+        }
+        Command::Labels { dir, from, to } => {
+            let index = Index::open(&dir)?;
+            for name in index.labels(time_arg(&from)?, time_arg(&to)?)? {
+                writeln!(out, "{name}")?;
+            }
+        }
+        Command::LabelValues {
+            dir,
+            dim,
+            from,
+            to,
+            json,
+        } => {
+            let index = Index::open(&dir)?;
+            let values = index.label_values(&dim, time_arg(&from)?, time_arg(&to)?)?;
+            if json {
+                let map: serde_json::Map<String, serde_json::Value> = values
+                    .into_iter()
+                    .map(|(v, n)| (v, serde_json::Value::from(n)))
+                    .collect();
+                writeln!(out, "{}", serde_json::Value::Object(map))?;
+            } else {
+                for (v, n) in values {
+                    writeln!(out, "{v}\t{n}")?;
+                }
+            }
+        }
+        Command::Partitions { dir, json } => {
+            let index = Index::open(&dir)?;
+            let parts = index.engine().partitions();
+            if !index.engine().is_partitioned() {
+                writeln!(
+                    out,
+                    "{} is not partitioned: one engine holds all time",
+                    dir.display()
+                )?;
+            } else if json {
+                for p in &parts {
+                    writeln!(out, "{}", partition_json(p))?;
+                }
+            } else {
+                writeln!(
+                    out,
+                    "{:<22}{:<22}{:>12}{:>10}{:>14}  {:<7}rollups (resolution:rows)",
+                    "start", "end", "rows", "segments", "bytes", "sealed"
+                )?;
+                for p in &parts {
+                    let rollups: Vec<String> = p
+                        .rollups
+                        .iter()
+                        .map(|(r, rows, _)| format!("{}:{rows}", format_duration(*r)))
+                        .collect();
+                    writeln!(
+                        out,
+                        "{:<22}{:<22}{:>12}{:>10}{:>14}  {:<7}{}",
+                        tidemark::format_time(p.start_ms),
+                        tidemark::format_time(p.end_ms),
+                        p.rows,
+                        p.segments,
+                        p.bytes,
+                        if p.sealed { "yes" } else { "no" },
+                        rollups.join(" ")
+                    )?;
+                }
+                let s = index.engine().partition_stats();
+                writeln!(
+                    out,
+                    "{} partitions; dropped by retention: {} partitions, {} rows",
+                    parts.len(),
+                    s.dropped_partitions,
+                    s.dropped_rows
+                )?;
+            }
         }
         Command::Ingest {
             dir,
@@ -347,6 +534,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             if !no_refresh {
                 index.refresh()?;
+                // Seal the partitions the stream has moved past, apply retention.
+                index.maintain()?;
             }
             index.close()?;
             let mut err = std::io::stderr();
@@ -395,6 +584,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             from,
             to,
             filters,
+            matchers,
             id_prefix,
             limit,
             desc,
@@ -404,6 +594,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 from: time_arg(&from)?,
                 to: time_arg(&to)?,
                 filters: filters_arg(&filters)?,
+                matchers: matchers_arg(&matchers)?,
                 id_prefix,
                 limit,
                 order: if desc { Order::Desc } else { Order::Asc },
@@ -419,6 +610,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             from,
             to,
             filters,
+            matchers,
+            group_by,
+            raw,
         } => {
             let index = Index::open(&dir)?;
             let query = AggQuery {
@@ -427,6 +621,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 from: time_arg(&from)?,
                 to: time_arg(&to)?,
                 filters: filters_arg(&filters)?,
+                matchers: matchers_arg(&matchers)?,
+                group_by,
+                raw_only: raw,
             };
             let result = index.aggregate(&query)?;
             writeln!(out, "{}", serde_json::to_string_pretty(&result.to_json())?)?;
@@ -444,6 +641,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 writeln!(out, "deleted rows              {}", s.deleted_rows)?;
                 writeln!(out, "bytes                     {}", s.bytes)?;
                 writeln!(out, "bytes per document        {:.2}", s.bytes_per_document)?;
+                writeln!(out, "partitions                {}", s.partitions)?;
+                writeln!(
+                    out,
+                    "dropped by retention      {} partitions, {} rows",
+                    s.partition_stats.dropped_partitions, s.partition_stats.dropped_rows
+                )?;
                 for (name, v) in s.counters.pairs() {
                     writeln!(out, "{:<26}{v}", name.replace('_', " "))?;
                 }
@@ -504,6 +707,38 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A partition as one JSON object.
+fn partition_json(p: &tidemark::dedup::PartitionInfo) -> serde_json::Value {
+    serde_json::json!({
+        "start": tidemark::format_time(p.start_ms),
+        "end": tidemark::format_time(p.end_ms),
+        "start_ms": p.start_ms,
+        "end_ms": p.end_ms,
+        "rows": p.rows,
+        "segments": p.segments,
+        "bytes": p.bytes,
+        "sealed": p.sealed,
+        "rollups": p.rollups.iter().map(|(r, rows, bytes)| serde_json::json!({
+            "resolution": format_duration(*r), "resolution_ms": r, "rows": rows, "bytes": bytes,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// `300000` → `5m`: the largest unit that divides the duration.
+fn format_duration(ms: i64) -> String {
+    for (unit, f) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+    ] {
+        if ms % f == 0 {
+            return format!("{}{unit}", ms / f);
+        }
+    }
+    format!("{ms}ms")
 }
 
 fn ingest_file(

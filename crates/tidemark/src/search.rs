@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use roaring::RoaringBitmap;
 use serde_json::{Map, Value, json};
+use tidemark_dedup::{Piece, Postings, counter_step};
 use tidemark_segment::{Dim, MetricValue, Point};
 use tidemark_tsid::{SyntheticId, Tsid};
 
@@ -34,6 +36,9 @@ pub struct Query {
     pub to: Option<i64>,
     /// `(dimension, value)` term filters, all of which must match.
     pub filters: Vec<(String, String)>,
+    /// Further matchers on dimensions (terms, prefix, regex, negations), all of which
+    /// must match; answered through each segment's dimension index.
+    pub matchers: Vec<Matcher>,
     /// An `_id` text prefix.
     pub id_prefix: Option<String>,
     /// At most this many documents.
@@ -43,8 +48,15 @@ pub struct Query {
 }
 
 /// A metric aggregation over `[from, to)`: `min`, `max`, `sum`, `count` and `avg` per
-/// `interval` bucket (date histogram), overall and per series.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `interval` bucket (date histogram), and for counters the reset-aware `increase` and
+/// `rate`, overall and per series, or per group of series sharing the values of the
+/// `group_by` dimensions.
+///
+/// A time-partitioned index with rollups answers from the coarsest rollup whose
+/// resolution divides the interval, over the buckets of sealed partitions the range
+/// covers whole, and from raw rows elsewhere: the answer equals the raw computation
+/// (set `raw_only` to compare).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AggQuery {
     /// The metric (or numeric) field.
     pub metric: String,
@@ -56,6 +68,12 @@ pub struct AggQuery {
     pub to: Option<i64>,
     /// `(dimension, value)` term filters.
     pub filters: Vec<(String, String)>,
+    /// Further matchers on dimensions (see [`Query::matchers`]).
+    pub matchers: Vec<Matcher>,
+    /// Dimensions to group series by (PromQL's `by`); empty: one entry per series.
+    pub group_by: Vec<String>,
+    /// Read raw rows only, never rollups.
+    pub raw_only: bool,
 }
 
 /// One bucket of an aggregation.
@@ -71,16 +89,23 @@ pub struct AggBucket {
     pub max: f64,
     /// Sum of the values.
     pub sum: f64,
+    /// Counters: the increase over the bucket (from the last value before it, a drop
+    /// counting as a reset to zero); `None` for gauges.
+    pub increase: Option<i64>,
+    /// Bucket width in milliseconds (for [`rate`](Self::rate)).
+    pub width_millis: i64,
 }
 
 impl AggBucket {
-    fn new(key: i64) -> AggBucket {
+    fn new(key: i64, width_millis: i64) -> AggBucket {
         AggBucket {
             key,
             count: 0,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
             sum: 0.0,
+            increase: None,
+            width_millis,
         }
     }
 
@@ -89,6 +114,27 @@ impl AggBucket {
         self.min = self.min.min(v);
         self.max = self.max.max(v);
         self.sum += v;
+    }
+
+    fn add_increase(&mut self, inc: i64) {
+        self.increase = Some(self.increase.unwrap_or(0).saturating_add(inc));
+    }
+
+    /// Folds another bucket (same key) in.
+    fn absorb(&mut self, o: &AggBucket) {
+        self.count += o.count;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        self.sum += o.sum;
+        if let Some(i) = o.increase {
+            self.add_increase(i);
+        }
+    }
+
+    /// Counters: the increase per second over the bucket (no extrapolation).
+    pub fn rate(&self) -> Option<f64> {
+        self.increase
+            .map(|i| i as f64 * 1000.0 / self.width_millis.max(1) as f64)
     }
 
     /// Mean of the values.
@@ -102,7 +148,7 @@ impl AggBucket {
 
     /// The bucket as JSON.
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "key": self.key,
             "key_as_string": format_time(self.key),
             "count": self.count,
@@ -110,7 +156,12 @@ impl AggBucket {
             "max": self.max,
             "sum": self.sum,
             "avg": self.avg(),
-        })
+        });
+        if let (Some(inc), Some(rate), Value::Object(o)) = (self.increase, self.rate(), &mut v) {
+            o.insert("increase".into(), json!(inc));
+            o.insert("rate".into(), json!(rate));
+        }
+        v
     }
 }
 
@@ -125,6 +176,18 @@ pub struct SeriesAgg {
     pub buckets: Vec<AggBucket>,
 }
 
+/// The buckets of one group of series (see [`AggQuery::group_by`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupAgg {
+    /// The value of each `group_by` dimension, in request order (`None`: the series
+    /// lack it).
+    pub key: Vec<(String, Option<Dim>)>,
+    /// Series in the group.
+    pub series: u64,
+    /// Its buckets, by key.
+    pub buckets: Vec<AggBucket>,
+}
+
 /// The result of an [`AggQuery`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct AggResult {
@@ -134,8 +197,14 @@ pub struct AggResult {
     pub interval_millis: i64,
     /// Buckets over all matching series, by key.
     pub buckets: Vec<AggBucket>,
-    /// Buckets per series, by tsid.
+    /// Buckets per series, by tsid (empty when grouped).
     pub series: Vec<SeriesAgg>,
+    /// Buckets per group, by key (empty unless grouped).
+    pub groups: Vec<GroupAgg>,
+    /// Raw rows read.
+    pub raw_rows: u64,
+    /// Rollup rows (one series, one bucket of a rollup) read.
+    pub rollup_rows: u64,
 }
 
 impl AggResult {
@@ -157,56 +226,245 @@ impl AggResult {
                     "buckets": s.buckets.iter().map(AggBucket::to_json).collect::<Vec<_>>(),
                 })
             }).collect::<Vec<_>>(),
+            "groups": self.groups.iter().map(|g| {
+                let mut key = Map::new();
+                for (n, d) in &g.key {
+                    key.insert(n.clone(), d.as_ref().map_or(Value::Null, dim_json));
+                }
+                json!({
+                    "key": key,
+                    "series": g.series,
+                    "buckets": g.buckets.iter().map(AggBucket::to_json).collect::<Vec<_>>(),
+                })
+            }).collect::<Vec<_>>(),
+            "read": {"raw_rows": self.raw_rows, "rollup_rows": self.rollup_rows},
         })
     }
 }
 
-/// Term filters checked against a series' dimensions, values normalised by type.
-struct Filters(Vec<(String, String)>);
+/// A matcher on one dimension's value (as text; IPs normalized), PromQL-style: a
+/// negated matcher also accepts series that lack the dimension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Matcher {
+    /// The value is one of these.
+    Terms {
+        /// The dimension.
+        field: String,
+        /// Accepted values.
+        values: Vec<String>,
+    },
+    /// The value starts with this.
+    Prefix {
+        /// The dimension.
+        field: String,
+        /// The prefix.
+        prefix: String,
+    },
+    /// The whole value matches this regular expression (Rust `regex` syntax, anchored).
+    Regex {
+        /// The dimension.
+        field: String,
+        /// The pattern.
+        pattern: String,
+    },
+    /// Not this.
+    Not(Box<Matcher>),
+}
+
+impl Matcher {
+    /// Parses `name=value`, `name!=value`, `name=~regex`, `name!~regex` or
+    /// `name^=prefix`.
+    ///
+    /// # Errors
+    /// [`Error::Query`] for anything else.
+    pub fn parse(text: &str) -> Result<Matcher> {
+        let ops = ["!=", "=~", "!~", "^=", "="];
+        let found = ops
+            .iter()
+            .filter_map(|op| text.find(op).map(|i| (i, *op)))
+            .min_by_key(|(i, op)| (*i, std::cmp::Reverse(op.len())));
+        let Some((i, op)) = found.filter(|(i, _)| *i > 0) else {
+            return Err(Error::Query {
+                reason: format!(
+                    "invalid matcher `{text}`: expected name=value, name!=value, name=~regex, name!~regex or name^=prefix"
+                ),
+            });
+        };
+        let field = text[..i].to_owned();
+        let value = text[i + op.len()..].to_owned();
+        Ok(match op {
+            "=" => Matcher::Terms {
+                field,
+                values: vec![value],
+            },
+            "!=" => Matcher::Not(Box::new(Matcher::Terms {
+                field,
+                values: vec![value],
+            })),
+            "=~" => Matcher::Regex {
+                field,
+                pattern: value,
+            },
+            "!~" => Matcher::Not(Box::new(Matcher::Regex {
+                field,
+                pattern: value,
+            })),
+            _ => Matcher::Prefix {
+                field,
+                prefix: value,
+            },
+        })
+    }
+}
+
+/// A matcher checked against the mapping.
+enum Compiled {
+    Terms(String, Vec<String>),
+    Prefix(String, String),
+    Regex(String, regex::Regex),
+    Not(Box<Compiled>),
+}
+
+impl Compiled {
+    fn matches(&self, dims: &[(String, Dim)]) -> bool {
+        let value = |field: &str| {
+            dims.iter()
+                .find(|(n, _)| n == field)
+                .map(|(_, d)| dim_text(d))
+        };
+        match self {
+            Compiled::Terms(f, values) => value(f).is_some_and(|v| values.contains(&v)),
+            Compiled::Prefix(f, p) => value(f).is_some_and(|v| v.starts_with(p.as_str())),
+            Compiled::Regex(f, re) => value(f).is_some_and(|v| re.is_match(&v)),
+            Compiled::Not(m) => !m.matches(dims),
+        }
+    }
+
+    fn select(&self, p: &Postings) -> RoaringBitmap {
+        match self {
+            Compiled::Terms(f, values) => {
+                let mut out = RoaringBitmap::new();
+                for v in values {
+                    out |= p.term(f, v);
+                }
+                out
+            }
+            Compiled::Prefix(f, pre) => p.prefix(f, pre),
+            Compiled::Regex(f, re) => p.matching(f, |v| re.is_match(v)),
+            Compiled::Not(m) => p.all() - m.select(p),
+        }
+    }
+}
+
+/// Term filters and matchers checked against a series' dimensions, values normalised by
+/// type; or evaluated on a segment's dimension index.
+struct Filters(Vec<Compiled>);
 
 impl Filters {
-    fn new(mapping: &Mapping, filters: &[(String, String)]) -> Result<Filters> {
+    fn with_matchers(
+        mapping: &Mapping,
+        filters: &[(String, String)],
+        matchers: &[Matcher],
+    ) -> Result<Filters> {
         let mut out = Vec::new();
         for (name, value) in filters {
-            let Some(f) = mapping.field(name) else {
-                return Err(Error::Query {
-                    reason: format!("unknown field `{name}` in a filter"),
-                });
-            };
-            if f.role != FieldRole::Dimension {
-                return Err(Error::Query {
-                    reason: format!("`{name}` is not a dimension: filters apply to dimensions"),
-                });
-            }
-            let normalized = if f.ty == FieldType::Ip {
-                match value.parse::<std::net::IpAddr>() {
-                    Ok(std::net::IpAddr::V4(v4)) => v4.to_string(),
-                    Ok(std::net::IpAddr::V6(v6)) => ip_text(&v6),
-                    Err(_) => {
-                        return Err(Error::Query {
-                            reason: format!(
-                                "`{name}` is an ip field: `{value}` is not an IP address"
-                            ),
-                        });
-                    }
-                }
-            } else {
-                value.clone()
-            };
-            out.push((name.clone(), normalized));
+            out.push(Compiled::Terms(
+                name.clone(),
+                vec![normalize(mapping, name, value)?],
+            ));
+        }
+        for m in matchers {
+            out.push(compile(mapping, m)?);
         }
         Ok(Filters(out))
     }
 
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     fn matches(&self, dims: &[(String, Dim)]) -> bool {
-        self.0
-            .iter()
-            .all(|(name, value)| dims.iter().any(|(n, d)| n == name && dim_text(d) == *value))
+        self.0.iter().all(|c| c.matches(dims))
+    }
+
+    fn select(&self, p: &Postings) -> RoaringBitmap {
+        let mut it = self.0.iter();
+        let mut out = match it.next() {
+            Some(c) => c.select(p),
+            None => return p.all(),
+        };
+        for c in it {
+            if out.is_empty() {
+                break;
+            }
+            out &= c.select(p);
+        }
+        out
     }
 }
 
-/// A series' dimensions and its buckets by key.
-type SeriesBuckets = (Vec<(String, Dim)>, BTreeMap<i64, AggBucket>);
+fn dimension<'m>(mapping: &'m Mapping, name: &str) -> Result<&'m crate::mapping::Field> {
+    let Some(f) = mapping.field(name) else {
+        return Err(Error::Query {
+            reason: format!("unknown field `{name}` in a filter"),
+        });
+    };
+    if f.role != FieldRole::Dimension {
+        return Err(Error::Query {
+            reason: format!("`{name}` is not a dimension: filters apply to dimensions"),
+        });
+    }
+    Ok(f)
+}
+
+fn normalize(mapping: &Mapping, name: &str, value: &str) -> Result<String> {
+    let f = dimension(mapping, name)?;
+    Ok(if f.ty == FieldType::Ip {
+        match value.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V4(v4)) => v4.to_string(),
+            Ok(std::net::IpAddr::V6(v6)) => ip_text(&v6),
+            Err(_) => {
+                return Err(Error::Query {
+                    reason: format!("`{name}` is an ip field: `{value}` is not an IP address"),
+                });
+            }
+        }
+    } else {
+        value.to_owned()
+    })
+}
+
+fn compile(mapping: &Mapping, m: &Matcher) -> Result<Compiled> {
+    Ok(match m {
+        Matcher::Terms { field, values } => Compiled::Terms(
+            field.clone(),
+            values
+                .iter()
+                .map(|v| normalize(mapping, field, v))
+                .collect::<Result<_>>()?,
+        ),
+        Matcher::Prefix { field, prefix } => {
+            dimension(mapping, field)?;
+            Compiled::Prefix(field.clone(), prefix.clone())
+        }
+        Matcher::Regex { field, pattern } => {
+            dimension(mapping, field)?;
+            let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| Error::Query {
+                reason: format!("invalid regex `{pattern}` for `{field}`: {e}"),
+            })?;
+            Compiled::Regex(field.clone(), re)
+        }
+        Matcher::Not(inner) => Compiled::Not(Box::new(compile(mapping, inner)?)),
+    })
+}
+
+/// A series' dimensions, its buckets by key, and its last counter value so far.
+struct SeriesBuckets {
+    dims: Vec<(String, Dim)>,
+    buckets: BTreeMap<i64, AggBucket>,
+    last: Option<i64>,
+}
 
 /// The timestamps an event `_id` prefix can hold: its first 16 hex digits are the
 /// timestamp XOR 2^63 (so they sort as the timestamps do). `None` when the prefix says
@@ -238,7 +496,7 @@ impl Index {
     /// [`Error::Query`] for a filter on an unknown or non-dimension field; segment read
     /// errors.
     pub fn search(&self, query: &Query) -> Result<Vec<Value>> {
-        let filters = Filters::new(self.mapping(), &query.filters)?;
+        let filters = Filters::with_matchers(self.mapping(), &query.filters, &query.matchers)?;
         let (mut from, mut to) = range(query.from, query.to);
         let prefix = query.id_prefix.as_deref().unwrap_or("");
         // An `_id` prefix narrows the scan before any row is read: for time series the
@@ -256,15 +514,15 @@ impl Index {
         };
         let mut hits: Vec<(i64, String, Point)> = Vec::new();
         let mut failure = None;
-        self.engine().scan_live(
+        self.scan_filtered(
+            &filters,
             from,
             to,
-            |tsid, dims| {
-                (series_prefix.is_empty()
+            |tsid| {
+                series_prefix.is_empty()
                     || SyntheticId::new(*tsid, 0)
                         .to_string()
-                        .starts_with(series_prefix))
-                    && filters.matches(dims)
+                        .starts_with(series_prefix)
             },
             |mut p, stored| {
                 if let Some((segment, row)) = stored
@@ -311,11 +569,11 @@ impl Index {
             .collect())
     }
 
-    /// Runs a metric aggregation.
+    /// Runs a metric aggregation (see [`AggQuery`]).
     ///
     /// # Errors
-    /// [`Error::Query`] for an unknown or non-numeric field, a bad interval or filter;
-    /// segment read errors.
+    /// [`Error::Query`] for an unknown or non-numeric field, a bad interval, filter or
+    /// group-by dimension; segment read errors.
     pub fn aggregate(&self, query: &AggQuery) -> Result<AggResult> {
         let Some(field) = self.mapping().field(&query.metric) else {
             return Err(Error::Query {
@@ -332,56 +590,229 @@ impl Index {
                 reason: "the interval must be positive".to_owned(),
             });
         }
-        let filters = Filters::new(self.mapping(), &query.filters)?;
+        for g in &query.group_by {
+            if self.mapping().field(g).map(|f| f.role) != Some(FieldRole::Dimension) {
+                return Err(Error::Query {
+                    reason: format!("`{g}` is not a dimension: group-by applies to dimensions"),
+                });
+            }
+        }
+        let filters = Filters::with_matchers(self.mapping(), &query.filters, &query.matchers)?;
         let (from, to) = range(query.from, query.to);
         let interval = query.interval_millis;
-        let mut total: BTreeMap<i64, AggBucket> = BTreeMap::new();
+        let bucket_of = |ts: i64| ts.div_euclid(interval) * interval;
+        let store = self.engine();
+        let pieces = if query.raw_only {
+            vec![Piece::Raw { from, to }]
+        } else {
+            store.plan(from, to, interval)
+        };
         let mut per_series: BTreeMap<Tsid, SeriesBuckets> = BTreeMap::new();
-        self.engine().scan_live(
-            from,
-            to,
-            |_, dims| filters.matches(dims),
-            |p, _| {
-                let Some(v) = p
-                    .metrics
-                    .iter()
-                    .find(|(n, _)| *n == query.metric)
-                    .map(|(_, v)| match v {
-                        MetricValue::Gauge(f) => *f,
-                        MetricValue::Counter(i) => *i as f64,
-                    })
-                else {
-                    return;
-                };
-                let key = p.ts_millis.div_euclid(interval) * interval;
+        let (mut raw_rows, mut rollup_rows) = (0u64, 0u64);
+        for piece in &pieces {
+            match *piece {
+                Piece::Raw { from, to } => {
+                    // A counter's increase needs each series' values in time order; a
+                    // partition's rows come so only once it is merged: sorted here.
+                    let mut counters: Vec<(Tsid, i64, i64)> = Vec::new();
+                    self.scan_filtered(
+                        &filters,
+                        from,
+                        to,
+                        |_| true,
+                        |p, _| {
+                            let Some((_, v)) = p.metrics.iter().find(|(n, _)| *n == query.metric)
+                            else {
+                                return;
+                            };
+                            raw_rows += 1;
+                            let v = *v;
+                            let key = bucket_of(p.ts_millis);
+                            let tsid = p.tsid;
+                            let series = per_series.entry(tsid).or_insert_with(|| SeriesBuckets {
+                                dims: p.dims,
+                                buckets: BTreeMap::new(),
+                                last: None,
+                            });
+                            let b = series
+                                .buckets
+                                .entry(key)
+                                .or_insert_with(|| AggBucket::new(key, interval));
+                            match v {
+                                MetricValue::Gauge(f) => b.add(f),
+                                MetricValue::Counter(i) => {
+                                    b.add(i as f64);
+                                    counters.push((tsid, p.ts_millis, i));
+                                }
+                            }
+                        },
+                    )?;
+                    counters.sort_unstable_by_key(|c| (c.0, c.1));
+                    for (tsid, ts, v) in counters {
+                        if let Some(s) = per_series.get_mut(&tsid) {
+                            let inc = s.last.map_or(0, |prev| counter_step(prev, v));
+                            s.last = Some(v);
+                            if let Some(b) = s.buckets.get_mut(&bucket_of(ts)) {
+                                b.add_increase(inc);
+                            }
+                        }
+                    }
+                }
+                Piece::Rollup { .. } => {
+                    store.scan_rollup(
+                        piece,
+                        &query.metric,
+                        |_, dims| filters.matches(dims),
+                        |tsid, dims, start, st| {
+                            rollup_rows += 1;
+                            let key = bucket_of(start);
+                            let series = per_series.entry(*tsid).or_insert_with(|| SeriesBuckets {
+                                dims: dims.to_vec(),
+                                buckets: BTreeMap::new(),
+                                last: None,
+                            });
+                            let b = series
+                                .buckets
+                                .entry(key)
+                                .or_insert_with(|| AggBucket::new(key, interval));
+                            b.count += st.count;
+                            b.min = b.min.min(st.min);
+                            b.max = b.max.max(st.max);
+                            b.sum += st.sum;
+                            if let Some(c) = st.counter {
+                                let edge =
+                                    series.last.map_or(0, |prev| counter_step(prev, c.first));
+                                b.add_increase(edge.saturating_add(c.increase));
+                                series.last = Some(c.last);
+                            }
+                        },
+                    )?;
+                }
+            }
+        }
+        // Totals and groups fold the series in tsid order, whichever pieces were read,
+        // so that rollups and raw rows give the same sums.
+        let mut total: BTreeMap<i64, AggBucket> = BTreeMap::new();
+        let mut groups: BTreeMap<Vec<Option<String>>, GroupAgg> = BTreeMap::new();
+        for s in per_series.values() {
+            for b in s.buckets.values() {
                 total
-                    .entry(key)
-                    .or_insert_with(|| AggBucket::new(key))
-                    .add(v);
-                let series = per_series
-                    .entry(p.tsid)
-                    .or_insert_with(|| (p.dims.clone(), BTreeMap::new()));
-                series
-                    .1
-                    .entry(key)
-                    .or_insert_with(|| AggBucket::new(key))
-                    .add(v);
-            },
-        )?;
+                    .entry(b.key)
+                    .or_insert_with(|| AggBucket::new(b.key, interval))
+                    .absorb(b);
+            }
+            if !query.group_by.is_empty() {
+                let key: Vec<Option<&Dim>> = query
+                    .group_by
+                    .iter()
+                    .map(|g| s.dims.iter().find(|(n, _)| n == g).map(|(_, d)| d))
+                    .collect();
+                let text: Vec<Option<String>> = key.iter().map(|d| d.map(dim_text)).collect();
+                let g = groups.entry(text).or_insert_with(|| GroupAgg {
+                    key: query
+                        .group_by
+                        .iter()
+                        .cloned()
+                        .zip(key.iter().map(|d| d.cloned()))
+                        .collect(),
+                    series: 0,
+                    buckets: Vec::new(),
+                });
+                g.series += 1;
+                merge_buckets(&mut g.buckets, s.buckets.values(), interval);
+            }
+        }
+        let grouped = !query.group_by.is_empty();
         Ok(AggResult {
             metric: query.metric.clone(),
             interval_millis: interval,
             buckets: total.into_values().collect(),
-            series: per_series
-                .into_iter()
-                .map(|(tsid, (dims, b))| SeriesAgg {
-                    tsid,
-                    dims,
-                    buckets: b.into_values().collect(),
-                })
-                .collect(),
+            series: if grouped {
+                Vec::new()
+            } else {
+                per_series
+                    .into_iter()
+                    .map(|(tsid, s)| SeriesAgg {
+                        tsid,
+                        dims: s.dims,
+                        buckets: s.buckets.into_values().collect(),
+                    })
+                    .collect()
+            },
+            groups: groups.into_values().collect(),
+            raw_rows,
+            rollup_rows,
         })
     }
+}
+
+impl Index {
+    /// Scans live rows in `[from, to]` of the series `filters` and `keep_tsid` accept:
+    /// through each segment's dimension index when there are filters (only the chosen
+    /// series' rows are read), else every series.
+    fn scan_filtered(
+        &self,
+        filters: &Filters,
+        from: i64,
+        to: i64,
+        mut keep_tsid: impl FnMut(&Tsid) -> bool,
+        f: impl FnMut(Point, Option<(&tidemark_segment::Segment, tidemark_segment::RowId)>),
+    ) -> Result<()> {
+        let store = self.engine();
+        if filters.is_empty() {
+            store.scan_live(from, to, |t, _| keep_tsid(t), f)?;
+        } else {
+            let mut keep = |t: &Tsid, dims: &[(String, Dim)]| filters.matches(dims) && keep_tsid(t);
+            store.scan_live_indexed(from, to, &mut keep, |p| filters.select(p), f)?;
+        }
+        Ok(())
+    }
+
+    /// The dimension names of the series with data in `[from, to)` (what a query UI lists
+    /// in its drop-downs), from each segment's dimension index.
+    ///
+    /// # Errors
+    /// Segment read errors.
+    pub fn labels(&self, from: Option<i64>, to: Option<i64>) -> Result<Vec<String>> {
+        let (from, to) = range(from, to);
+        Ok(self.engine().label_names(from, to)?.into_iter().collect())
+    }
+
+    /// The values of dimension `name` in `[from, to)`, sorted, each with the number of
+    /// series that have it (summed over segments: a series stored in several segments
+    /// or partitions counts in each).
+    ///
+    /// # Errors
+    /// [`Error::Query`] when `name` is not a dimension; segment read errors.
+    pub fn label_values(
+        &self,
+        name: &str,
+        from: Option<i64>,
+        to: Option<i64>,
+    ) -> Result<Vec<(String, u64)>> {
+        dimension(self.mapping(), name)?;
+        let (from, to) = range(from, to);
+        Ok(self
+            .engine()
+            .label_values(name, from, to)?
+            .into_iter()
+            .collect())
+    }
+}
+
+/// Folds `add` (sorted by key) into `into` (sorted by key).
+fn merge_buckets<'a>(
+    into: &mut Vec<AggBucket>,
+    add: impl Iterator<Item = &'a AggBucket>,
+    interval: i64,
+) {
+    let mut map: BTreeMap<i64, AggBucket> = into.drain(..).map(|b| (b.key, b)).collect();
+    for b in add {
+        map.entry(b.key)
+            .or_insert_with(|| AggBucket::new(b.key, interval))
+            .absorb(b);
+    }
+    into.extend(map.into_values());
 }
 
 #[cfg(test)]

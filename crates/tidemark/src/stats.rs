@@ -25,6 +25,11 @@ pub struct IndexStats {
     pub bytes_per_document: f64,
     /// Cumulative counters (see [`Counters`]).
     pub counters: Counters,
+    /// Time partitions (1 for an unpartitioned index).
+    pub partitions: u64,
+    /// Partitions dropped by retention, and the rows they held (cumulative), and documents
+    /// refused this session as older than the late window or the retention.
+    pub partition_stats: tidemark_dedup::PartitionStats,
 }
 
 impl IndexStats {
@@ -39,6 +44,11 @@ impl IndexStats {
             "bytes": self.bytes,
             "bytes_per_document": (self.bytes_per_document * 100.0).round() / 100.0,
             "counters": self.counters.to_json(),
+            "partitions": self.partitions,
+            "dropped_partitions": self.partition_stats.dropped_partitions,
+            "dropped_rows": self.partition_stats.dropped_rows,
+            "rejected_too_old": self.partition_stats.rejected_too_old,
+            "rollup_rebuilds": self.partition_stats.rollup_rebuilds,
         })
     }
 }
@@ -120,12 +130,17 @@ fn add(list: &mut Vec<ComponentUsage>, name: &str, bytes: u64) {
 impl Index {
     fn dir_bytes(&self) -> Result<Vec<(String, u64)>> {
         let mut out = Vec::new();
-        let dir = self.dir();
-        for entry in std::fs::read_dir(dir).map_err(Error::io(dir))? {
-            let entry = entry.map_err(Error::io(dir))?;
-            let meta = entry.metadata().map_err(Error::io(entry.path()))?;
-            if meta.is_file() {
-                out.push((entry.file_name().to_string_lossy().into_owned(), meta.len()));
+        // Partition directories (`p-*/engine`) included: files are named by file name.
+        let mut dirs = vec![self.dir().to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).map_err(Error::io(&dir))? {
+                let entry = entry.map_err(Error::io(&dir))?;
+                let meta = entry.metadata().map_err(Error::io(entry.path()))?;
+                if meta.is_file() {
+                    out.push((entry.file_name().to_string_lossy().into_owned(), meta.len()));
+                } else if meta.is_dir() {
+                    dirs.push(entry.path());
+                }
             }
         }
         out.sort();
@@ -153,6 +168,8 @@ impl Index {
                 bytes as f64 / documents as f64
             },
             counters: self.counters(),
+            partitions: e.partitions().len() as u64,
+            partition_stats: e.partition_stats(),
         })
     }
 
@@ -207,6 +224,10 @@ impl Index {
                 "segments"
             } else if name.starts_with("wal-") {
                 "write-ahead log"
+            } else if name.starts_with("rollup-") {
+                "rollups"
+            } else if name == "MANIFEST" {
+                "manifests"
             } else {
                 name.as_str()
             };

@@ -46,6 +46,7 @@ fn bulk_results_reopen_and_duplicates_do_not_skew_averages() {
             from: None,
             to: None,
             filters: vec![],
+            ..AggQuery::default()
         })
         .unwrap();
     assert_eq!((agg.buckets[0].count, agg.buckets[0].avg()), (6, 2.5));

@@ -49,41 +49,61 @@ impl Engine {
                 }
             }
         }
+        scan_slots(&self.slots, from, to, &mut keep_series, &mut f)
+    }
+
+    /// As [`scan_live`](Self::scan_live), but each segment's series are chosen by
+    /// `select` (ordinals in its series table, e.g. from its dimension index) and only
+    /// their rows are read; buffered points are chosen by `keep_series` as before.
+    /// `select` returning `None` scans the segment with `keep_series`.
+    ///
+    /// # Errors
+    /// Segment read errors naming the segment.
+    pub fn scan_live_selected(
+        &self,
+        from: i64,
+        to: i64,
+        mut keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
+        mut select: impl FnMut(&Path, &Segment) -> Option<roaring::RoaringBitmap>,
+        mut f: impl FnMut(Point, Option<(&Segment, RowId)>),
+    ) -> Result<()> {
+        for i in self.buffer.live() {
+            let ts = self.buffer.ts_of(i);
+            let Some(e) = self.series.entry(self.buffer.series_of(i)) else {
+                continue;
+            };
+            if ts >= from && ts <= to && keep_series(&e.tsid, &e.dims) {
+                if let Some(p) = self.buffer.point(i, &self.series, &self.columns) {
+                    f(p, None);
+                }
+            }
+        }
         for slot in &self.slots {
             if slot.max_ts < from || slot.min_ts > to {
                 continue;
             }
             let segment = slot.segment.as_ref();
+            let Some(chosen) = select(&slot.path, segment) else {
+                let one = std::slice::from_ref(slot);
+                scan_slots(one, from, to, &mut keep_series, &mut f)?;
+                continue;
+            };
             let names: Vec<&str> = segment.columns().iter().map(|c| c.name.as_str()).collect();
-            // Series verdicts by first row (a series' rows are contiguous).
-            let mut verdict: Option<(u64, bool)> = None;
-            segment
-                .scan_time_range(from, to, |rv| {
-                    if slot.tombstones.is_deleted(rv.row) {
-                        return;
-                    }
-                    let keep = match verdict {
-                        Some((first, k)) if first == rv.series.first_row => k,
-                        _ => {
-                            let k = keep_series(&rv.series.tsid, &rv.series.dims);
-                            verdict = Some((rv.series.first_row, k));
-                            k
+            for ord in &chosen {
+                let Some(s) = segment.series().get(ord as usize) else {
+                    continue;
+                };
+                if s.max_ts < from || s.min_ts > to {
+                    continue;
+                }
+                segment
+                    .scan_series(&s.tsid, from, to, |rv| {
+                        if !slot.tombstones.is_deleted(rv.row) {
+                            f(row_point(&names, &rv), Some((segment, rv.row)));
                         }
-                    };
-                    if !keep {
-                        return;
-                    }
-                    // Built field by field: `Point` may gain fields upstream.
-                    let mut p = Point::new(rv.series.tsid, rv.ts_millis);
-                    p.dims = rv.series.dims.to_vec();
-                    p.metrics = names
-                        .iter()
-                        .zip(rv.metrics)
-                        .filter_map(|(n, v)| v.map(|v| ((*n).to_owned(), v)))
-                        .collect();
-                    f(p.normalized(), Some((segment, rv.row)));
-                })
-                .map_err(|e| Error::Segment(segment.name_error(e)))?;
+                    })
+                    .map_err(|e| Error::Segment(segment.name_error(e)))?;
+            }
         }
         Ok(())
     }
@@ -106,4 +126,55 @@ impl Engine {
     pub fn deleted_rows(&self) -> u64 {
         self.slots.iter().map(|s| s.tombstones.len()).sum()
     }
+}
+
+/// A stored row as a point (dimensions and metrics sorted by name).
+fn row_point(names: &[&str], rv: &tidemark_segment::RowView<'_>) -> Point {
+    // Built field by field: `Point` may gain fields upstream.
+    let mut p = Point::new(rv.series.tsid, rv.ts_millis);
+    p.dims = rv.series.dims.to_vec();
+    p.metrics = names
+        .iter()
+        .zip(rv.metrics)
+        .filter_map(|(n, v)| v.map(|v| ((*n).to_owned(), v)))
+        .collect();
+    p.normalized()
+}
+
+/// The segment part of [`Engine::scan_live`].
+fn scan_slots(
+    slots: &[super::Slot],
+    from: i64,
+    to: i64,
+    keep_series: &mut impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
+    f: &mut impl FnMut(Point, Option<(&Segment, RowId)>),
+) -> Result<()> {
+    for slot in slots {
+        if slot.max_ts < from || slot.min_ts > to {
+            continue;
+        }
+        let segment = slot.segment.as_ref();
+        let names: Vec<&str> = segment.columns().iter().map(|c| c.name.as_str()).collect();
+        // Series verdicts by first row (a series' rows are contiguous).
+        let mut verdict: Option<(u64, bool)> = None;
+        segment
+            .scan_time_range(from, to, |rv| {
+                if slot.tombstones.is_deleted(rv.row) {
+                    return;
+                }
+                let keep = match verdict {
+                    Some((first, k)) if first == rv.series.first_row => k,
+                    _ => {
+                        let k = keep_series(&rv.series.tsid, &rv.series.dims);
+                        verdict = Some((rv.series.first_row, k));
+                        k
+                    }
+                };
+                if keep {
+                    f(row_point(&names, &rv), Some((segment, rv.row)));
+                }
+            })
+            .map_err(|e| Error::Segment(segment.name_error(e)))?;
+    }
+    Ok(())
 }

@@ -236,7 +236,7 @@ impl Engine {
 }
 
 /// The event-id keyer of an events-mode config.
-pub(super) fn keyer_of(config: &EngineConfig) -> Result<Option<Arc<EventKeyer>>> {
+pub(crate) fn keyer_of(config: &EngineConfig) -> Result<Option<Arc<EventKeyer>>> {
     match config.mode() {
         Mode::TimeSeries => Ok(None),
         Mode::Events(ids) => Ok(Some(Arc::new(ids.keyer()?))),

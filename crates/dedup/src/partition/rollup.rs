@@ -1,0 +1,329 @@
+//! Rollups: per series and bucket of a fixed resolution, `count`, `min`, `max` and `sum`
+//! of every metric, plus `first`, `last` and the reset-aware `increase` of counters,
+//! stored as an ordinary segment per partition and resolution (one row per series and
+//! bucket, the bucket start as its timestamp, the dimensions unchanged, columns named
+//! `<metric>.<stat>`). Built from a partition's deduplicated rows, so duplicates never
+//! count, and rebuilt for the (series, bucket) pairs a late write changed.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tidemark_segment::{Dim, MetricValue, Point, Segment, SegmentOptions, SegmentWriter};
+use tidemark_tsid::Tsid;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+
+/// The rollup of one metric over one bucket of one series.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RollupStats {
+    /// Values in the bucket.
+    pub count: u64,
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Sum of the values, added in timestamp order.
+    pub sum: f64,
+    /// For counters: first and last value and the increase between them within the
+    /// bucket, a drop counting as a reset to zero (Prometheus' rule).
+    pub counter: Option<CounterStats>,
+}
+
+/// The counter part of a [`RollupStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CounterStats {
+    /// Value of the bucket's first point.
+    pub first: i64,
+    /// Value of its last point.
+    pub last: i64,
+    /// Increase from `first` to `last`, resets handled (saturating).
+    pub increase: i64,
+}
+
+/// The increase from `prev` to `next` of a counter: a drop is a reset to zero.
+pub fn counter_step(prev: i64, next: i64) -> i64 {
+    if next >= prev {
+        next.saturating_sub(prev)
+    } else {
+        next
+    }
+}
+
+impl RollupStats {
+    fn of(v: MetricValue) -> RollupStats {
+        let (f, counter) = match v {
+            MetricValue::Gauge(f) => (f, None),
+            MetricValue::Counter(i) => (
+                i as f64,
+                Some(CounterStats {
+                    first: i,
+                    last: i,
+                    increase: 0,
+                }),
+            ),
+        };
+        RollupStats {
+            count: 1,
+            min: f,
+            max: f,
+            sum: f,
+            counter,
+        }
+    }
+
+    fn add(&mut self, v: MetricValue) {
+        let f = match v {
+            MetricValue::Gauge(f) => f,
+            MetricValue::Counter(i) => {
+                if let Some(c) = &mut self.counter {
+                    c.increase = c.increase.saturating_add(counter_step(c.last, i));
+                    c.last = i;
+                }
+                i as f64
+            }
+        };
+        self.count += 1;
+        self.min = self.min.min(f);
+        self.max = self.max.max(f);
+        self.sum += f;
+    }
+}
+
+const STATS: [&str; 7] = ["count", "first", "increase", "last", "max", "min", "sum"];
+
+/// File of the rollup at `resolution_ms` in partition directory `dir`.
+pub(crate) fn rollup_path(dir: &Path, resolution_ms: i64) -> PathBuf {
+    dir.join(format!("rollup-{resolution_ms}ms.tms"))
+}
+
+fn to_point(
+    tsid: Tsid,
+    dims: &[(String, Dim)],
+    bucket: i64,
+    stats: &[(String, RollupStats)],
+) -> Point {
+    let mut p = Point::new(tsid, bucket);
+    p.dims = dims.to_vec();
+    for (name, s) in stats {
+        p.metrics.push((
+            format!("{name}.count"),
+            MetricValue::Counter(s.count as i64),
+        ));
+        p.metrics
+            .push((format!("{name}.min"), MetricValue::Gauge(s.min)));
+        p.metrics
+            .push((format!("{name}.max"), MetricValue::Gauge(s.max)));
+        p.metrics
+            .push((format!("{name}.sum"), MetricValue::Gauge(s.sum)));
+        if let Some(c) = s.counter {
+            p.metrics
+                .push((format!("{name}.first"), MetricValue::Counter(c.first)));
+            p.metrics
+                .push((format!("{name}.last"), MetricValue::Counter(c.last)));
+            p.metrics
+                .push((format!("{name}.increase"), MetricValue::Counter(c.increase)));
+        }
+    }
+    p
+}
+
+/// The (series, bucket) being accumulated: tsid, dimensions, bucket start.
+type Current = (Tsid, Vec<(String, Dim)>, i64);
+
+/// Computes the rollup rows of `engine` at `resolution` over `[from, to]` for the series
+/// `keep` accepts, calling `emit` once per (series, bucket) in (tsid, bucket) order. The
+/// engine must hold one segment and an empty buffer (a sealed partition), so that its
+/// rows come in (tsid, timestamp) order: sums then add in timestamp order, as a raw scan
+/// of the same partition does.
+pub(crate) fn compute(
+    engine: &Engine,
+    resolution: i64,
+    from: i64,
+    to: i64,
+    keep: &dyn Fn(&Tsid) -> bool,
+    emit: &mut dyn FnMut(Point),
+) -> Result<()> {
+    if engine.buffered() > 0 || engine.segment_count() > 1 {
+        return Err(Error::InvalidConfig {
+            name: "rollup",
+            detail: "rollups are built from a merged partition".to_owned(),
+        });
+    }
+    // The (series, bucket) being accumulated: its metrics by name.
+    let mut cur: Option<Current> = None;
+    let mut acc: BTreeMap<String, RollupStats> = BTreeMap::new();
+    let flush = |cur: &Option<Current>,
+                 acc: &mut BTreeMap<String, RollupStats>,
+                 emit: &mut dyn FnMut(Point)| {
+        if let Some((tsid, dims, bucket)) = cur
+            && !acc.is_empty()
+        {
+            let stats: Vec<(String, RollupStats)> = std::mem::take(acc).into_iter().collect();
+            emit(to_point(*tsid, dims, *bucket, &stats));
+        }
+    };
+    engine.scan_live(
+        from,
+        to,
+        |tsid, _| keep(tsid),
+        |p, _| {
+            let bucket = p.ts_millis.div_euclid(resolution) * resolution;
+            let same = cur
+                .as_ref()
+                .is_some_and(|(t, _, b)| *t == p.tsid && *b == bucket);
+            if !same {
+                flush(&cur, &mut acc, emit);
+                cur = Some((p.tsid, p.dims.clone(), bucket));
+            }
+            for (name, v) in p.metrics {
+                match acc.get_mut(&name) {
+                    Some(s) => s.add(v),
+                    None => {
+                        acc.insert(name, RollupStats::of(v));
+                    }
+                }
+            }
+        },
+    )?;
+    flush(&cur, &mut acc, emit);
+    Ok(())
+}
+
+/// Writes `points` (any order) as the rollup file `path`, or removes it when there are
+/// none. Returns the segment written.
+pub(crate) fn write(path: &Path, points: Vec<Point>) -> Result<Option<Arc<Segment>>> {
+    if points.is_empty() {
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(path)(e)),
+        }
+        return Ok(None);
+    }
+    let mut w = SegmentWriter::new(SegmentOptions::new())?;
+    for p in points {
+        w.push(p)?;
+    }
+    w.write_file(path)?;
+    Ok(Some(Arc::new(Segment::open(path)?)))
+}
+
+/// Builds the rollup of a whole sealed partition.
+pub(crate) fn build(engine: &Engine, resolution: i64, path: &Path) -> Result<Option<Arc<Segment>>> {
+    let mut points = Vec::new();
+    compute(
+        engine,
+        resolution,
+        i64::MIN,
+        i64::MAX,
+        &|_| true,
+        &mut |p| points.push(p),
+    )?;
+    write(path, points)
+}
+
+/// Rebuilds the rows of the `(tsid, bucket)` pairs in `touched` of the rollup `old`.
+pub(crate) fn rebuild(
+    engine: &Engine,
+    resolution: i64,
+    old: Option<&Segment>,
+    touched: &HashSet<(Tsid, i64)>,
+    path: &Path,
+) -> Result<Option<Arc<Segment>>> {
+    let mut points = match old {
+        Some(seg) => seg
+            .points(0..seg.row_count(), |_| true)?
+            .into_iter()
+            .filter(|p| !touched.contains(&(p.tsid, p.ts_millis)))
+            .collect(),
+        None => Vec::new(),
+    };
+    let tsids: HashSet<Tsid> = touched.iter().map(|(t, _)| *t).collect();
+    let lo = touched.iter().map(|(_, b)| *b).min().unwrap_or(0);
+    let hi = touched
+        .iter()
+        .map(|(_, b)| b.saturating_add(resolution - 1))
+        .max()
+        .unwrap_or(-1);
+    compute(
+        engine,
+        resolution,
+        lo,
+        hi,
+        &|t| tsids.contains(t),
+        &mut |p| {
+            if touched.contains(&(p.tsid, p.ts_millis)) {
+                points.push(p);
+            }
+        },
+    )?;
+    write(path, points)
+}
+
+/// Column numbers of one metric's stats in a rollup segment (indexes into a row's
+/// metric values), `None` where the segment lacks the column.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StatColumns([Option<usize>; 7]);
+
+impl StatColumns {
+    pub(crate) fn of(seg: &Segment, metric: &str) -> StatColumns {
+        let mut out = [None; 7];
+        for (i, c) in seg.columns().iter().enumerate() {
+            if let Some((m, stat)) = c.name.rsplit_once('.')
+                && m == metric
+                && let Some(k) = STATS.iter().position(|s| *s == stat)
+            {
+                out[k] = Some(i);
+            }
+        }
+        StatColumns(out)
+    }
+
+    /// The stats of a row, `None` when the series has no value of the metric there.
+    pub(crate) fn read(&self, values: &[Option<MetricValue>]) -> Option<RollupStats> {
+        let get = |k: usize| self.0[k].and_then(|i| values.get(i).copied().flatten());
+        let int = |k: usize| match get(k) {
+            Some(MetricValue::Counter(i)) => Some(i),
+            _ => None,
+        };
+        let float = |k: usize| match get(k) {
+            Some(MetricValue::Gauge(f)) => Some(f),
+            _ => None,
+        };
+        let count = int(0)?;
+        let counter = match (int(1), int(3), int(2)) {
+            (Some(first), Some(last), Some(increase)) => Some(CounterStats {
+                first,
+                last,
+                increase,
+            }),
+            _ => None,
+        };
+        Some(RollupStats {
+            count: u64::try_from(count).ok()?,
+            min: float(5)?,
+            max: float(4)?,
+            sum: float(6)?,
+            counter,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_increase_handles_resets() {
+        let mut s = RollupStats::of(MetricValue::Counter(10));
+        for v in [15, 3, 7] {
+            s.add(MetricValue::Counter(v));
+        }
+        let c = s.counter.unwrap();
+        assert_eq!((c.first, c.last, c.increase), (10, 7, 5 + 3 + 4));
+        assert_eq!(s.count, 4);
+        assert_eq!(s.sum, 35.0);
+    }
+}

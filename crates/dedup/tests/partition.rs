@@ -1,0 +1,493 @@
+//! Time partitions: routing by a point's own timestamp (retries meet their originals
+//! whenever they arrive), sealing with rollups equal to the raw computation, late
+//! points, the late window, and retention that drops whole partitions atomically (a
+//! child process aborts at each failpoint).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use tidemark_dedup::{
+    EngineConfig, FAILPOINT_ENV, Op, Outcome, PartitionConfig, PartitionedEngine, Piece, Rejection,
+    RollupStats, counter_step,
+};
+use tidemark_segment::{MetricValue, Point};
+use tidemark_tsid::{SyntheticId, Tsid};
+
+const HOUR: i64 = 3_600_000;
+const DAY: i64 = 24 * HOUR;
+
+fn tsid(s: u8) -> Tsid {
+    Tsid::from_bytes([s; 20])
+}
+
+fn point(s: u8, ts: i64) -> Point {
+    // Deterministic values with counter resets every 7 points.
+    let k = ts / 10_000;
+    Point::new(tsid(s), ts)
+        .dim("pod", format!("p{s}"))
+        .gauge("cpu", (k % 13) as f64 * 0.25 + f64::from(s))
+        .counter("bytes", (k % 7) * 100 + i64::from(s))
+}
+
+fn config() -> PartitionConfig {
+    PartitionConfig::new()
+        .with_width_ms(DAY)
+        .with_rollups(vec![5 * 60_000, HOUR])
+}
+
+fn engine_config() -> EngineConfig {
+    EngineConfig::new().with_refresh_rows(500)
+}
+
+/// Per (tsid, bucket): the raw stats of a metric, computed from the live rows.
+fn raw_stats(
+    store: &PartitionedEngine,
+    metric: &str,
+    from: i64,
+    to: i64,
+    res: i64,
+) -> BTreeMap<(Tsid, i64), RollupStats> {
+    let mut rows: Vec<Point> = Vec::new();
+    store
+        .scan_live(from, to, |_, _| true, |p, _| rows.push(p))
+        .unwrap();
+    rows.sort_by_key(|p| (p.tsid, p.ts_millis));
+    let mut out: BTreeMap<(Tsid, i64), RollupStats> = BTreeMap::new();
+    for p in rows {
+        let Some((_, v)) = p.metrics.iter().find(|(n, _)| n == metric) else {
+            continue;
+        };
+        let key = (p.tsid, p.ts_millis.div_euclid(res) * res);
+        let (f, c) = match *v {
+            MetricValue::Gauge(f) => (f, None),
+            MetricValue::Counter(i) => (i as f64, Some(i)),
+        };
+        match out.get_mut(&key) {
+            None => {
+                out.insert(
+                    key,
+                    RollupStats {
+                        count: 1,
+                        min: f,
+                        max: f,
+                        sum: f,
+                        counter: c.map(|i| tidemark_dedup::CounterStats {
+                            first: i,
+                            last: i,
+                            increase: 0,
+                        }),
+                    },
+                );
+            }
+            Some(s) => {
+                s.count += 1;
+                s.min = s.min.min(f);
+                s.max = s.max.max(f);
+                s.sum += f;
+                if let (Some(cs), Some(i)) = (&mut s.counter, c) {
+                    cs.increase += counter_step(cs.last, i);
+                    cs.last = i;
+                }
+            }
+        }
+    }
+    out
+}
+
+fn rollup_stats(
+    store: &PartitionedEngine,
+    metric: &str,
+    partition: i64,
+    res: i64,
+) -> BTreeMap<(Tsid, i64), RollupStats> {
+    let mut out = BTreeMap::new();
+    let piece = Piece::Rollup {
+        partition,
+        resolution_ms: res,
+        from: partition,
+        to: partition + DAY - 1,
+    };
+    store
+        .scan_rollup(
+            &piece,
+            metric,
+            |_, _| true,
+            |t, _, b, s| {
+                out.insert((*t, b), s);
+            },
+        )
+        .unwrap();
+    out
+}
+
+fn ingest_day(store: &mut PartitionedEngine, day: i64, series: u8) {
+    let mut ops = Vec::new();
+    for s in 1..=series {
+        for k in 0..(DAY / 60_000) {
+            ops.push(Op::Create(point(s, day * DAY + k * 60_000)));
+        }
+    }
+    for chunk in ops.chunks(2000) {
+        let out = store.batch(chunk.to_vec()).unwrap();
+        assert!(out.iter().all(|o| matches!(o, Outcome::Created { .. })));
+    }
+}
+
+#[test]
+fn retries_meet_their_originals_after_seal_and_newer_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = PartitionedEngine::create(dir.path(), engine_config(), config()).unwrap();
+    ingest_day(&mut store, 0, 3);
+    store.seal(0).unwrap();
+    ingest_day(&mut store, 1, 3);
+    ingest_day(&mut store, 2, 3);
+    assert_eq!(store.partitions().len(), 3);
+    assert!(store.partitions()[0].sealed);
+    let before = store.live_count();
+    let rollup_before = rollup_stats(&store, "cpu", 0, HOUR);
+    let bytes_before = rollup_stats(&store, "bytes", 0, 5 * 60_000);
+    // Retries of day 0 (sealed, with newer partitions), as create and as index.
+    let retries: Vec<Op> = (0..200)
+        .map(|k| Op::Create(point(1 + (k % 3) as u8, k * 7 * 60_000)))
+        .collect();
+    let out = store.batch(retries).unwrap();
+    assert!(
+        out.iter().all(|o| matches!(o, Outcome::Conflict { .. })),
+        "{out:?}"
+    );
+    assert_eq!(store.live_count(), before);
+    assert_eq!(rollup_stats(&store, "cpu", 0, HOUR), rollup_before);
+    assert_eq!(rollup_stats(&store, "bytes", 0, 5 * 60_000), bytes_before);
+    assert_eq!(store.partition_stats().rollup_rebuilds, 0);
+    // After a reopen too.
+    store.close().unwrap();
+    let mut store = PartitionedEngine::open(dir.path(), engine_config()).unwrap();
+    let out = store.batch(vec![Op::Create(point(2, 3 * 60_000))]).unwrap();
+    assert!(matches!(out[0], Outcome::Conflict { .. }));
+    assert_eq!(store.live_count(), before);
+    assert_eq!(rollup_stats(&store, "cpu", 0, HOUR), rollup_before);
+    // Every rollup equals the raw computation.
+    for (metric, res) in [("cpu", HOUR), ("bytes", 5 * 60_000), ("bytes", HOUR)] {
+        assert_eq!(
+            rollup_stats(&store, metric, 0, res),
+            raw_stats(&store, metric, 0, DAY - 1, res),
+            "{metric} at {res}"
+        );
+    }
+}
+
+#[test]
+fn a_late_point_rebuilds_its_rollup_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = PartitionedEngine::create(dir.path(), engine_config(), config()).unwrap();
+    ingest_day(&mut store, 0, 2);
+    ingest_day(&mut store, 1, 2);
+    store.seal(0).unwrap();
+    let before = rollup_stats(&store, "cpu", 0, HOUR);
+    // Late points between the minutes, and a new series, in day 0.
+    let late = vec![
+        Op::Create(point(1, 5 * HOUR + 30_000)),
+        Op::Create(point(2, 5 * HOUR + 90_000)),
+        Op::Create(point(9, 17 * HOUR + 10_000)),
+        Op::Index(
+            Point::new(tsid(1), 7 * HOUR)
+                .dim("pod", "p1")
+                .gauge("cpu", 1000.0)
+                .counter("bytes", 0),
+        ),
+        Op::Delete(SyntheticId::new(tsid(2), 9 * HOUR)),
+    ];
+    let out = store.batch(late).unwrap();
+    assert!(matches!(out[0], Outcome::Created { .. }));
+    assert!(matches!(out[3], Outcome::Indexed { replaced: true, .. }));
+    assert!(matches!(out[4], Outcome::Deleted { .. }));
+    assert_eq!(store.partition_stats().rollup_rebuilds, 1);
+    let after = rollup_stats(&store, "cpu", 0, HOUR);
+    assert_ne!(after, before);
+    for (metric, res) in [("cpu", HOUR), ("cpu", 5 * 60_000), ("bytes", HOUR)] {
+        assert_eq!(
+            rollup_stats(&store, metric, 0, res),
+            raw_stats(&store, metric, 0, DAY - 1, res),
+            "{metric} at {res}"
+        );
+    }
+    assert_eq!(after.get(&(tsid(1), 7 * HOUR)).unwrap().max, 1000.0);
+    assert!(after.contains_key(&(tsid(9), 17 * HOUR)));
+    // Untouched buckets are the same.
+    assert_eq!(
+        after.get(&(tsid(1), 2 * HOUR)),
+        before.get(&(tsid(1), 2 * HOUR))
+    );
+}
+
+#[test]
+fn a_crash_during_a_rollup_rebuild_rebuilds_on_open() {
+    // The state goes Dirty on disk before the write: simulated by a reopen of a store
+    // whose manifest says Dirty (a kill between the write and the rebuild).
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "late_write_child", "--nocapture"])
+        .env("TIDEMARK_PARTITION_CHILD", dir.path())
+        .env(FAILPOINT_ENV, "late-write-before-rebuild")
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the child should have aborted");
+    let store = PartitionedEngine::open(dir.path(), engine_config()).unwrap();
+    assert!(store.partitions()[0].sealed);
+    assert_eq!(
+        rollup_stats(&store, "cpu", 0, HOUR),
+        raw_stats(&store, "cpu", 0, DAY - 1, HOUR)
+    );
+    // The late point is in, and in the rollup.
+    let r = rollup_stats(&store, "cpu", 0, HOUR);
+    assert_eq!(r.get(&(tsid(1), 3 * HOUR)).unwrap().count, 61);
+}
+
+#[test]
+fn late_write_child() {
+    let Some(dir) = std::env::var_os("TIDEMARK_PARTITION_CHILD") else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    let mut store = PartitionedEngine::create(dir, engine_config(), config()).unwrap();
+    ingest_day(&mut store, 0, 1);
+    store.seal(0).unwrap();
+    // Aborts at the failpoint, after the point reached the log.
+    let _ = store.batch(vec![Op::Create(point(1, 3 * HOUR + 30_000))]);
+}
+
+#[test]
+fn points_older_than_the_late_window_are_rejected_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config().with_late_window_ms(Some(2 * HOUR));
+    let mut store = PartitionedEngine::create(dir.path(), engine_config(), cfg).unwrap();
+    let out = store
+        .batch(vec![
+            Op::Create(point(1, 10 * HOUR)),
+            Op::Create(point(1, 7 * HOUR)),
+        ])
+        .unwrap();
+    assert!(matches!(out[0], Outcome::Created { .. }));
+    match &out[1] {
+        Outcome::Rejected {
+            reason:
+                r @ Rejection::TooOld {
+                    ts_millis,
+                    oldest_millis,
+                    rule,
+                },
+            ..
+        } => {
+            assert_eq!(
+                (*ts_millis, *oldest_millis, *rule),
+                (7 * HOUR, 8 * HOUR, "late_window")
+            );
+            assert!(r.to_string().contains("too old"), "{r}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Within the window: accepted.
+    let out = store.batch(vec![Op::Create(point(1, 9 * HOUR))]).unwrap();
+    assert!(matches!(out[0], Outcome::Created { .. }));
+    assert_eq!(store.partition_stats().rejected_too_old, 1);
+}
+
+#[test]
+fn partitions_route_by_timestamp_and_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = PartitionConfig::new().with_width_ms(HOUR);
+    let mut store = PartitionedEngine::create(dir.path(), engine_config(), cfg).unwrap();
+    let ops: Vec<Op> = (0..50)
+        .map(|k| Op::Create(point(1, k * 20 * 60_000)))
+        .collect();
+    store.batch(ops).unwrap();
+    let parts = store.partitions();
+    assert_eq!(parts.len(), 17);
+    assert!(parts.iter().all(|p| p.end_ms - p.start_ms == HOUR));
+    assert_eq!(parts.iter().map(|p| p.rows).sum::<u64>(), 50);
+    // Negative timestamps get their own partitions.
+    store.batch(vec![Op::Create(point(1, -1))]).unwrap();
+    assert_eq!(store.partitions()[0].start_ms, -HOUR);
+    store.close().unwrap();
+    let store = PartitionedEngine::open(dir.path(), engine_config()).unwrap();
+    assert_eq!(store.partitions().len(), 18);
+    assert_eq!(store.live_count(), 51);
+    let id = SyntheticId::new(tsid(1), 40 * 60_000);
+    assert_eq!(store.get(&id).unwrap().unwrap().ts_millis, 40 * 60_000);
+    // A width outside 1h..7d is refused.
+    let bad = tempfile::tempdir().unwrap();
+    let cfg = PartitionConfig::new().with_width_ms(60_000);
+    assert!(PartitionedEngine::create(bad.path(), engine_config(), cfg).is_err());
+    let cfg = PartitionConfig::new().with_rollups(vec![7 * 60_000]);
+    assert!(PartitionedEngine::create(bad.path(), engine_config(), cfg).is_err());
+}
+
+#[test]
+fn an_unpartitioned_engine_directory_opens_as_one_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = tidemark_dedup::Engine::create(dir.path(), engine_config()).unwrap();
+    engine
+        .batch([Op::Create(point(1, 5)), Op::Create(point(1, 10 * DAY))])
+        .unwrap();
+    engine.close().unwrap();
+    let mut store = PartitionedEngine::open(dir.path(), engine_config()).unwrap();
+    assert!(!store.is_partitioned());
+    assert_eq!(store.live_count(), 2);
+    let out = store.batch(vec![Op::Create(point(1, 5))]).unwrap();
+    assert!(matches!(out[0], Outcome::Conflict { .. }));
+    assert!(store.seal(0).is_err());
+}
+
+/// The retention child: three days, then a point that moves the clock past the
+/// retention of the first two; `enforce_retention` aborts at the failpoint named in the
+/// environment.
+#[test]
+fn retention_child() {
+    let Some(dir) = std::env::var_os("TIDEMARK_RETENTION_CHILD") else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    let mut store = PartitionedEngine::open(dir, engine_config()).unwrap();
+    let out = store.batch(vec![Op::Create(point(1, 5 * DAY))]).unwrap();
+    assert!(matches!(out[0], Outcome::Created { .. }));
+    store.enforce_retention().unwrap();
+}
+
+fn retention_store(dir: &Path) -> u64 {
+    let cfg = config().with_retention_ms(Some(3 * DAY));
+    let mut store = PartitionedEngine::create(dir, engine_config(), cfg).unwrap();
+    for day in 0..3 {
+        let ops: Vec<Op> = (0..300)
+            .map(|k| Op::Create(point(1, day * DAY + k * 60_000)))
+            .collect();
+        store.batch(ops).unwrap();
+    }
+    store.seal(0).unwrap();
+    let live = store.live_count();
+    store.close().unwrap();
+    live
+}
+
+#[test]
+fn retention_drops_whole_partitions_atomically_across_crashes() {
+    for (failpoint, dropped) in [
+        ("retention-before-manifest", false),
+        ("retention-after-manifest", true),
+        ("retention-mid-remove", true),
+        ("", true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let live = retention_store(dir.path());
+        let status = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "retention_child", "--nocapture"])
+            .env("TIDEMARK_RETENTION_CHILD", dir.path())
+            .env(FAILPOINT_ENV, failpoint)
+            .status()
+            .unwrap();
+        assert_eq!(status.success(), failpoint.is_empty(), "{failpoint}");
+        let mut store = PartitionedEngine::open(dir.path(), engine_config()).unwrap();
+        let starts: Vec<i64> = store.partitions().iter().map(|p| p.start_ms).collect();
+        // The point at day 5 went to the log before the crash: present either way. Days 0
+        // and 1 end at least 3 days before it: both dropped or both kept, never one.
+        if dropped {
+            assert_eq!(starts, vec![2 * DAY, 5 * DAY], "{failpoint}");
+            assert_eq!(store.live_count(), 301, "{failpoint}");
+            assert_eq!(store.partition_stats().dropped_partitions, 2);
+            assert_eq!(store.partition_stats().dropped_rows, 600);
+            // Nothing of them is left on disk.
+            let left: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("p-"))
+                .collect();
+            assert_eq!(left.len(), 2, "{left:?}");
+        } else {
+            assert_eq!(starts, vec![0, DAY, 2 * DAY, 5 * DAY], "{failpoint}");
+            assert_eq!(store.live_count(), live + 1);
+            // Retention completes on the next run.
+            assert_eq!(store.enforce_retention().unwrap(), (2, 600));
+        }
+        // A point of a dropped partition is refused, not stored again.
+        let out = store
+            .batch(vec![Op::Create(point(1, DAY + 60_000))])
+            .unwrap();
+        assert!(
+            matches!(
+                out[0],
+                Outcome::Rejected {
+                    reason: Rejection::TooOld {
+                        rule: "retention",
+                        ..
+                    },
+                    ..
+                }
+            ),
+            "{out:?}"
+        );
+        // Queries see all of a partition or none of it.
+        let mut days = BTreeMap::new();
+        store
+            .scan_live(
+                i64::MIN,
+                i64::MAX,
+                |_, _| true,
+                |p, _| {
+                    *days.entry(p.ts_millis / DAY).or_insert(0u64) += 1;
+                },
+            )
+            .unwrap();
+        assert_eq!(days, BTreeMap::from([(2, 300), (5, 1)]), "{failpoint}");
+    }
+}
+
+#[test]
+fn plans_use_the_coarsest_dividing_rollup_and_raw_edges() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = PartitionedEngine::create(dir.path(), engine_config(), config()).unwrap();
+    ingest_day(&mut store, 0, 1);
+    ingest_day(&mut store, 1, 1);
+    store.seal(0).unwrap();
+    // 2h buckets over day 0 from 00:30 and all of day 1 (active): the hour rollup for
+    // whole hours of day 0, raw for the first half hour and for day 1.
+    let plan = store.plan(30 * 60_000, 2 * DAY - 1, 2 * HOUR);
+    assert_eq!(
+        plan,
+        vec![
+            Piece::Raw {
+                from: 30 * 60_000,
+                to: HOUR - 1
+            },
+            Piece::Rollup {
+                partition: 0,
+                resolution_ms: HOUR,
+                from: HOUR,
+                to: DAY - 1
+            },
+            Piece::Raw {
+                from: DAY,
+                to: 2 * DAY - 1
+            },
+        ]
+    );
+    // 10-minute buckets: the 5-minute rollup.
+    let plan = store.plan(0, DAY - 1, 10 * 60_000);
+    assert_eq!(
+        plan,
+        vec![Piece::Rollup {
+            partition: 0,
+            resolution_ms: 5 * 60_000,
+            from: 0,
+            to: DAY - 1
+        }]
+    );
+    // 7-minute buckets: nothing divides; raw.
+    assert_eq!(
+        store.plan(0, DAY - 1, 7 * 60_000),
+        vec![Piece::Raw {
+            from: 0,
+            to: DAY - 1
+        }]
+    );
+}
