@@ -5,6 +5,7 @@ mod bench_report;
 mod bloom_demo;
 mod bloom_report;
 mod datasets;
+mod promql_conformance;
 mod soak;
 mod storage_chart;
 mod storage_compare;
@@ -61,6 +62,9 @@ tasks:
       everything into one segment and report that merge's own peak RSS. Prints a table,
       writes soak-<dataset>-<points>.{csv,svg} to --out (default target/xtask/soak);
       fails if a retry is stored or a point lost
+  promql-conformance --prometheus-checkout DIR [--markdown FILE] [--failures FILE]
+      run the PromQL test files of a Prometheus checkout (promql/promqltest/testdata)
+      against tidemark-promql; print passed/failed/skipped eval cases per file
   help
       this text
 ";
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         Some("storage-compare") => storage_compare::run(&args[1..]),
         Some("bench-report") => bench_report::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
+        Some("promql-conformance") => promql_conformance::run(&args[1..]),
         Some("soak-merge") => soak::merge_only(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{HELP}");

@@ -1,0 +1,170 @@
+//! [`Storage`] over a mapped `tidemark::Index`: each (series, metric field) pair is a
+//! Prometheus series whose labels are the series' dimensions and whose `__name__` is
+//! the metric field's path. Names that are not valid Prometheus label names (dotted
+//! paths such as `host.name`) have every other character replaced by `_`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use tidemark::Index;
+use tidemark::segment::{Dim, MetricValue};
+use tidemark::tsid::Tsid;
+use tidemark::{FieldRole, FieldType};
+
+use crate::error::{Error, Result};
+use crate::eval::METRIC_NAME;
+use crate::storage::{Labels, Matcher, Series, Storage, matches_all};
+
+/// A mapped index read as Prometheus series.
+#[derive(Debug)]
+pub struct IndexStorage<'a> {
+    index: &'a Index,
+    /// `(field path, label-safe name)` of every metric or numeric field.
+    metrics: Vec<(String, String)>,
+}
+
+/// A name made safe as a Prometheus label or metric name (`[a-zA-Z_][a-zA-Z0-9_]*`; a
+/// metric name may also hold `:`).
+pub fn label_safe(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.starts_with(|c: char| c.is_ascii_digit()) || out.is_empty() {
+        out.insert(0, '_');
+    }
+    out
+}
+
+fn dim_text(d: &Dim) -> String {
+    match d {
+        Dim::Keyword(s) => s.clone(),
+        Dim::Int(i) => i.to_string(),
+        Dim::UInt(u) => u.to_string(),
+        Dim::Bool(b) => b.to_string(),
+        Dim::Ip(ip) => match ip.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => ip.to_string(),
+        },
+    }
+}
+
+impl<'a> IndexStorage<'a> {
+    /// Reads `index`; its metric fields and numeric value fields (not dates) become
+    /// metric names.
+    pub fn new(index: &'a Index) -> IndexStorage<'a> {
+        let metrics = index
+            .mapping()
+            .fields()
+            .iter()
+            .filter(|f| {
+                matches!(f.role, FieldRole::Metric(_))
+                    || (f.role == FieldRole::Value && f.ty != FieldType::Date)
+            })
+            .map(|f| (f.path.clone(), label_safe(&f.path)))
+            .collect();
+        IndexStorage { index, metrics }
+    }
+
+    /// The labels of a series without the metric name, sorted.
+    fn series_labels_of(dims: &[(String, Dim)]) -> Labels {
+        let mut labels: Labels = dims
+            .iter()
+            .map(|(n, d)| (label_safe(n), dim_text(d)))
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
+        labels.sort();
+        labels
+    }
+
+    /// Which metrics of a series (by index into `self.metrics`) satisfy the matchers.
+    fn matching_metrics(&self, base: &Labels, matchers: &[Matcher]) -> Vec<usize> {
+        (0..self.metrics.len())
+            .filter(|&i| {
+                let Some((_, name)) = self.metrics.get(i) else {
+                    return false;
+                };
+                let mut labels = base.clone();
+                crate::eval::set_label(&mut labels, METRIC_NAME, name);
+                matches_all(&labels, matchers)
+            })
+            .collect()
+    }
+}
+
+impl Storage for IndexStorage<'_> {
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        visit: &mut dyn FnMut(Series) -> Result<()>,
+    ) -> Result<()> {
+        // One scan of the live data; points arrive grouped by segment, so each series'
+        // samples are gathered, then sorted and handed over one series at a time.
+        let verdicts: RefCell<HashMap<Tsid, (Labels, Vec<usize>)>> = RefCell::new(HashMap::new());
+        let mut samples: HashMap<(Tsid, usize), Vec<(i64, f64)>> = HashMap::new();
+        self.index
+            .engine()
+            .scan_live(
+                start_ms,
+                end_ms,
+                |tsid, dims| {
+                    let mut v = verdicts.borrow_mut();
+                    let entry = v.entry(*tsid).or_insert_with(|| {
+                        let base = Self::series_labels_of(dims);
+                        let m = self.matching_metrics(&base, matchers);
+                        (base, m)
+                    });
+                    !entry.1.is_empty()
+                },
+                |p, _| {
+                    let v = verdicts.borrow();
+                    let Some((_, wanted)) = v.get(&p.tsid) else {
+                        return;
+                    };
+                    for &mi in wanted {
+                        let Some((path, _)) = self.metrics.get(mi) else {
+                            continue;
+                        };
+                        if let Some((_, v)) = p.metrics.iter().find(|(n, _)| n == path) {
+                            let v = match v {
+                                MetricValue::Gauge(f) => *f,
+                                MetricValue::Counter(i) => *i as f64,
+                            };
+                            samples
+                                .entry((p.tsid, mi))
+                                .or_default()
+                                .push((p.ts_millis, v));
+                        }
+                    }
+                },
+            )
+            .map_err(|e| Error::Storage(e.to_string()))?;
+        let verdicts = verdicts.into_inner();
+        let mut keys: Vec<(Tsid, usize)> = samples.keys().copied().collect();
+        keys.sort();
+        for key in keys {
+            let Some(mut s) = samples.remove(&key) else {
+                continue;
+            };
+            let Some((base, _)) = verdicts.get(&key.0) else {
+                continue;
+            };
+            s.sort_by_key(|p| p.0);
+            s.dedup_by_key(|p| p.0);
+            let mut labels = base.clone();
+            if let Some((_, name)) = self.metrics.get(key.1) {
+                crate::eval::set_label(&mut labels, METRIC_NAME, name);
+            }
+            visit(Series { labels, samples: s })?;
+        }
+        Ok(())
+    }
+}
