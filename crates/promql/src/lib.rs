@@ -7,12 +7,14 @@ mod error;
 mod eval;
 mod functions;
 mod index;
+mod meta;
 mod storage;
 mod value;
 
 pub use error::{Error, Result};
 pub use eval::{METRIC_NAME, QueryOptions, instant_query, parse, range_query};
 pub use index::{IndexStorage, label_safe};
+pub use meta::{label_names, label_values, selector_matchers, series};
 pub use storage::{
     Labels, MatchOp, Matcher, MemStorage, STALE_NAN_BITS, Series, Storage, is_stale_nan,
     matches_all,

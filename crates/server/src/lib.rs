@@ -7,6 +7,7 @@ mod auth;
 mod config;
 mod error;
 pub mod http;
+pub mod prom_api;
 pub mod protocol;
 mod registry;
 pub mod search;
