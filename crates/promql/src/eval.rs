@@ -92,7 +92,7 @@ pub fn range_query(
             "zero or negative query resolution step widths are not accepted. Try a positive integer".into(),
         ));
     }
-    if (end_ms - start_ms) / step_ms > 11_000 {
+    if end_ms.saturating_sub(start_ms) / step_ms > 11_000 {
         return Err(Error::BadData(
             "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)".into(),
         ));
@@ -216,7 +216,7 @@ impl<'a> Ctx<'a> {
         step: i64,
         opts: &QueryOptions,
     ) -> Ctx<'a> {
-        let n = usize::try_from((end - start) / step.max(1) + 1).unwrap_or(1);
+        let n = usize::try_from(end.saturating_sub(start) / step.max(1) + 1).unwrap_or(1);
         Ctx {
             storage,
             start,
@@ -251,7 +251,7 @@ impl<'a> Ctx<'a> {
             Some(AtModifier::End) => self.end,
             Some(AtModifier::At(t)) => system_time_ms(t),
         };
-        t - offset_ms(offset)
+        t.saturating_sub(offset_ms(offset))
     }
 
     fn matchers(vs: &VectorSelector) -> Result<Vec<Matcher>> {
@@ -340,7 +340,12 @@ impl<'a> Ctx<'a> {
             .map(|i| self.selector_time(&vs.at, &vs.offset, i))
             .collect();
         let lookback = self.opts.lookback_ms;
-        let lo = times.iter().copied().min().unwrap_or(self.start) - lookback + 1;
+        let lo = times
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(self.start)
+            .saturating_sub(lookback - 1);
         let hi = times.iter().copied().max().unwrap_or(self.end);
         let mut rows = Vec::new();
         for s in self.select(vs, lo, hi)? {
@@ -350,7 +355,7 @@ impl<'a> Ctx<'a> {
                 .map(|&t| {
                     let idx = s.samples.partition_point(|p| p.0 <= t);
                     let (ts, v) = *s.samples.get(idx.checked_sub(1)?)?;
-                    if ts <= t - lookback || is_stale_nan(v) {
+                    if ts <= t.saturating_sub(lookback) || is_stale_nan(v) {
                         return None;
                     }
                     any = true;
@@ -403,14 +408,21 @@ impl<'a> Ctx<'a> {
         let times: Vec<i64> = (0..self.n)
             .map(|i| self.selector_time(&vs.at, &vs.offset, i))
             .collect();
-        let lo = times.iter().copied().min().unwrap_or(self.start) - range + 1;
+        let lo = times
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(self.start)
+            .saturating_sub(range.saturating_sub(1));
         let hi = times.iter().copied().max().unwrap_or(self.end);
         for mut s in self.select(vs, lo, hi)? {
             s.samples.retain(|p| !is_stale_nan(p.1));
             let windows: Vec<&[(i64, f64)]> = times
                 .iter()
                 .map(|&t| {
-                    let a = s.samples.partition_point(|p| p.0 <= t - range);
+                    let a = s
+                        .samples
+                        .partition_point(|p| p.0 <= t.saturating_sub(range));
                     let b = s.samples.partition_point(|p| p.0 <= t);
                     s.samples.get(a..b).unwrap_or(&[])
                 })

@@ -523,7 +523,7 @@ fn eval_range_function(ctx: &mut Ctx<'_>, name: &str, f: RangeFn, args: &[&Expr]
             .iter()
             .zip(&ends)
             .zip(&param)
-            .map(|((w, &end), &p)| f(w, end - range_ms, end, range_s, p))
+            .map(|((w, &end), &p)| f(w, end.saturating_sub(range_ms), end, range_s, p))
             .collect();
         if vals.iter().any(Option::is_some) {
             rows.push(Row {
@@ -566,8 +566,8 @@ fn extrapolated(
             }
         }
     }
-    let mut to_start = (first.0 - range_start) as f64 / 1000.0;
-    let mut to_end = (range_end - last.0) as f64 / 1000.0;
+    let mut to_start = (first.0 as f64 - range_start as f64) / 1000.0;
+    let mut to_end = (range_end as f64 - last.0 as f64) / 1000.0;
     let sampled = (last.0 - first.0) as f64 / 1000.0;
     let avg_gap = sampled / (s.len() - 1) as f64;
     let threshold = avg_gap * 1.1;
@@ -626,7 +626,7 @@ fn linear_regression(s: &[(i64, f64)], intercept_ms: i64) -> (f64, f64) {
         if v != first_y {
             const_y = false;
         }
-        let x = (t - intercept_ms) as f64 / 1000.0;
+        let x = (t as f64 - intercept_ms as f64) / 1000.0;
         n += 1.0;
         sx += x;
         sy += v;

@@ -21,6 +21,8 @@ pub struct IndexStorage<'a> {
     index: &'a Index,
     /// `(field path, label-safe name)` of every metric or numeric field.
     metrics: Vec<(String, String)>,
+    /// Most samples one `select` gathers before it fails.
+    max_points: usize,
 }
 
 /// A name made safe as a Prometheus label or metric name (`[a-zA-Z_][a-zA-Z0-9_]*`; a
@@ -69,7 +71,22 @@ impl<'a> IndexStorage<'a> {
             })
             .map(|f| (f.path.clone(), label_safe(&f.path)))
             .collect();
-        IndexStorage { index, metrics }
+        IndexStorage {
+            index,
+            metrics,
+            max_points: crate::QueryOptions::default().max_points,
+        }
+    }
+
+    /// Caps the samples one `select` gathers (default: [`QueryOptions`]'s
+    /// `max_points`): past it the scan keeps no more samples and `select` fails with
+    /// [`Error::TooManyPoints`], so memory stays bounded even before the evaluator
+    /// counts the points.
+    ///
+    /// [`QueryOptions`]: crate::QueryOptions
+    pub fn with_max_points(mut self, max_points: usize) -> IndexStorage<'a> {
+        self.max_points = max_points;
+        self
     }
 
     /// The labels of a series without the metric name, sorted.
@@ -110,6 +127,7 @@ impl Storage for IndexStorage<'_> {
         // samples are gathered, then sorted and handed over one series at a time.
         let verdicts: RefCell<HashMap<Tsid, (Labels, Vec<usize>)>> = RefCell::new(HashMap::new());
         let mut samples: HashMap<(Tsid, usize), Vec<(i64, f64)>> = HashMap::new();
+        let mut gathered = 0usize;
         self.index
             .engine()
             .scan_live(
@@ -133,7 +151,11 @@ impl Storage for IndexStorage<'_> {
                         let Some((path, _)) = self.metrics.get(mi) else {
                             continue;
                         };
+                        if gathered > self.max_points {
+                            return;
+                        }
                         if let Some((_, v)) = p.metrics.iter().find(|(n, _)| n == path) {
+                            gathered += 1;
                             let v = match v {
                                 MetricValue::Gauge(f) => *f,
                                 MetricValue::Counter(i) => *i as f64,
@@ -147,6 +169,11 @@ impl Storage for IndexStorage<'_> {
                 },
             )
             .map_err(|e| Error::Storage(e.to_string()))?;
+        if gathered > self.max_points {
+            return Err(Error::TooManyPoints {
+                limit: self.max_points,
+            });
+        }
         let verdicts = verdicts.into_inner();
         let mut keys: Vec<(Tsid, usize)> = samples.keys().copied().collect();
         keys.sort();

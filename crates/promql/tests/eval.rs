@@ -250,4 +250,22 @@ fn mapped_index_reads_as_prometheus_series() {
         .unwrap(),
     );
     assert_eq!(v.len(), 2);
+    // The adapter's own cap stops gathering samples during the scan.
+    let capped = IndexStorage::new(&index).with_max_points(50);
+    let err = instant_query(&capped, "sum(rate(requests[1h]))", 200_000, &opts).unwrap_err();
+    assert!(matches!(err, Error::TooManyPoints { limit: 50 }), "{err}");
+}
+
+#[test]
+fn extreme_times_are_errors_or_answers_never_panics() {
+    let s = counters();
+    let opts = QueryOptions::default();
+    for (start, end) in [
+        (i64::MIN / 2, i64::MAX / 2),
+        (-9_200_000_000_000_000_000, 9_200_000_000_000_000_000),
+    ] {
+        assert!(range_query(&s, "rate(c[5m] offset -1h)", start, end, 1_000, &opts).is_err());
+        let _ = instant_query(&s, "c @ 9200000000000000 offset 1y", end, &opts);
+        let _ = instant_query(&s, "rate(c[5m]) offset -5m", start, &opts);
+    }
 }
