@@ -116,6 +116,52 @@ impl<'a> IndexStorage<'a> {
 }
 
 impl Storage for IndexStorage<'_> {
+    /// Label sets without reading samples: the scan only asks for each series'
+    /// dimensions, so memory is O(series). A series is listed with every metric field
+    /// the matchers accept, even one that holds no value in the range (a sparse metric
+    /// column).
+    fn series_labels(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        visit: &mut dyn FnMut(&Labels) -> Result<()>,
+    ) -> Result<()> {
+        let mut seen: HashMap<Tsid, (Labels, Vec<usize>)> = HashMap::new();
+        self.index
+            .engine()
+            .scan_live(
+                start_ms,
+                end_ms,
+                |tsid, dims| {
+                    seen.entry(*tsid).or_insert_with(|| {
+                        let base = Self::series_labels_of(dims);
+                        let m = self.matching_metrics(&base, matchers);
+                        (base, m)
+                    });
+                    false
+                },
+                |_, _| {},
+            )
+            .map_err(|e| Error::Storage(e.to_string()))?;
+        let mut tsids: Vec<Tsid> = seen.keys().copied().collect();
+        tsids.sort();
+        for tsid in tsids {
+            let Some((base, metrics)) = seen.get(&tsid) else {
+                continue;
+            };
+            for &mi in metrics {
+                let Some((_, name)) = self.metrics.get(mi) else {
+                    continue;
+                };
+                let mut labels = base.clone();
+                crate::eval::set_label(&mut labels, METRIC_NAME, name);
+                visit(&labels)?;
+            }
+        }
+        Ok(())
+    }
+
     fn select(
         &self,
         matchers: &[Matcher],

@@ -250,6 +250,15 @@ fn mapped_index_reads_as_prometheus_series() {
         .unwrap(),
     );
     assert_eq!(v.len(), 2);
+    // Series metadata without samples: every (series, metric) pair, filtered.
+    let all = tidemark_promql::series(&storage, &[], i64::MIN / 2, i64::MAX / 2, 100).unwrap();
+    assert_eq!(all.len(), 6);
+    let sel = vec![tidemark_promql::selector_matchers("cpu{site=\"eu\"}").unwrap()];
+    let hosts =
+        tidemark_promql::label_values(&storage, "host_name", &sel, 0, 200_000, 100).unwrap();
+    assert_eq!(hosts, vec!["h1", "h2"]);
+    let none = tidemark_promql::series(&storage, &sel, 500_000, 600_000, 100).unwrap();
+    assert!(none.is_empty(), "no samples in that range");
     // The adapter's own cap stops gathering samples during the scan.
     let capped = IndexStorage::new(&index).with_max_points(50);
     let err = instant_query(&capped, "sum(rate(requests[1h]))", 200_000, &opts).unwrap_err();
