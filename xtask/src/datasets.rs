@@ -50,15 +50,15 @@ fn parse(args: &[String]) -> Result<Args> {
                 options = options.seed(v);
                 summary.insert("seed".into(), json!(v));
             }
-            "--dup-rate" | "--late-rate" => {
+            "--dup-rate" | "--late-rate" | "--disorder" => {
                 let v: f64 = value(arg)?.parse().with_context(|| arg.clone())?;
                 if !(0.0..=1.0).contains(&v) {
                     bail!("{arg} must be in [0, 1], found {v}");
                 }
-                options = if arg == "--dup-rate" {
-                    options.dup_rate(v)
-                } else {
-                    options.late_rate(v)
+                options = match arg.as_str() {
+                    "--dup-rate" => options.dup_rate(v),
+                    "--late-rate" => options.late_rate(v),
+                    _ => options.disorder(v),
                 };
                 summary.insert(arg.trim_start_matches("--").replace('-', "_"), json!(v));
             }

@@ -29,7 +29,7 @@ cargo xtask <task> [options]
 tasks:
   storage-compare [--datasets k8s,otel,events] [--strategies inverted,bloom,series-range]
       [--points N] [--series N] [--small] [--refresh-rows N]
-      [--reps N] [--batch N] [--seed N] [--dup-rate F] [--late-rate F] [--out DIR]
+      [--reps N] [--batch N] [--seed N] [--dup-rate F] [--late-rate F] [--disorder F] [--out DIR]
       [--json FILE] [--markdown FILE] [--svg FILE] [--with-tantivy]
       ingest the same generated documents under each dedup strategy (inverted baseline,
       bloom, series-range), merge, and print bytes per document (total and id/dedup
@@ -50,11 +50,11 @@ tasks:
       summarize `cargo bench -p tidemark-benches --bench bloom` (criterion medians and
       the size/rate table) as Markdown; --write puts it in docs/results/bloom.md
   gen [k8s|otel|events|all] [--points N] [--series N] [--seed N] [--dup-rate F]
-      [--late-rate F] [--shuffle-keys] [--out DIR]
+      [--late-rate F] [--disorder F] [--shuffle-keys] [--out DIR]
       write a deterministic dataset as NDJSON with its mapping and the exact unique and
       duplicate counts (default out: target/xtask/datasets)
   soak [--dataset k8s|otel] [--points N] [--strategy S] [--batch N] [--every N]
-      [--refresh-rows N] [--series N] [--seed N] [--dup-rate F] [--late-rate F]
+      [--refresh-rows N] [--series N] [--seed N] [--dup-rate F] [--late-rate F] [--disorder F]
       [--out DIR] [--data DIR]
       generate points on the fly (retries and late points included) and ingest them through
       the engine with background merges; every --every points (default 1,000,000) record

@@ -56,6 +56,7 @@ fn parse(args: &[String]) -> Result<Args> {
                     .options
                     .late_rate(value()?.parse().context("--late-rate")?)
             }
+            "--disorder" => a.options = a.options.disorder(value()?.parse().context("--disorder")?),
             "--strategy" => a.strategy = value()?.parse().context("--strategy")?,
             "--batch" => a.batch = value()?.parse().context("--batch")?,
             "--refresh-rows" => a.refresh_rows = Some(value()?.parse().context("--refresh-rows")?),

@@ -17,7 +17,7 @@
 //! smaller than `inverted`.
 //!
 //! JSON output (`--json FILE`), version 1. Top level: `version`, `date` (UTC,
-//! `YYYY-MM-DD`), `command`, `config` {`reps`, `batch`, `dup_rate`, `late_rate`, `seed`,
+//! `YYYY-MM-DD`), `command`, `config` {`reps`, `batch`, `dup_rate`, `late_rate`, `disorder`, `seed`,
 //! `wal_fsync_interval_ms`}, `datasets` (array), `checks_passed` (bool).
 //! Each dataset: `name`, `series`, `unique_docs`, `total_docs`, `expected_duplicates`,
 //! `refresh_rows`,
@@ -102,6 +102,7 @@ struct Args {
     seed: u64,
     dup_rate: f64,
     late_rate: f64,
+    disorder: f64,
     out: PathBuf,
     json: Option<PathBuf>,
     markdown: Option<PathBuf>,
@@ -122,6 +123,7 @@ fn parse(args: &[String]) -> Result<Args> {
         seed: 42,
         dup_rate: 0.1,
         late_rate: 0.05,
+        disorder: 0.0,
         out: crate::project_root().join("target/xtask/storage-compare"),
         json: None,
         markdown: None,
@@ -167,6 +169,7 @@ fn parse(args: &[String]) -> Result<Args> {
             "--seed" => a.seed = value(arg)?.parse().context("--seed")?,
             "--dup-rate" => a.dup_rate = value(arg)?.parse().context("--dup-rate")?,
             "--late-rate" => a.late_rate = value(arg)?.parse().context("--late-rate")?,
+            "--disorder" => a.disorder = value(arg)?.parse().context("--disorder")?,
             "--out" => a.out = PathBuf::from(value(arg)?),
             "--json" => a.json = Some(PathBuf::from(value(arg)?)),
             "--markdown" => a.markdown = Some(PathBuf::from(value(arg)?)),
@@ -190,7 +193,11 @@ fn parse(args: &[String]) -> Result<Args> {
     }
     ensure!(a.reps >= 1, "--reps must be at least 1");
     ensure!(a.batch >= 1, "--batch must be at least 1");
-    for (flag, v) in [("--dup-rate", a.dup_rate), ("--late-rate", a.late_rate)] {
+    for (flag, v) in [
+        ("--dup-rate", a.dup_rate),
+        ("--late-rate", a.late_rate),
+        ("--disorder", a.disorder),
+    ] {
         ensure!(
             (0.0..=1.0).contains(&v),
             "{flag} must be in [0, 1], found {v}"
@@ -236,7 +243,8 @@ fn prepare(name: &str, args: &Args) -> Result<Prepared> {
         .points(points)
         .seed(args.seed)
         .dup_rate(args.dup_rate)
-        .late_rate(args.late_rate);
+        .late_rate(args.late_rate)
+        .disorder(args.disorder);
     let ds = Dataset::by_name(name, options).with_context(|| format!("dataset {name}"))?;
     let started = Instant::now();
     let points = crate::storage_points::points(&ds)?;
@@ -626,11 +634,20 @@ fn terminal_table(results: &[DatasetResult]) -> String {
             "dups",
             "vain ver."
         );
+        let has_baseline = d
+            .strategies
+            .iter()
+            .any(|s| s.strategy == Strategy::Inverted);
         for s in &d.strategies {
-            let vs = if s.strategy == Strategy::Inverted {
+            let vs = if s.strategy == Strategy::Inverted || !has_baseline {
                 "—".to_owned()
             } else {
                 format!("{:+.1}%", -d.reduction_pct(s))
+            };
+            let ratio = if has_baseline {
+                format!("{:.2}x", s.ingest_ratio)
+            } else {
+                "—".to_owned()
             };
             let ok = if s.duplicates() == d.expected_duplicates {
                 "ok"
@@ -639,7 +656,7 @@ fn terminal_table(results: &[DatasetResult]) -> String {
             };
             let _ = writeln!(
                 o,
-                "{:<18} {:>11} {:>12} {:>7.2} {:>9.3} {:>12} {:>10} {:>7.2}x {:>7} {:<2} {:>9}",
+                "{:<18} {:>11} {:>12} {:>7.2} {:>9.3} {:>12} {:>10} {:>8} {:>7} {:<2} {:>9}",
                 s.strategy.name(),
                 thousands(s.storage.documents),
                 thousands(s.storage.total),
@@ -647,7 +664,7 @@ fn terminal_table(results: &[DatasetResult]) -> String {
                 d.per_doc(s.id_bytes()),
                 vs,
                 rate(d.docs_per_s(s)),
-                s.ingest_ratio,
+                ratio,
                 s.duplicates(),
                 ok,
                 s.runs.first().map_or(0, |r| r.stats.false_positives)
@@ -672,7 +689,7 @@ fn markdown(results: &[DatasetResult], args: &Args, date: &str, command: &str) -
     let _ = writeln!(
         o,
         "Measured {date} with `{command}` ({} repetitions, batches of {}, a refresh every \
-         {} buffered points, dup-rate {}, late-rate {}, seed {}).\n",
+         {} buffered points, dup-rate {}, late-rate {}, disorder {}, seed {}).\n",
         args.reps,
         args.batch,
         results
@@ -682,6 +699,7 @@ fn markdown(results: &[DatasetResult], args: &Args, date: &str, command: &str) -
             .join(", "),
         args.dup_rate,
         args.late_rate,
+        args.disorder,
         args.seed
     );
     let _ = writeln!(
@@ -778,6 +796,7 @@ fn to_json(results: &[DatasetResult], args: &Args, date: &str, command: &str, ok
                             "live_map_hits": stats.live_map_hits,
                             "segments_pruned_by_time": stats.segments_pruned_by_time,
                             "series_range_negatives": stats.series_range_negatives,
+                            "slot_negatives": stats.slot_negatives,
                             "bloom_negatives": stats.bloom_negatives,
                             "false_positives": stats.false_positives,
                             "verifications": stats.verifications,
@@ -811,6 +830,7 @@ fn to_json(results: &[DatasetResult], args: &Args, date: &str, command: &str, ok
             "batch": args.batch,
             "dup_rate": args.dup_rate,
             "late_rate": args.late_rate,
+            "disorder": args.disorder,
             "seed": args.seed,
             "wal_fsync_interval_ms": FSYNC_INTERVAL.as_millis() as u64,
         },

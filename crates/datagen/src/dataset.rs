@@ -1,7 +1,7 @@
 //! The generators.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -89,6 +89,7 @@ pub struct Options {
     seed: u64,
     dup_rate: f64,
     late_rate: f64,
+    disorder: f64,
     shuffle_keys: bool,
     start_millis: i64,
 }
@@ -101,6 +102,7 @@ impl Default for Options {
             seed: 42,
             dup_rate: 0.0,
             late_rate: 0.0,
+            disorder: 0.0,
             shuffle_keys: false,
             start_millis: 1_764_460_800_000, // 2025-11-30T00:00:00Z
         }
@@ -135,6 +137,17 @@ impl Options {
     /// Fraction of documents delayed by up to two intervals of all series. Default 0.
     pub fn late_rate(mut self, rate: f64) -> Options {
         self.late_rate = rate.clamp(0.0, 1.0);
+        self
+    }
+
+    /// Fraction of retries sent *before* their originals (default 0): such a copy goes
+    /// out up to ten intervals' worth of documents early, ahead of earlier points of its
+    /// own series, as when a shipper's retry overtakes the first attempt. The early copy
+    /// is the one a store sees first; the original, on time, is then the duplicate
+    /// ([`Record::duplicate`]). This is the stream that widens a series' time range in a
+    /// segment past the points still to come.
+    pub fn disorder(mut self, fraction: f64) -> Options {
+        self.disorder = fraction.clamp(0.0, 1.0);
         self
     }
 
@@ -646,6 +659,11 @@ impl Dataset {
         self.options.dup_rate > 0.0 && unit(&[self.options.seed, i, 3]) < self.options.dup_rate
     }
 
+    /// Whether the retry of document `i` (a duplicate) is sent before it.
+    fn is_early(&self, i: u64) -> bool {
+        self.options.disorder > 0.0 && unit(&[self.options.seed, i, 5]) < self.options.disorder
+    }
+
     fn is_late(&self, i: u64) -> bool {
         self.options.late_rate > 0.0 && unit(&[self.options.seed, i, 1]) < self.options.late_rate
     }
@@ -735,6 +753,10 @@ pub struct Records {
     dims: Vec<Arc<[(&'static str, Dim)]>>,
     state: Vec<SeriesState>,
     pending: BinaryHeap<Reverse<Pending>>,
+    /// Documents generated and not yet at their emission position (`next` onwards).
+    ahead: VecDeque<Record>,
+    /// The next document index to generate.
+    generated: u64,
 }
 
 impl std::fmt::Debug for Records {
@@ -768,6 +790,8 @@ impl Records {
             dims,
             state,
             pending: BinaryHeap::new(),
+            ahead: VecDeque::new(),
+            generated: 0,
         }
     }
 
@@ -911,11 +935,43 @@ impl Records {
     }
 }
 
+impl Records {
+    /// Generates documents ahead of the emission position far enough that an early
+    /// retry (see [`Options::disorder`]) can be sent before the earlier points of its
+    /// series; with no disorder, nothing is generated ahead. Generation stays in index
+    /// order either way, so a dataset is the same whatever the lookahead.
+    fn fill(&mut self) {
+        let lead = self.ds.docs_per_interval() * EARLY_INTERVALS;
+        let look = if self.ds.options.disorder > 0.0 {
+            lead
+        } else {
+            0
+        };
+        let until = self.ds.points.min(self.next + look + 1);
+        while self.generated < until {
+            let g = self.generated;
+            let mut rec = self.generate(g);
+            self.generated += 1;
+            if self.ds.is_dup(g) && self.ds.is_early(g) {
+                let delay = 1 + (unit(&[self.ds.options.seed, g, 4]) * lead as f64) as u64;
+                // The early copy is the one stored; the original, on time, repeats it.
+                let copy = rec.clone();
+                rec.duplicate = true;
+                self.seq += 1;
+                let at = g.saturating_sub(delay).max(self.next);
+                self.pending.push(Reverse(Pending(at, self.seq, copy)));
+            }
+            self.ahead.push_back(rec);
+        }
+    }
+}
+
 impl Iterator for Records {
     type Item = Record;
 
     fn next(&mut self) -> Option<Record> {
         loop {
+            self.fill();
             if let Some(Reverse(top)) = self.pending.peek() {
                 if top.0 <= self.next || self.next >= self.ds.points {
                     return self.pending.pop().map(|Reverse(p)| p.2);
@@ -925,10 +981,10 @@ impl Iterator for Records {
                 return None;
             }
             let i = self.next;
-            let mut rec = self.generate(i);
+            let mut rec = self.ahead.pop_front()?;
             self.next += 1;
             let spread = self.ds.docs_per_interval() * 2;
-            if self.ds.is_dup(i) {
+            if self.ds.is_dup(i) && !self.ds.is_early(i) {
                 let delay = 1 + (unit(&[self.ds.options.seed, i, 4]) * spread as f64) as u64;
                 let mut copy = rec.clone();
                 copy.duplicate = true;
@@ -948,6 +1004,10 @@ impl Iterator for Records {
         }
     }
 }
+
+/// How far ahead of its original an early retry may arrive, in intervals' worth of
+/// documents (a device's buffered upload retried while an earlier one is still delayed).
+const EARLY_INTERVALS: u64 = 10;
 
 /// Events per second of the `events` dataset with `series` hosts.
 fn events_per_second(series: u32) -> u64 {

@@ -3,7 +3,7 @@
 //! `valgrind --tool=callgrind`, where a shared machine's load does not move the figures.
 //!
 //! ```text
-//! cargo run --release -p tidemark-dedup --example append_ingest -- [STRATEGY] [SERIES] [POINTS] [METRICS]
+//! cargo run --release -p tidemark-dedup --example append_ingest -- [STRATEGY] [SERIES] [POINTS] [METRICS] [REFRESH_ZSTD_LEVEL]
 //! ```
 //! Defaults: `series-range`, 2,000 series, 200,000 points, 8 metrics (4 gauges, 4 counters).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -29,13 +29,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let series: u64 = args.get(1).map_or(Ok(2_000), |s| s.parse())?;
     let points: u64 = args.get(2).map_or(Ok(200_000), |s| s.parse())?;
     let metrics: usize = args.get(3).map_or(Ok(8), |s| s.parse())?;
+    let refresh_level: i32 = args.get(4).map_or(Ok(1), |s| s.parse())?;
     let dir = tempfile::tempdir()?;
     let config = EngineConfig::new()
         .with_strategy(strategy)
         .with_durability(tidemark_dedup::Durability::Interval(
             std::time::Duration::from_secs(1),
         ))
-        .with_derived_tsids(true);
+        .with_derived_tsids(true)
+        .with_zstd_levels(refresh_level, 3);
     let mut e = Engine::create(dir.path(), config)?;
     let mut refs = Vec::new();
     for s in 0..series {
@@ -88,8 +90,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     e.refresh()?;
+    let bytes: u64 = e
+        .segments()
+        .iter()
+        .map(|(p, _, _)| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum();
     println!(
-        "{}: {points} points of {series} series, {metrics} metrics: {created} created, {other} other; {} checks, {} segments",
+        "{}: {points} points of {series} series, {metrics} metrics: {created} created, {other} other; {} checks, {} segments, {bytes} bytes",
         strategy.name(),
         e.stats().checks,
         e.segment_count()

@@ -123,7 +123,7 @@ impl Default for EngineConfig {
             block_rows: tidemark_segment::DEFAULT_BLOCK_ROWS,
             merge_factor: 10,
             auto_merge: true,
-            refresh_zstd_level: 1,
+            refresh_zstd_level: -1,
             merge_zstd_level: 3,
             mode: Mode::TimeSeries,
             derived_tsids: false,
@@ -185,8 +185,10 @@ impl EngineConfig {
         self
     }
 
-    /// zstd levels (1..=22) of the segments a refresh writes (default 1: fast, as they
-    /// are small and soon merged) and of merged segments (default 3).
+    /// zstd levels (-7..=-1 or 1..=22, see `tidemark_segment::is_zstd_level`) of the
+    /// segments a refresh writes (default -1, zstd's first "fast" level: they are small
+    /// and soon merged; 6% fewer instructions per point than level 1 for 3.5% more bytes
+    /// on 8-metric points) and of merged segments (default 3).
     pub fn with_zstd_levels(mut self, refresh: i32, merge: i32) -> EngineConfig {
         self.refresh_zstd_level = refresh;
         self.merge_zstd_level = merge;
@@ -251,10 +253,10 @@ impl EngineConfig {
             ("refresh_zstd_level", self.refresh_zstd_level),
             ("merge_zstd_level", self.merge_zstd_level),
         ] {
-            if !(1..=22).contains(&level) {
+            if !tidemark_segment::is_zstd_level(level) {
                 return Err(Error::InvalidConfig {
                     name,
-                    detail: format!("expected 1..=22, found {level}"),
+                    detail: format!("expected -7..=-1 or 1..=22, found {level}"),
                 });
             }
         }

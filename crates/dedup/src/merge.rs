@@ -222,7 +222,7 @@ fn series_presence(
     for (&k, s) in on_series.iter().zip(series) {
         let Some(input) = ins.get(k) else { continue };
         let nmetrics = input.metric_map.len() as u32;
-        for &(c, p) in &s.columns {
+        for &(c, p) in s.columns.iter() {
             let out_col = if c < nmetrics {
                 input.metric_map.get(c as usize).copied()
             } else {
@@ -274,7 +274,7 @@ fn output_schema(
             .collect();
         let mut present = vec![0u64; names.len()];
         for s in seg.series() {
-            for &(c, p) in &s.columns {
+            for &(c, p) in s.columns.iter() {
                 if let Some(n) = present.get_mut(c as usize) {
                     *n += match p {
                         Presence::Full => s.row_count,

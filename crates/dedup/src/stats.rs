@@ -19,6 +19,10 @@ pub struct DedupStats {
     /// `series-range` (and `series-range+bloom`): segments ruled out because the series is absent or the timestamp is
     /// outside the series' range in them.
     pub series_range_negatives: u64,
+    /// `series-range` (and `series-range+bloom`): segments ruled out by the series' time
+    /// slot map: the timestamp is inside the series' range there, in a slot that holds no
+    /// row (a range widened by out-of-order points; see `tidemark_segment::TimeSlots`).
+    pub slot_negatives: u64,
     /// `bloom`, `series-range+bloom`: segments whose bloom filter answered "no".
     pub bloom_negatives: u64,
     /// "Maybe" answers that verification found false: a bloom filter's (`bloom`), a

@@ -356,6 +356,55 @@ fn series_range_rules_out_absent_series_and_out_of_range_timestamps() {
 }
 
 #[test]
+fn a_range_widened_by_an_early_retry_sends_no_point_to_verification() {
+    for strategy in [Strategy::SeriesRange, Strategy::SeriesRangeBloom] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = Engine::create(dir.path(), config(strategy)).unwrap();
+        // Series 1 every 10 ms up to 190, and a retry of its point at 500 that overtook
+        // the points between: the refreshed segment's range for series 1 is [0, 500].
+        e.batch((0..20).map(|i| Op::Create(point(1, i * 10))))
+            .unwrap();
+        e.create_point(point(1, 500)).unwrap();
+        e.refresh().unwrap();
+        let segments = e.segments();
+        let series = segments[0].1.series_by_tsid(&tsid(1)).unwrap();
+        let slots = series.slots.clone().unwrap();
+        drop(segments);
+        assert_eq!((slots.quantum(), slots.occupied()), (10, 21));
+        let s0 = *e.stats();
+        // The points in between arrive: new, and none is verified.
+        let out = e
+            .batch((20..50).map(|i| Op::Create(point(1, i * 10))))
+            .unwrap();
+        assert!(out.iter().all(|o| matches!(o, Outcome::Created { .. })));
+        // The original of the early retry: a duplicate, found by one verification.
+        assert!(matches!(
+            e.create_point(point(1, 500)).unwrap(),
+            Outcome::Conflict { .. }
+        ));
+        // A point inside the range whose slot is taken, but not at the same instant:
+        // verified, and new.
+        assert!(matches!(
+            e.create_point(point(1, 15)).unwrap(),
+            Outcome::Created { .. }
+        ));
+        let s1 = *e.stats();
+        assert_eq!(s1.slot_negatives - s0.slot_negatives, 30, "{strategy:?}");
+        assert_eq!(s1.true_duplicates - s0.true_duplicates, 1, "{strategy:?}");
+        let vain = s1.false_positives - s0.false_positives;
+        let expected_vain = if strategy == Strategy::SeriesRange {
+            1
+        } else {
+            0
+        };
+        assert!(vain <= expected_vain, "{strategy:?}: {vain}");
+        e.refresh().unwrap();
+        e.merge_all().unwrap();
+        assert_eq!(e.live_count(), 52);
+    }
+}
+
+#[test]
 fn bloom_negatives_and_false_positives_are_counted() {
     let dir = tempfile::tempdir().unwrap();
     let mut e = Engine::create(dir.path(), config(Strategy::Bloom).with_bloom_fpr(0.01)).unwrap();

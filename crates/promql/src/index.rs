@@ -19,8 +19,9 @@ use crate::storage::{Labels, Matcher, Series, Storage, matches_all};
 #[derive(Debug)]
 pub struct IndexStorage<'a> {
     index: &'a Index,
-    /// `(field path, label-safe name)` of every metric or numeric field.
-    metrics: Vec<(String, String)>,
+    /// `(field path, label-safe name)` of every metric or numeric field; no name in a
+    /// label-keyed index, whose series carry their own `__name__` label.
+    metrics: Vec<(String, Option<String>)>,
     /// Most samples one `select` gathers before it fails.
     max_points: usize,
 }
@@ -58,9 +59,22 @@ fn dim_text(d: &Dim) -> String {
 }
 
 impl<'a> IndexStorage<'a> {
-    /// Reads `index`; its metric fields and numeric value fields (not dates) become
-    /// metric names.
+    /// Reads `index`. In a mapped index its metric fields and numeric value fields (not
+    /// dates) become metric names; in a label-keyed index (`"mode": "labels"`) every
+    /// series already has its labels and `__name__`, and its numeric value columns are
+    /// read as they are.
     pub fn new(index: &'a Index) -> IndexStorage<'a> {
+        if index.mapping().is_label_keyed() {
+            let metrics = [tidemark::VALUE_FIELD, tidemark::VALUE_LONG_FIELD]
+                .into_iter()
+                .map(|f| (f.to_owned(), None))
+                .collect();
+            return IndexStorage {
+                index,
+                metrics,
+                max_points: crate::QueryOptions::default().max_points,
+            };
+        }
         let metrics = index
             .mapping()
             .fields()
@@ -69,7 +83,7 @@ impl<'a> IndexStorage<'a> {
                 matches!(f.role, FieldRole::Metric(_))
                     || (f.role == FieldRole::Value && f.ty != FieldType::Date)
             })
-            .map(|f| (f.path.clone(), label_safe(&f.path)))
+            .map(|f| (f.path.clone(), Some(label_safe(&f.path))))
             .collect();
         IndexStorage {
             index,
@@ -108,7 +122,9 @@ impl<'a> IndexStorage<'a> {
                     return false;
                 };
                 let mut labels = base.clone();
-                crate::eval::set_label(&mut labels, METRIC_NAME, name);
+                if let Some(name) = name {
+                    crate::eval::set_label(&mut labels, METRIC_NAME, name);
+                }
                 matches_all(&labels, matchers)
             })
             .collect()
@@ -155,7 +171,9 @@ impl Storage for IndexStorage<'_> {
                     continue;
                 };
                 let mut labels = base.clone();
-                crate::eval::set_label(&mut labels, METRIC_NAME, name);
+                if let Some(name) = name {
+                    crate::eval::set_label(&mut labels, METRIC_NAME, name);
+                }
                 visit(&labels)?;
             }
         }
@@ -233,7 +251,7 @@ impl Storage for IndexStorage<'_> {
             s.sort_by_key(|p| p.0);
             s.dedup_by_key(|p| p.0);
             let mut labels = base.clone();
-            if let Some((_, name)) = self.metrics.get(key.1) {
+            if let Some((_, Some(name))) = self.metrics.get(key.1) {
                 crate::eval::set_label(&mut labels, METRIC_NAME, name);
             }
             visit(Series { labels, samples: s })?;

@@ -278,3 +278,49 @@ fn extreme_times_are_errors_or_answers_never_panics() {
         let _ = instant_query(&s, "rate(c[5m]) offset -5m", start, &opts);
     }
 }
+
+#[test]
+fn label_keyed_index_reads_its_own_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index =
+        Index::create(dir.path().join("lk"), tidemark::label_mapping().unwrap()).unwrap();
+    // Written as the metrics protocols write: one point per labelled sample.
+    let mut points = tidemark::LabelPoints::new().unwrap();
+    let mut items = Vec::new();
+    for i in 0..=12i64 {
+        for job in ["a", "b"] {
+            let point = points
+                .point(
+                    &[("__name__", "up_total"), ("job", job)],
+                    i * 15_000,
+                    tidemark::SampleValue::F64((i * 3) as f64),
+                )
+                .unwrap();
+            items.push(tidemark::PreparedItem::store(
+                items.len() as u64,
+                tidemark::Action::Create,
+                None,
+                tidemark::ParsedDoc {
+                    point,
+                    ignored_fields: 0,
+                },
+            ));
+        }
+    }
+    assert_eq!(index.apply_prepared(items).unwrap().len(), 26);
+    let storage = IndexStorage::new(&index);
+    let opts = QueryOptions::default();
+    let mut v = vector(instant_query(&storage, "up_total", 180_000, &opts).unwrap());
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        v,
+        vec![
+            (labels(&[("__name__", "up_total"), ("job", "a")]), 36.0),
+            (labels(&[("__name__", "up_total"), ("job", "b")]), 36.0),
+        ]
+    );
+    let r = vector(instant_query(&storage, "sum(rate(up_total[1m]))", 180_000, &opts).unwrap());
+    assert!((r[0].1 - 0.4).abs() < 1e-12, "{r:?}");
+    let names = tidemark_promql::label_values(&storage, "__name__", &[], 0, 200_000, 10).unwrap();
+    assert_eq!(names, vec!["up_total"]);
+}

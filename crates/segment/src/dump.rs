@@ -132,14 +132,20 @@ pub fn dump(bytes: &[u8]) -> Result<String> {
             .collect();
         let _ = writeln!(
             w,
-            "  #{i} tsid {} rows {}+{} ts [{}, {}] dims {{{}}} columns [{}]",
+            "  #{i} tsid {} rows {}+{} ts [{}, {}] dims {{{}}} columns [{}]{}",
             s.tsid,
             s.first_row,
             s.row_count,
             s.min_ts,
             s.max_ts,
             dims.join(", "),
-            cols.join(" ")
+            cols.join(" "),
+            s.slots.as_ref().map_or(String::new(), |m| format!(
+                " slots {}/{} of {} ms",
+                m.occupied(),
+                m.slots(),
+                m.quantum()
+            ))
         );
     }
 

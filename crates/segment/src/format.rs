@@ -7,7 +7,7 @@ use crate::le::{Reader, put_i64, put_u32, put_u64};
 pub const MAGIC: [u8; 4] = *b"TMSG";
 
 /// The format version this build writes.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The oldest format version this build reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;

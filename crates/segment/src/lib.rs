@@ -16,6 +16,7 @@ mod mmap;
 mod point;
 mod reader;
 pub mod report;
+mod slots;
 mod stream;
 mod tombstone;
 mod v1;
@@ -32,9 +33,11 @@ pub use format::{
 pub use intern::{DimsInterner, SharedDims};
 pub use point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point, RowId};
 pub use reader::{BlockRef, RowCursor, RowView, Segment, SizeBreakdown};
+pub use slots::TimeSlots;
 pub use stream::{SegmentStreamWriter, StreamSchema, span_shift};
 pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
 pub use v1::{ColumnInfo, ExtraInfo, Presence, Series};
 pub use writer::{
-    FoldBuildHasher, FoldHasher, RowBatch, SegmentMeta, SegmentOptions, SegmentWriter, write_batch,
+    FoldBuildHasher, FoldHasher, RowBatch, SegmentMeta, SegmentOptions, SegmentWriter,
+    is_zstd_level, write_batch,
 };

@@ -359,18 +359,12 @@ impl Segment {
         Ok(Some(SegmentBloomRef::new(bytes, false)?))
     }
 
-    /// Bytes of the series table's `min_ts` and `span` columns, before the table's
-    /// compression: what the per-series [min, max] timestamps (the `series-range` dedup
-    /// strategy's only structure) cost in this file's format version.
+    /// Bytes of the series table's `min_ts` and `span` columns and its time slot maps,
+    /// before the table's compression: what the per-series [min, max] timestamps and the
+    /// holes in them (the `series-range` dedup strategy's only structures) cost in this
+    /// file's format version.
     pub fn series_range_bytes(&self) -> u64 {
-        fn varint_len(mut v: u64) -> u64 {
-            let mut n = 1;
-            while v >= 0x80 {
-                v >>= 7;
-                n += 1;
-            }
-            n
-        }
+        use crate::slots::varint_len;
         fn zigzag(v: i64) -> u64 {
             ((v << 1) ^ (v >> 63)) as u64
         }
@@ -385,6 +379,18 @@ impl Segment {
             };
             prev_min = s.min_ts;
             prev_span = span;
+        }
+        if self.footer.version >= 4 {
+            let mut maps = 0u64;
+            let mut prev = 0usize;
+            for (i, s) in self.series.iter().enumerate() {
+                if let Some(m) = &s.slots {
+                    maps += 1;
+                    total += varint_len((i - prev) as u64) + m.encoded_len();
+                    prev = i;
+                }
+            }
+            total += varint_len(maps);
         }
         total
     }

@@ -24,6 +24,7 @@ use crate::format::{
 };
 use crate::le::{put_u16, put_u32, put_u64, put_varint, put_zigzag};
 use crate::point::{Dim, Extra, ExtraKind, MetricKind, MetricValue};
+use crate::slots::{MAX_SLOT_ROWS, TimeSlots};
 use crate::v1::{ColumnInfo, ExtraInfo, Presence};
 use crate::writer::{
     BLOOM_HEADROOM_DEN, BLOOM_HEADROOM_NUM, MAX_EXTRA_KEYWORD_LEN, STATE_FULL, STATE_PARTIAL,
@@ -155,6 +156,8 @@ struct SeriesOut {
     declared: Vec<(u32, Presence)>,
     /// Values seen per declared column.
     counts: Vec<u64>,
+    /// The series' time slot map, built when its last row is in.
+    slots: Option<Box<TimeSlots>>,
 }
 
 /// The open block of one metric or extra column.
@@ -255,6 +258,10 @@ pub struct SegmentStreamWriter<W: Write> {
     run_marked: bool,
     prev_ts: i64,
     prev_id: Option<[u8; 28]>,
+    /// Timestamps of the current series (at most [`MAX_SLOT_ROWS`]), for its slot map.
+    series_ts: Vec<i64>,
+    /// The current series has more rows than [`MAX_SLOT_ROWS`]: no slot map.
+    series_ts_overflow: bool,
     min_ts: i64,
     max_ts: i64,
     ts_block: Vec<i64>,
@@ -333,6 +340,8 @@ impl<W: Write> SegmentStreamWriter<W> {
             run_marked: false,
             prev_ts: i64::MIN,
             prev_id: None,
+            series_ts: Vec::new(),
+            series_ts_overflow: false,
             min_ts: i64::MAX,
             max_ts: i64::MIN,
             ts_block: Vec::with_capacity(block_rows as usize),
@@ -438,6 +447,7 @@ impl<W: Write> SegmentStreamWriter<W> {
                 ),
             });
         }
+        self.close_series_slots();
         self.series.push(SeriesOut {
             tsid,
             dims,
@@ -446,6 +456,7 @@ impl<W: Write> SegmentStreamWriter<W> {
             max_ts: 0,
             declared: presence.to_vec(),
             counts: vec![0; presence.len()],
+            slots: None,
         });
         self.run_marked = false;
         self.prev_ts = i64::MIN;
@@ -531,22 +542,30 @@ impl<W: Write> SegmentStreamWriter<W> {
             });
         }
         for &(c, v) in metrics {
-            let info = self.schema.columns.get(c as usize);
-            check_kind(
-                info.map(|i| (i.name.as_str(), i.kind.name())),
-                v.kind().name(),
-                "metric",
-                c,
-            )?;
+            match self.schema.columns.get(c as usize) {
+                Some(i) if i.kind == v.kind() => {}
+                info => {
+                    return Err(kind_error(
+                        info.map(|i| (i.name.as_str(), i.kind.name())),
+                        v.kind().name(),
+                        "metric",
+                        c,
+                    ));
+                }
+            }
         }
         for &(e, v) in extras {
-            let info = self.schema.extras.get(e as usize);
-            check_kind(
-                info.map(|i| (i.name.as_str(), i.kind.name())),
-                v.kind().name(),
-                "extra",
-                e,
-            )?;
+            match self.schema.extras.get(e as usize) {
+                Some(i) if i.kind == v.kind() => {}
+                info => {
+                    return Err(kind_error(
+                        info.map(|i| (i.name.as_str(), i.kind.name())),
+                        v.kind().name(),
+                        "extra",
+                        e,
+                    ));
+                }
+            }
             if let Extra::Keyword(k) = v {
                 if k.len() > MAX_EXTRA_KEYWORD_LEN {
                     return Err(Error::TooLarge {
@@ -605,6 +624,11 @@ impl<W: Write> SegmentStreamWriter<W> {
             }
             s.row_count += 1;
             s.max_ts = ts_millis;
+        }
+        if self.series_ts.len() < MAX_SLOT_ROWS {
+            self.series_ts.push(ts_millis);
+        } else {
+            self.series_ts_overflow = true;
         }
         self.min_ts = self.min_ts.min(ts_millis);
         self.max_ts = self.max_ts.max(ts_millis);
@@ -864,6 +888,7 @@ impl<W: Write> SegmentStreamWriter<W> {
     /// # Errors
     /// I/O errors; [`Error::TooLarge`] for counts the format cannot hold.
     pub fn finish(mut self) -> Result<(W, SegmentMeta)> {
+        self.close_series_slots();
         if self.series.last().is_some_and(|s| s.row_count == 0) {
             self.series.pop();
         }
@@ -996,6 +1021,18 @@ impl<W: Write> SegmentStreamWriter<W> {
         names
     }
 
+    /// Builds the current series' slot map from its timestamps, now that its last row is
+    /// in, and starts the next series' timestamps afresh.
+    fn close_series_slots(&mut self) {
+        if let Some(s) = self.series.last_mut() {
+            if !self.series_ts_overflow {
+                s.slots = TimeSlots::build(&self.series_ts).map(Box::new);
+            }
+        }
+        self.series_ts.clear();
+        self.series_ts_overflow = false;
+    }
+
     /// The series table, column-wise inside one compressed frame.
     fn encode_series_table(&mut self) -> Result<Vec<u8>> {
         let dim_names = self.dim_names();
@@ -1071,6 +1108,16 @@ impl<W: Write> SegmentStreamWriter<W> {
                 st.push(state);
             }
         }
+        let maps = self.series.iter().filter(|s| s.slots.is_some()).count();
+        put_varint(&mut st, maps as u64);
+        let mut prev = 0usize;
+        for (i, s) in self.series.iter().enumerate() {
+            if let Some(m) = &s.slots {
+                put_varint(&mut st, (i - prev) as u64);
+                m.encode(&mut st);
+                prev = i;
+            }
+        }
         let mut section = Vec::new();
         put_u64(&mut section, st.len() as u64);
         section.extend_from_slice(&self.comp.compress_block(&st)?);
@@ -1114,24 +1161,24 @@ fn presence_header(partial: bool, rows: &[u32], out: &mut Vec<u8>) -> Result<()>
     }
 }
 
-/// A row's value against its schema column: `(name, kind name)` of the column, if any.
-fn check_kind(
+/// The error of a row's value that its schema column (`(name, kind name)`, if any) does
+/// not take.
+fn kind_error(
     column: Option<(&str, &'static str)>,
     found: &'static str,
     what: &str,
     index: u32,
-) -> Result<()> {
+) -> Error {
     match column {
-        Some((_, expected)) if expected == found => Ok(()),
-        Some((name, expected)) => Err(Error::MetricKindConflict {
+        Some((name, expected)) => Error::MetricKindConflict {
             name: name.to_owned(),
             expected,
             found,
-        }),
-        None => Err(Error::InvalidOption {
+        },
+        None => Error::InvalidOption {
             name: "row",
             detail: format!("{what} column {index} is not in the schema"),
-        }),
+        },
     }
 }
 

@@ -1,6 +1,7 @@
 //! Decoding of the version-1 meta section and series table.
 
 use std::net::Ipv6Addr;
+use std::sync::Arc;
 
 use tidemark_tsid::{TSID_LEN, Tsid};
 
@@ -8,6 +9,7 @@ use crate::error::{Error, Place, Result};
 use crate::format::Footer;
 use crate::le::Reader;
 use crate::point::{Dim, ExtraKind, MetricKind};
+use crate::slots::TimeSlots;
 use crate::writer::{STATE_FULL, STATE_PARTIAL, TAG_BOOL, TAG_INT, TAG_IP, TAG_KEYWORD, TAG_UINT};
 
 /// A metric column: its name and kind.
@@ -33,8 +35,11 @@ pub struct ExtraInfo {
     pub span_shift: u8,
 }
 
+/// A presence list shared by the series of a segment that have it.
+type SharedPresence = Arc<[(u32, Presence)]>;
+
 /// How a series holds one metric column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Presence {
     /// Every row of the series has a value.
     Full,
@@ -57,11 +62,26 @@ pub struct Series {
     pub min_ts: i64,
     /// Largest timestamp.
     pub max_ts: i64,
-    /// Metric columns the series has (by column number), absent ones omitted.
-    pub columns: Vec<(u32, Presence)>,
+    /// Metric columns the series has (by column number), absent ones omitted; shared by
+    /// the series of a segment that have the same list.
+    pub columns: Arc<[(u32, Presence)]>,
+    /// Which timestamps of [`min_ts`](Self::min_ts)..=[`max_ts`](Self::max_ts) the
+    /// segment holds, for a series whose range has holes (format version 4; see
+    /// [`TimeSlots`]).
+    pub slots: Option<Box<TimeSlots>>,
 }
 
 impl Series {
+    /// Whether the segment may hold a row of this series at `ts`: inside its range and,
+    /// where it has a slot map, in an occupied slot. `false` is certain.
+    pub fn may_hold(&self, ts: i64) -> bool {
+        (self.min_ts..=self.max_ts).contains(&ts)
+            && self
+                .slots
+                .as_ref()
+                .is_none_or(|m| m.may_hold(self.min_ts, ts))
+    }
+
     /// How the series holds metric column `column`, `None` when it never has it.
     pub fn presence(&self, column: u32) -> Option<Presence> {
         self.columns
@@ -207,7 +227,8 @@ pub(crate) fn parse_series(
             row_count: 0,
             min_ts: 0,
             max_ts: 0,
-            columns: Vec::new(),
+            columns: Arc::from(Vec::new()),
+            slots: None,
         });
     }
     let mut next_row = 0u64;
@@ -301,9 +322,14 @@ pub(crate) fn parse_series(
         s.dims = interner.intern(s.tsid, dims);
     }
     let ncols = (meta.columns.len() + meta.extras.len()) as u64;
+    // Series of one kind share one presence list: kept once per segment.
+    let mut lists: std::collections::HashMap<Vec<(u32, Presence)>, SharedPresence> =
+        std::collections::HashMap::new();
+    let mut list: Vec<(u32, Presence)> = Vec::new();
     for s in &mut out {
         let count = r.count("presence entries", ncols)?;
         let mut prev: Option<u32> = None;
+        list.clear();
         for _ in 0..count {
             let c = r.varint()?;
             let c = u32::try_from(c)
@@ -316,7 +342,35 @@ pub(crate) fn parse_series(
                 STATE_PARTIAL => Presence::Partial,
                 b => return Err(Error::corrupt(place, format!("presence state {b}"))),
             };
-            s.columns.push((c, p));
+            list.push((c, p));
+        }
+        s.columns = match lists.get(&list) {
+            Some(shared) => Arc::clone(shared),
+            None => {
+                let shared: Arc<[(u32, Presence)]> = Arc::from(list.as_slice());
+                lists.insert(list.clone(), Arc::clone(&shared));
+                shared
+            }
+        };
+    }
+    if footer.version >= 4 {
+        let maps = r.count("time slot maps", n as u64)?;
+        let mut next = 0u64;
+        for i in 0..maps {
+            let delta = r.varint()?;
+            let index = next
+                .checked_add(delta)
+                .filter(|&v| v < n as u64 && (i == 0 || delta > 0))
+                .ok_or_else(|| Error::corrupt(place, format!("time slots of series {delta}")))?;
+            next = index;
+            if let Some(s) = out.get_mut(index as usize) {
+                s.slots = Some(Box::new(TimeSlots::decode(
+                    &mut r,
+                    s.min_ts,
+                    s.max_ts,
+                    s.row_count,
+                )?));
+            }
         }
     }
     if !r.is_empty() {

@@ -12,6 +12,11 @@ use tidemark_segment::{
 use tidemark_tsid::{SyntheticId, Tsid};
 
 fn fixture_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/segment/v4-tiny.tms")
+}
+
+/// The older input as written by format version 3 (no time slot maps).
+fn v3_fixture_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/segment/v3-tiny.tms")
 }
 
@@ -25,17 +30,50 @@ fn v1_fixture_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/segment/v1-tiny.tms")
 }
 
+/// The older fixtures hold the first three series of the input (11 rows); the fourth,
+/// with holes in its time range, came with format version 4.
+const OLD_SERIES: usize = 3;
+const OLD_ROWS: u64 = 11;
+
+#[test]
+fn a_version_3_segment_still_reads_identically() {
+    let v3 = Segment::open(v3_fixture_path()).unwrap();
+    let v4 = Segment::from_vec(tiny_bytes()).unwrap();
+    assert_eq!(v3.footer().version, 3);
+    v3.verify().unwrap();
+    assert_eq!(v3.series(), &v4.series()[..OLD_SERIES]);
+    assert!(
+        v4.series()
+            .iter()
+            .all(|s| s.slots.is_some() == (s.tsid == holes_tsid()))
+    );
+    assert_eq!(
+        v3.points(0..v3.row_count(), |_| true).unwrap(),
+        v4.points(0..OLD_ROWS, |_| true).unwrap()
+    );
+    for row in 0..v3.row_count() {
+        assert_eq!(v3.row_extras(row).unwrap(), v4.row_extras(row).unwrap());
+    }
+}
+
 #[test]
 fn a_version_2_segment_still_reads_identically() {
     let v2 = Segment::open(v2_fixture_path()).unwrap();
     let v3 = Segment::from_vec(tiny_bytes()).unwrap();
     assert_eq!(v2.footer().version, 2);
     v2.verify().unwrap();
-    assert_eq!(v2.series(), v3.series());
-    assert_eq!(v2.columns(), v3.columns());
+    assert_eq!(v2.series(), &v3.series()[..OLD_SERIES]);
+    // The same columns (spans of sparse columns follow the row count).
+    let names = |s: &Segment| -> Vec<_> {
+        s.columns()
+            .iter()
+            .map(|c| (c.name.clone(), c.kind))
+            .collect()
+    };
+    assert_eq!(names(&v2), names(&v3));
     assert_eq!(
         v2.points(0..v2.row_count(), |_| true).unwrap(),
-        v3.points(0..v3.row_count(), |_| true).unwrap()
+        v3.points(0..OLD_ROWS, |_| true).unwrap()
     );
     for row in 0..v2.row_count() {
         assert_eq!(v2.row_extras(row).unwrap(), v3.row_extras(row).unwrap());
@@ -44,7 +82,10 @@ fn a_version_2_segment_still_reads_identically() {
     // answer for every id.
     assert_eq!(v2.bloom().unwrap().unwrap().layout(), "blocked");
     assert_eq!(v3.bloom().unwrap().unwrap().layout(), "split-block");
-    for (p, _) in tiny_input() {
+    for (p, _) in tiny_input()
+        .into_iter()
+        .filter(|(p, _)| p.tsid != holes_tsid())
+    {
         let id = SyntheticId::new(p.tsid, p.ts_millis);
         assert!(v2.may_contain_id(&id).unwrap());
         assert!(v3.may_contain_id(&id).unwrap());
@@ -58,16 +99,26 @@ fn a_version_1_segment_still_reads_identically() {
     assert_eq!(v1.footer().version, 1);
     assert_eq!(v2.footer().version, FORMAT_VERSION);
     v1.verify().unwrap();
-    assert_eq!(v1.series(), v2.series());
+    assert_eq!(v1.series(), &v2.series()[..OLD_SERIES]);
     assert_eq!(
         v1.points(0..v1.row_count(), |_| true).unwrap(),
-        v2.points(0..v2.row_count(), |_| true).unwrap()
+        v2.points(0..OLD_ROWS, |_| true).unwrap()
     );
 }
 
-/// The tiny fixture: 3 series, 11 rows in blocks of 4, a counter, a gauge, a sparse
+/// The series of the input whose range has holes (sorted last).
+fn holes_tsid() -> Tsid {
+    let mut bytes = [0u8; 20];
+    bytes[0] = 0x5f;
+    bytes[1] = 0x40;
+    bytes[19] = 0xa3;
+    Tsid::from_bytes(bytes)
+}
+
+/// The tiny fixture: 4 series, 16 rows in blocks of 4, a counter, a gauge, a sparse
 /// gauge, a very sparse counter (a longer column block) and two extra columns, with
-/// bloom and id index.
+/// bloom and id index; the fourth series has holes in its time range (a time slot map,
+/// format version 4).
 /// Tsids are fixed bytes, not computed, so that the fixture does not change with
 /// `tidemark-tsid`'s hashing.
 fn tiny_input() -> Vec<(Point, Vec<(String, Extra)>)> {
@@ -108,6 +159,19 @@ fn tiny_input() -> Vec<(Point, Vec<(String, Extra)>)> {
             points.push((p, extras));
         }
     }
+    // Rows at 0, 10, 20, 60 and 70 s: slots 3, 4 and 5 are empty.
+    for i in [0i64, 1, 2, 6, 7] {
+        let p = Point::new(holes_tsid(), 1_700_000_000_000 + i * 10_000)
+            .dim("pod", "batch-7")
+            .dim("node", "node-b")
+            .dim("restarts_allowed", Dim::Bool(false))
+            .counter("cpu_ns", 5_000 * i)
+            .gauge("mem_bytes", 1e8);
+        points.push((
+            p,
+            vec![("phase".to_owned(), Extra::Keyword("Running".to_owned()))],
+        ));
+    }
     points.reverse();
     points
 }
@@ -140,8 +204,18 @@ fn committed_fixture_matches_the_writer_and_opens() {
     );
     let seg = Segment::open(&path).unwrap();
     seg.verify().unwrap();
-    assert_eq!(seg.row_count(), 11);
-    assert_eq!(seg.series_count(), 3);
+    assert_eq!(seg.row_count(), 16);
+    assert_eq!(seg.series_count(), 4);
+    let holes = seg.series_by_tsid(&holes_tsid()).unwrap();
+    let slots = holes.slots.as_ref().unwrap();
+    assert_eq!(
+        (slots.quantum(), slots.slots(), slots.occupied()),
+        (10_000, 8, 5)
+    );
+    for i in 0..8 {
+        let ts = 1_700_000_000_000 + i * 10_000;
+        assert_eq!(holes.may_hold(ts), ![3, 4, 5].contains(&i), "{i}");
+    }
     for (p, mut extras) in tiny_input() {
         let row = seg.find(&p.tsid, p.ts_millis).unwrap().unwrap();
         extras.sort_by(|a, b| a.0.cmp(&b.0));
@@ -330,6 +404,7 @@ fn series_range_bytes_follow_the_format_version() {
         }
     }
     let seg = Segment::from_vec(w.to_vec().unwrap().0).unwrap();
-    // min_ts: 6 bytes for the first, then 1; spans: 4 bytes for the first, then 1.
-    assert_eq!(seg.series_range_bytes(), 6 + 99 + 4 + 99);
+    // min_ts: 6 bytes for the first, then 1; spans: 4 bytes for the first, then 1; no
+    // time slot map (one byte: their count).
+    assert_eq!(seg.series_range_bytes(), 6 + 99 + 4 + 99 + 1);
 }

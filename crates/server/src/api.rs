@@ -72,6 +72,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/{index}/_refresh", post(refresh).get(refresh))
         .route("/{index}/_forcemerge", post(forcemerge))
         .merge(crate::search::routes())
+        .merge(crate::metrics::routes())
         .merge(crate::prom_api::routes())
         .fallback(fallback)
         .layer(axum::middleware::from_fn_with_state(
@@ -612,7 +613,7 @@ async fn execute(plan: Plan) -> Result<Vec<(String, ItemOutcome)>> {
         .collect())
 }
 
-fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit> {
+pub(crate) fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit> {
     Arc::clone(&st.write_permits).try_acquire_owned().map_err(|_| {
         Error::status(
             429,

@@ -60,6 +60,17 @@ pub struct Config {
     pub users: Vec<User>,
     /// API keys (`Authorization: ApiKey base64(id:key)`).
     pub api_keys: Vec<ApiKey>,
+    /// The label-keyed index that Prometheus remote write and OTLP write to when the
+    /// request names none (`?index=` or the `X-Tidemark-Index` header); created on
+    /// first write.
+    pub metrics_index: String,
+    /// What a metrics sample whose (series, timestamp) is already stored does:
+    /// `"create"` (the first value is kept, the sample counted as a duplicate) or
+    /// `"index"` (the new value replaces it).
+    pub metrics_op: String,
+    /// Samples more than this many seconds ahead of the server's clock are refused
+    /// (`400`): a far-future timestamp is a sender's bug, and would sit in the buffer.
+    pub max_future_secs: u64,
 }
 
 /// A user for basic authentication, allowed the indices matching `indices`.
@@ -101,6 +112,9 @@ impl Default for Config {
             port_file: None,
             users: Vec::new(),
             api_keys: Vec::new(),
+            metrics_index: "metrics".to_owned(),
+            metrics_op: "create".to_owned(),
+            max_future_secs: 3600,
         }
     }
 }
@@ -151,6 +165,18 @@ impl Config {
                 "version",
                 format!("expected MAJOR.MINOR.PATCH, found {:?}", self.version),
             ));
+        }
+        if !matches!(self.metrics_op.as_str(), "create" | "index") {
+            return Err(Error::config(
+                "metrics_op",
+                format!(
+                    "expected \"create\" or \"index\", found {:?}",
+                    self.metrics_op
+                ),
+            ));
+        }
+        if self.metrics_index.is_empty() {
+            return Err(Error::config("metrics_index", "must be non-empty"));
         }
         for u in &self.users {
             if u.name.is_empty() || u.name.contains(':') {

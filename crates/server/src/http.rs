@@ -138,14 +138,30 @@ pub fn principal(req_ext: Option<&Principal>) -> Principal {
 /// # Errors
 /// `413`, `408`, `400` for a broken gzip stream or an unknown content encoding.
 pub async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, Error> {
+    let bytes = read_raw_body(state, headers, body).await?;
+    decode_body(state, headers, bytes)
+}
+
+fn too_large(limit: u64) -> Error {
+    Error::status(
+        413,
+        "content_too_long_exception",
+        format!("request body is larger than http.max_content_length [{limit} bytes]"),
+    )
+}
+
+/// Reads a request body as sent, whatever its `Content-Encoding` (remote write's
+/// snappy is decoded by its protocol module): `413` past `max_content_length`, `408`
+/// when the client is slower than the client timeout.
+///
+/// # Errors
+/// `413`, `408`, `400` when the connection breaks.
+pub async fn read_raw_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, Error> {
     let limit = state.config.max_content_length;
-    let too_large = || {
-        Error::status(
-            413,
-            "content_too_long_exception",
-            format!("request body is larger than http.max_content_length [{limit} bytes]"),
-        )
-    };
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -163,7 +179,7 @@ pub async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Res
                 "the client did not send the request body in time",
             ));
         }
-        Ok(Err(CollectError::TooLarge)) => return Err(too_large()),
+        Ok(Err(CollectError::TooLarge)) => return Err(too_large(limit)),
         Ok(Err(CollectError::Read(e))) => {
             return Err(Error::bad(
                 "parse_exception",
@@ -172,6 +188,16 @@ pub async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Res
         }
         Ok(Ok(b)) => b,
     };
+    Ok(bytes)
+}
+
+/// Decodes a body read by [`read_raw_body`] per its `Content-Encoding` (gzip or none).
+///
+/// # Errors
+/// `400` for a broken gzip stream, `413` past the limit once gunzipped, `415` for
+/// another encoding.
+pub fn decode_body(state: &AppState, headers: &HeaderMap, bytes: Bytes) -> Result<Bytes, Error> {
+    let limit = state.config.max_content_length;
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
@@ -186,7 +212,7 @@ pub async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Res
                 .read_to_end(&mut out)
                 .map_err(|e| Error::bad("parse_exception", format!("malformed gzip body: {e}")))?;
             if read as u64 > limit {
-                return Err(too_large());
+                return Err(too_large(limit));
             }
             Ok(Bytes::from(out))
         }

@@ -7,9 +7,13 @@ mod auth;
 mod config;
 mod error;
 pub mod http;
+pub mod line_protocol;
+mod metrics;
+pub mod otlp;
 pub mod prom_api;
 pub mod protocol;
 mod registry;
+pub mod remote_write;
 pub mod search;
 mod server;
 

@@ -406,6 +406,36 @@ impl Registry {
         self.create_locked(name, mapping)
     }
 
+    /// The label-keyed index `name` (metrics protocols write there), created with
+    /// [`tidemark::label_mapping`] if it does not exist.
+    ///
+    /// # Errors
+    /// `400 illegal_argument_exception` when `name` exists with a declared mapping (it
+    /// cannot take labelled samples); the errors of [`create`](Self::create).
+    pub fn get_or_create_labels(&self, name: &str) -> Result<Arc<IndexHandle>> {
+        let check = |h: Arc<IndexHandle>| {
+            if h.mapping().is_label_keyed() {
+                Ok(h)
+            } else {
+                Err(Error::bad(
+                    "illegal_argument_exception",
+                    format!(
+                        "index [{name}] has a declared mapping: metrics protocols write labelled samples to label-keyed indices (settings.index.mode \"labels\"); name another index"
+                    ),
+                ))
+            }
+        };
+        if let Some(h) = self.get(name) {
+            return check(h);
+        }
+        protocol::check_index_name(name)?;
+        let _admin = self.admin.lock();
+        if let Some(h) = self.get(name) {
+            return check(h);
+        }
+        self.create_locked(name, tidemark::label_mapping()?)
+    }
+
     /// Deletes index `name`: waits for its queued writes, closes it, removes its
     /// directory.
     ///

@@ -37,6 +37,8 @@ pub struct Counters {
     pub segments_pruned_by_time: u64,
     /// Segments ruled out by the series range.
     pub series_range_negatives: u64,
+    /// Segments ruled out by a series' time slot map (inside its range, in a hole).
+    pub slot_negatives: u64,
     /// Segments ruled out by their bloom filter.
     pub bloom_negatives: u64,
     /// "Maybe" answers that verification found false.
@@ -47,7 +49,7 @@ pub struct Counters {
     pub true_duplicates: u64,
 }
 
-const NAMES: [&str; 16] = [
+const NAMES: [&str; 17] = [
     "created",
     "duplicates",
     "replaced",
@@ -60,6 +62,7 @@ const NAMES: [&str; 16] = [
     "live_map_hits",
     "segments_pruned_by_time",
     "series_range_negatives",
+    "slot_negatives",
     "bloom_negatives",
     "false_positives",
     "verifications",
@@ -67,7 +70,7 @@ const NAMES: [&str; 16] = [
 ];
 
 impl Counters {
-    fn slots(&mut self) -> [&mut u64; 16] {
+    fn slots(&mut self) -> [&mut u64; 17] {
         [
             &mut self.created,
             &mut self.duplicates,
@@ -81,6 +84,7 @@ impl Counters {
             &mut self.live_map_hits,
             &mut self.segments_pruned_by_time,
             &mut self.series_range_negatives,
+            &mut self.slot_negatives,
             &mut self.bloom_negatives,
             &mut self.false_positives,
             &mut self.verifications,
@@ -107,6 +111,7 @@ impl Counters {
         self.live_map_hits += s.live_map_hits;
         self.segments_pruned_by_time += s.segments_pruned_by_time;
         self.series_range_negatives += s.series_range_negatives;
+        self.slot_negatives += s.slot_negatives;
         self.bloom_negatives += s.bloom_negatives;
         self.false_positives += s.false_positives;
         self.verifications += s.verifications;

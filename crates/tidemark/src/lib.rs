@@ -9,6 +9,7 @@ mod error;
 mod extras;
 mod index;
 mod ingest;
+mod labels;
 mod mapping;
 mod query;
 mod search;
@@ -21,6 +22,11 @@ pub use doc::{DocParser, ParsedDoc, point_to_doc};
 pub use error::{Error, Result};
 pub use index::{COUNTERS_FILE, Index, LOCK_FILE, MAPPING_FILE, PreparedItem};
 pub use ingest::{IngestOptions, IngestSummary, InputFormat, Progress};
+pub use labels::{
+    LABEL_FIELD_PATH, LABELS_MODE, LABELS_TIMESTAMP_FIELD, LabelPoints, METRIC_NAME_LABEL,
+    SampleValue, VALUE_BOOL_FIELD, VALUE_FIELD, VALUE_KEYWORD_FIELD, VALUE_LONG_FIELD,
+    label_mapping,
+};
 pub use mapping::{
     DEFAULT_TIMESTAMP_FIELD, Dynamic, EventSettings, Field, FieldRole, FieldType, IndexMode,
     Mapping, MetricType,

@@ -183,6 +183,9 @@ pub struct Mapping {
     /// The field paths as a tree of name segments, node 0 the root: documents are read
     /// by walking it, one short hash per key segment.
     nodes: Vec<Node>,
+    /// Label-keyed (`"mode": "labels"`, see `crate::labels`): every undeclared path is a
+    /// keyword dimension, answered by this template.
+    label_dim: Option<Field>,
 }
 
 /// A node of the path tree: an object (children) or a field.
@@ -320,8 +323,25 @@ impl Mapping {
                 ));
             }
         }
-        let mode = parse_mode(&index, &by_path, &fields)?;
-        if mode == IndexMode::TimeSeries && !fields.iter().any(|f| f.role == FieldRole::Dimension) {
+        // A label-keyed index is a time-series index whose dimensions are not declared.
+        let labels = index.get("mode").and_then(Value::as_str) == Some(crate::labels::LABELS_MODE);
+        let mode = if labels {
+            let mut ts = index.clone();
+            ts.insert("mode".into(), Value::from("time_series"));
+            parse_mode(&ts, &by_path, &fields)?
+        } else {
+            parse_mode(&index, &by_path, &fields)?
+        };
+        let label_dim = labels.then(|| Field {
+            path: crate::labels::LABEL_FIELD_PATH.to_owned(),
+            ty: FieldType::Keyword,
+            role: FieldRole::Dimension,
+            epoch_millis: false,
+        });
+        if !labels
+            && mode == IndexMode::TimeSeries
+            && !fields.iter().any(|f| f.role == FieldRole::Dimension)
+        {
             return Err(Error::mapping(
                 "mappings.properties",
                 "time_series mode needs at least one field with \"time_series_dimension\": true",
@@ -363,6 +383,7 @@ impl Mapping {
             mode,
             source,
             nodes,
+            label_dim,
         })
     }
 
@@ -371,9 +392,21 @@ impl Mapping {
         &self.fields
     }
 
-    /// The field at `path`.
+    /// The field at `path`. In a label-keyed index every undeclared path is a keyword
+    /// dimension (the returned template's `path` is then
+    /// [`LABEL_FIELD_PATH`](crate::LABEL_FIELD_PATH), not `path`).
     pub fn field(&self, path: &str) -> Option<&Field> {
-        self.by_path.get(path).and_then(|&i| self.fields.get(i))
+        match self.by_path.get(path) {
+            Some(&i) => self.fields.get(i),
+            None if path.is_empty() => None,
+            None => self.label_dim.as_ref(),
+        }
+    }
+
+    /// Whether the index is label-keyed (`"mode": "labels"`): no declared dimensions,
+    /// every label a keyword dimension (see [`LabelPoints`](crate::LabelPoints)).
+    pub fn is_label_keyed(&self) -> bool {
+        self.label_dim.is_some()
     }
 
     /// The index of the field at `path` in [`fields`](Self::fields).

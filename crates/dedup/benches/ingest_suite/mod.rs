@@ -1,6 +1,7 @@
 //! The engine-level ingest suite shared by the `ingest` (system allocator) and
 //! `ingest_mimalloc` benches: typed points (no JSON) for the dedup strategies on three
-//! streams: in-order, 30% retried duplicates, 10% late out-of-order points. Batches of
+//! streams: in-order, 30% retried duplicates, 10% late out-of-order points, and a
+//! disordered stream (30% retried, a third of the retries before their originals). Batches of
 //! 1,000 operations; a refresh every 50,000 buffered points; WAL fsync at most every
 //! 100 ms.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -47,6 +48,7 @@ enum Stream {
     InOrder,
     Retries30,
     Late10,
+    Disordered,
 }
 
 impl Stream {
@@ -55,6 +57,7 @@ impl Stream {
             Stream::InOrder => "in-order",
             Stream::Retries30 => "30%-retries",
             Stream::Late10 => "10%-late",
+            Stream::Disordered => "disordered",
         }
     }
 
@@ -97,6 +100,26 @@ impl Stream {
                 late.sort_unstable();
                 out.extend(late.into_iter().map(|(_, j)| Op::Create(point(j))));
             }
+            Stream::Disordered => {
+                // 30% of points retried, a third of the retries (10% of points) sent
+                // 1 to 20,000 points *before* their original: a series' range in a
+                // refreshed segment then reaches past points still to come.
+                let mut arrivals: Vec<(u64, u64, u64)> = Vec::new();
+                for i in 0..POINTS {
+                    arrivals.push((i, 1, i));
+                    if mix(i) % 10 < 3 {
+                        let lag = 1 + mix(i ^ 0xabc) % 20_000;
+                        let at = if mix(i ^ 0xd15) % 3 == 0 {
+                            i.saturating_sub(lag)
+                        } else {
+                            i + lag
+                        };
+                        arrivals.push((at, 0, i));
+                    }
+                }
+                arrivals.sort_unstable();
+                out.extend(arrivals.into_iter().map(|(_, _, j)| Op::Create(point(j))));
+            }
         }
         out
     }
@@ -129,7 +152,12 @@ pub fn bench(c: &mut Criterion, group: &str, counters: bool) {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(8));
-    for stream in [Stream::InOrder, Stream::Retries30, Stream::Late10] {
+    for stream in [
+        Stream::InOrder,
+        Stream::Retries30,
+        Stream::Late10,
+        Stream::Disordered,
+    ] {
         let ops = stream.ops();
         group.throughput(Throughput::Elements(ops.len() as u64));
         for strategy in [
@@ -145,7 +173,7 @@ pub fn bench(c: &mut Criterion, group: &str, counters: bool) {
                 let s = e.stats();
                 println!(
                     "{} {}: ops {} live {} segments {} | checks {} live-map hits {} \
-                     pruned-by-time {} series-range negatives {} bloom negatives {} \
+                     pruned-by-time {} series-range negatives {} slot negatives {} bloom negatives {} \
                      false positives {} ({:.4}% of checks) true duplicates {} \
                      verifications {} ({} µs)",
                     stream.name(),
@@ -157,6 +185,7 @@ pub fn bench(c: &mut Criterion, group: &str, counters: bool) {
                     s.live_map_hits,
                     s.segments_pruned_by_time,
                     s.series_range_negatives,
+                    s.slot_negatives,
                     s.bloom_negatives,
                     s.false_positives,
                     100.0 * s.false_positive_rate(),

@@ -336,16 +336,27 @@ pub(super) fn locate_in_segments(
                 row
             }
             Strategy::SeriesRange | Strategy::SeriesRangeBloom => {
-                let in_range = |s: &tidemark_segment::Series| (s.min_ts..=s.max_ts).contains(&ts);
-                let maybe = match (keyer, stream) {
+                // (inside the series' range, and in an occupied time slot).
+                let held = |s: &tidemark_segment::Series| {
+                    let in_range = (s.min_ts..=s.max_ts).contains(&ts);
+                    (in_range, in_range && s.may_hold(ts))
+                };
+                let (in_range, maybe) = match (keyer, stream) {
                     // An event id does not name its stream: any stream covering ts,
                     // unless the caller knows it.
-                    (Some(_), None) => seg.series().iter().any(in_range),
-                    (Some(_), Some(t)) => seg.series_by_tsid(t).is_some_and(in_range),
-                    (None, _) => seg.series_by_tsid(&tsid).is_some_and(in_range),
+                    (Some(_), None) => seg.series().iter().fold((false, false), |acc, s| {
+                        let (r, m) = held(s);
+                        (acc.0 || r, acc.1 || m)
+                    }),
+                    (Some(_), Some(t)) => seg.series_by_tsid(t).map_or((false, false), held),
+                    (None, _) => seg.series_by_tsid(&tsid).map_or((false, false), held),
                 };
-                if !maybe {
+                if !in_range {
                     stats.series_range_negatives += 1;
+                    continue;
+                }
+                if !maybe {
+                    stats.slot_negatives += 1;
                     continue;
                 }
                 if strategy == Strategy::SeriesRangeBloom
@@ -412,7 +423,7 @@ pub(super) fn find_row(
         None => seg.series().iter().collect(),
     };
     for s in candidates {
-        if ts < s.min_ts || ts > s.max_ts {
+        if !s.may_hold(ts) {
             continue;
         }
         let rows = seg.find_all(&s.tsid, ts).map_err(|e| slot.err(e))?;

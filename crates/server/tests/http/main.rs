@@ -9,6 +9,7 @@
 
 mod admin;
 mod crash;
+mod metrics;
 mod reads;
 mod support;
 mod writes;

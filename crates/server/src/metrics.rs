@@ -1,0 +1,673 @@
+//! The metrics protocols' routes: Prometheus remote write (`POST /api/v1/write`), Influx
+//! line protocol (`POST /write`, `POST /api/v2/write`, `GET /ping`, `GET /health`),
+//! OTLP/HTTP metrics (`POST /v1/metrics`, protobuf and JSON), and what they share: choosing the label-keyed index, checking samples, writing them
+//! through the index's writer (group-committed, fsynced before the answer) and counting
+//! what happened.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Extension, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use axum::routing::{get, post};
+use tidemark::{Action, ItemStatus, LabelPoints, ParsedDoc, PreparedItem, SampleValue};
+
+use crate::api::{AppState, admit, blocking};
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::http::{self, params};
+use crate::line_protocol::{self, FieldValue, Precision};
+use crate::otlp;
+use crate::remote_write;
+
+type St = State<Arc<AppState>>;
+type Who = Option<Extension<Principal>>;
+
+/// The header naming the label-keyed index of a remote-write or OTLP request.
+pub const INDEX_HEADER: &str = "x-tidemark-index";
+
+/// The routes of the metrics protocols.
+pub(crate) fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/api/v1/write", post(remote_write))
+        .route("/write", post(influx_v1))
+        .route("/api/v2/write", post(influx_v2))
+        .route("/ping", get(ping).head(ping))
+        .route("/health", get(influx_health))
+        .route("/v1/metrics", post(otlp_metrics))
+}
+
+/// What a write of samples did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Tally {
+    /// Samples stored.
+    pub created: u64,
+    /// Samples already stored (retries): nothing written.
+    pub duplicates: u64,
+    /// Samples that replaced a stored value (`metrics_op = "index"`).
+    pub replaced: u64,
+    /// Samples the engine refused, with the reason of the first.
+    pub rejected: u64,
+    /// The first rejection.
+    pub first_rejection: Option<String>,
+}
+
+/// Samples made into index items on a request's blocking thread.
+pub(crate) struct Batch {
+    points: LabelPoints,
+    action: Action,
+    now_ms: i64,
+    max_future_ms: i64,
+    /// The items to write.
+    pub items: Vec<PreparedItem>,
+}
+
+impl Batch {
+    pub(crate) fn new(config: &crate::Config) -> Result<Batch> {
+        Ok(Batch {
+            points: LabelPoints::new()?,
+            action: if config.metrics_op == "index" {
+                Action::Index
+            } else {
+                Action::Create
+            },
+            now_ms: now_ms(),
+            max_future_ms: i64::try_from(config.max_future_secs.saturating_mul(1000))
+                .unwrap_or(i64::MAX),
+            items: Vec::new(),
+        })
+    }
+
+    /// Adds one sample; `what` names it in an error (a series, a line).
+    ///
+    /// # Errors
+    /// `400` naming `what`: a timestamp too far in the future, invalid labels.
+    pub(crate) fn push(
+        &mut self,
+        labels: &[(&str, &str)],
+        ts_millis: i64,
+        value: SampleValue,
+        what: &dyn Fn() -> String,
+    ) -> Result<()> {
+        if ts_millis.saturating_sub(self.now_ms) > self.max_future_ms {
+            return Err(Error::bad(
+                "illegal_argument_exception",
+                format!(
+                    "{}: timestamp {ts_millis} ({}) is more than {} s ahead of the server's clock",
+                    what(),
+                    tidemark::format_time(ts_millis),
+                    self.max_future_ms / 1000
+                ),
+            ));
+        }
+        let point = self
+            .points
+            .point(labels, ts_millis, value)
+            .map_err(|e| Error::bad("illegal_argument_exception", format!("{}: {e}", what())))?;
+        let line = self.items.len() as u64;
+        self.items.push(PreparedItem::store(
+            line,
+            self.action,
+            None,
+            ParsedDoc {
+                point,
+                ignored_fields: 0,
+            },
+        ));
+        Ok(())
+    }
+}
+
+/// Milliseconds since the epoch, now.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The label-keyed index a request writes: `?index=`, else the `X-Tidemark-Index`
+/// header, else the configured `metrics_index`.
+pub(crate) fn target_index(
+    config: &crate::Config,
+    headers: &HeaderMap,
+    params: &HashMap<String, String>,
+) -> String {
+    params
+        .get("index")
+        .filter(|s| !s.is_empty())
+        .cloned()
+        .or_else(|| {
+            headers
+                .get(INDEX_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.trim().to_owned())
+                .filter(|s| !s.is_empty())
+        })
+        .unwrap_or_else(|| config.metrics_index.clone())
+}
+
+/// Writes `items` to the label-keyed index `name` (created if needed), after checking
+/// that `who` may; the answer comes once they are in the fsynced log.
+///
+/// # Errors
+/// `403`, `400` for an invalid name or an index with a declared mapping, `500`/`503`
+/// when the write fails (a retry is safe: what reached the log is then a duplicate).
+pub(crate) async fn store(
+    st: &Arc<AppState>,
+    who: &Principal,
+    name: String,
+    items: Vec<PreparedItem>,
+) -> Result<Tally> {
+    who.check(&name)?;
+    let mut tally = Tally::default();
+    if items.is_empty() {
+        return Ok(tally);
+    }
+    let st2 = Arc::clone(st);
+    let handle = blocking(move || st2.registry.get_or_create_labels(&name)).await?;
+    let rx = handle.submit(items)?;
+    for r in handle.wait(rx).await? {
+        match r.status {
+            ItemStatus::Created | ItemStatus::Indexed { replaced: false } => tally.created += 1,
+            ItemStatus::Indexed { replaced: true } => tally.replaced += 1,
+            ItemStatus::Duplicate => tally.duplicates += 1,
+            ItemStatus::Error(reason) => {
+                tally.rejected += 1;
+                tally.first_rejection.get_or_insert(reason);
+            }
+            _ => {}
+        }
+    }
+    Ok(tally)
+}
+
+/// Adds the tally as response headers (`X-Tidemark-Samples-Created`, `-Duplicate`,
+/// `-Replaced`), for senders' logs and tests.
+pub(crate) fn tally_headers(resp: &mut Response, t: &Tally) {
+    let h = resp.headers_mut();
+    for (name, n) in [
+        ("x-tidemark-samples-created", t.created),
+        ("x-tidemark-samples-duplicate", t.duplicates),
+        ("x-tidemark-samples-replaced", t.replaced),
+    ] {
+        h.insert(name, HeaderValue::from(n));
+    }
+}
+
+fn no_content(t: &Tally) -> Response {
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    tally_headers(&mut resp, t);
+    resp
+}
+
+/// `400` for samples the engine refused after the others were stored.
+fn rejected(t: &Tally) -> Error {
+    Error::bad(
+        "illegal_argument_exception",
+        format!(
+            "{} samples rejected (the other {} stored, {} duplicates): {}",
+            t.rejected,
+            t.created + t.replaced,
+            t.duplicates,
+            t.first_rejection.as_deref().unwrap_or("")
+        ),
+    )
+}
+
+/// `POST /api/v1/write`: Prometheus remote write 1.0. `204` once every sample is in
+/// the fsynced log (a retry's samples are counted as duplicates); `400` (not retried)
+/// for a body that is not a snappy `WriteRequest` or holds an invalid series, with
+/// nothing stored; `429`/`5xx` only for what a retry fixes.
+async fn remote_write(
+    State(st): St,
+    p: Who,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response> {
+    let _permit = admit(&st)?;
+    let who = http::principal(p.as_ref().map(|e| &e.0));
+    remote_write::check_content_type(
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    )?;
+    match headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("snappy") => {}
+        Some(other) => {
+            return Err(Error::status(
+                415,
+                "illegal_argument_exception",
+                format!("unsupported Content-Encoding [{other}]: remote write bodies are snappy"),
+            ));
+        }
+    }
+    if let Some(v) = headers
+        .get("x-prometheus-remote-write-version")
+        .and_then(|v| v.to_str().ok())
+        && v.trim().starts_with('2')
+    {
+        return Err(Error::status(
+            415,
+            "media_type_header_exception",
+            format!("remote write version {v} is not supported: this receiver speaks 1.0"),
+        ));
+    }
+    let name = target_index(&st.config, &headers, &params(q.as_deref()));
+    let bytes = http::read_raw_body(&st, &headers, body).await?;
+    let st2 = Arc::clone(&st);
+    let items = blocking(move || {
+        let req = remote_write::decode(&bytes, st2.config.max_content_length)?;
+        let mut batch = Batch::new(&st2.config)?;
+        let mut labels: Vec<(&str, &str)> = Vec::new();
+        for ts in &req.timeseries {
+            remote_write::check_series(ts)?;
+            labels.clear();
+            labels.extend(
+                ts.labels
+                    .iter()
+                    .map(|l| (l.name.as_str(), l.value.as_str())),
+            );
+            for s in &ts.samples {
+                batch.push(&labels, s.timestamp, SampleValue::F64(s.value), &|| {
+                    remote_write::series_text(ts)
+                })?;
+            }
+        }
+        Ok(batch.items)
+    })
+    .await?;
+    let tally = store(&st, &who, name, items).await?;
+    if tally.rejected > 0 {
+        return Err(rejected(&tally));
+    }
+    Ok(no_content(&tally))
+}
+
+/// The InfluxDB version `GET /ping` answers (clients only log it).
+const INFLUX_VERSION: &str = "1.8.10";
+
+/// `GET /ping`, `HEAD /ping`: `204` with `X-Influxdb-Version`, as InfluxDB answers.
+async fn ping() -> Response {
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    let h = resp.headers_mut();
+    h.insert(
+        "x-influxdb-version",
+        HeaderValue::from_static(INFLUX_VERSION),
+    );
+    h.insert("x-influxdb-build", HeaderValue::from_static("OSS"));
+    resp
+}
+
+/// `GET /health`: InfluxDB's health answer.
+async fn influx_health() -> Response {
+    http::json(
+        200,
+        &serde_json::json!({"name": "influxdb", "message": "ready for queries and writes",
+                            "status": "pass", "checks": [], "version": INFLUX_VERSION}),
+    )
+}
+
+/// An error in the InfluxDB API's shape: v1 `{"error": ..}`, v2 `{"code", "message"}`.
+fn influx_error(status: u16, message: &str, v1: bool) -> Response {
+    let code = match status {
+        401 => "unauthorized",
+        403 => "forbidden",
+        404 => "not found",
+        413 => "request too large",
+        429 => "too many requests",
+        s if s >= 500 => "internal error",
+        _ => "invalid",
+    };
+    let body = if v1 {
+        serde_json::json!({ "error": message })
+    } else {
+        serde_json::json!({ "code": code, "message": message })
+    };
+    let mut resp = http::json(status, &body);
+    if v1 {
+        resp.headers_mut().insert(
+            "x-influxdb-error",
+            HeaderValue::from_str(message).unwrap_or(HeaderValue::from_static("error")),
+        );
+    }
+    resp
+}
+
+fn influx_from(e: &Error, v1: bool) -> Response {
+    influx_error(e.status_and_kind().0, &e.reason(), v1)
+}
+
+/// `POST /write?db=..&precision=..&rp=..` (InfluxDB 1.x): the database is the index.
+async fn influx_v1(
+    State(st): St,
+    p: Who,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let params = params(q.as_deref());
+    let Some(db) = params.get("db").filter(|d| !d.is_empty()) else {
+        return influx_error(400, "database is required", true);
+    };
+    let Some(precision) =
+        Precision::parse(params.get("precision").map_or("", String::as_str), true)
+    else {
+        return influx_error(
+            400,
+            "invalid precision: expected ns, u, ms, s, m or h",
+            true,
+        );
+    };
+    let who = http::principal(p.as_ref().map(|e| &e.0));
+    influx_write(st, who, db.clone(), precision, headers, body, true).await
+}
+
+/// `POST /api/v2/write?org=..&bucket=..&precision=..` (InfluxDB 2.x): the bucket is the
+/// index; `org` is accepted and not used.
+async fn influx_v2(
+    State(st): St,
+    p: Who,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let params = params(q.as_deref());
+    let Some(bucket) = params.get("bucket").filter(|d| !d.is_empty()) else {
+        return influx_error(400, "bucket is required", false);
+    };
+    let Some(precision) =
+        Precision::parse(params.get("precision").map_or("", String::as_str), false)
+    else {
+        return influx_error(400, "invalid precision: expected ns, us, ms or s", false);
+    };
+    let who = http::principal(p.as_ref().map(|e| &e.0));
+    influx_write(st, who, bucket.clone(), precision, headers, body, false).await
+}
+
+/// The first bad line of a line-protocol body, and how many there were.
+#[derive(Debug, Default)]
+struct BadLines {
+    count: u64,
+    first: Option<String>,
+}
+
+/// Line protocol into `batch`: one sample per field, named `measurement_field`, the
+/// tags as labels. A bad line is skipped whole (none of its fields stored) and counted.
+fn influx_lines(body: &[u8], precision: Precision, batch: &mut Batch) -> BadLines {
+    let mut bad = BadLines::default();
+    for (n, raw) in line_protocol::lines(body) {
+        let mark = batch.items.len();
+        let outcome = line_protocol::parse_line(raw).and_then(|line| {
+            let ts = match line.timestamp {
+                Some(t) => precision
+                    .to_millis(t)
+                    .ok_or_else(|| format!("timestamp {t} is out of range"))?,
+                None => batch.now_ms,
+            };
+            for (field, value) in &line.fields {
+                let name = format!("{}_{}", line.measurement, field);
+                let mut labels: Vec<(&str, &str)> = Vec::with_capacity(line.tags.len() + 1);
+                labels.push((tidemark::METRIC_NAME_LABEL, name.as_str()));
+                labels.extend(line.tags.iter().map(|(k, v)| (k.as_ref(), v.as_ref())));
+                let value = match value {
+                    FieldValue::Float(v) => SampleValue::F64(*v),
+                    FieldValue::Int(v) => SampleValue::I64(*v),
+                    FieldValue::UInt(v) => SampleValue::I64(i64::try_from(*v).map_err(|_| {
+                        format!("unsigned value {v} of field {field:?} is above the 2^63-1 Tidemark stores exactly")
+                    })?),
+                    FieldValue::Bool(b) => SampleValue::Bool(*b),
+                    FieldValue::Str(s) => SampleValue::Str(s.clone()),
+                };
+                batch
+                    .push(&labels, ts, value, &|| format!("field {field:?}"))
+                    .map_err(|e| e.reason())?;
+            }
+            Ok(())
+        });
+        if let Err(reason) = outcome {
+            batch.items.truncate(mark);
+            bad.count += 1;
+            if bad.first.is_none() {
+                let text = String::from_utf8_lossy(raw);
+                let shown: String = text.chars().take(200).collect();
+                bad.first = Some(format!("unable to parse '{shown}' (line {n}): {reason}"));
+            }
+        }
+    }
+    bad
+}
+
+async fn influx_write(
+    st: Arc<AppState>,
+    who: Principal,
+    index: String,
+    precision: Precision,
+    headers: HeaderMap,
+    body: Body,
+    v1: bool,
+) -> Response {
+    let _permit = match admit(&st) {
+        Ok(p) => p,
+        Err(e) => return influx_from(&e, v1),
+    };
+    if let Err(e) = who
+        .check(&index)
+        .and_then(|()| crate::protocol::check_index_name(&index))
+    {
+        return influx_from(&e, v1);
+    }
+    let bytes = match http::read_body(&st, &headers, body).await {
+        Ok(b) => b,
+        Err(e) => return influx_from(&e, v1),
+    };
+    let st2 = Arc::clone(&st);
+    let parsed = blocking(move || {
+        let mut batch = Batch::new(&st2.config)?;
+        let bad = influx_lines(&bytes, precision, &mut batch);
+        Ok((batch.items, bad))
+    })
+    .await;
+    let (items, bad) = match parsed {
+        Ok(p) => p,
+        Err(e) => return influx_from(&e, v1),
+    };
+    let tally = match store(&st, &who, index, items).await {
+        Ok(t) => t,
+        Err(e) => return influx_from(&e, v1),
+    };
+    let mut resp = if let Some(first) = &bad.first {
+        influx_error(
+            400,
+            &format!(
+                "partial write: {first}; {} bad lines dropped, the other lines' {} points stored ({} duplicates)",
+                bad.count,
+                tally.created + tally.replaced,
+                tally.duplicates
+            ),
+            v1,
+        )
+    } else if tally.rejected > 0 {
+        influx_from(&rejected(&tally), v1)
+    } else {
+        no_content(&tally)
+    };
+    tally_headers(&mut resp, &tally);
+    resp
+}
+
+/// An OTLP/HTTP answer: `message` encoded as the request was (protobuf or JSON).
+fn otlp_response(
+    status: u16,
+    json_body: serde_json::Value,
+    proto: Vec<u8>,
+    json: bool,
+) -> Response {
+    if json {
+        return http::json(status, &json_body);
+    }
+    let mut resp = Response::new(Body::from(proto));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-protobuf"),
+    );
+    resp
+}
+
+/// An OTLP/HTTP error: a `google.rpc.Status`. A write failure is `503` (OTLP senders
+/// retry 429, 502, 503 and 504, not 500).
+fn otlp_error(e: &Error, json: bool) -> Response {
+    let (mut status, _) = e.status_and_kind();
+    if status == 500 {
+        status = 503;
+    }
+    let code = match status {
+        400 | 413 | 415 => 3,
+        401 => 16,
+        403 => 7,
+        429 => 8,
+        _ => 14,
+    };
+    let message = e.reason();
+    let proto = prost::Message::encode_to_vec(&otlp::Status {
+        code,
+        message: message.clone(),
+    });
+    otlp_response(
+        status,
+        serde_json::json!({"code": code, "message": message}),
+        proto,
+        json,
+    )
+}
+
+/// `POST /v1/metrics`: OTLP/HTTP metrics, `application/x-protobuf` or
+/// `application/json`, gzip or not. `200` with `partial_success` counting the data
+/// points refused (invalid labels, far-future times, exponential histograms) while the
+/// others are stored; `400` for a body that does not decode, with nothing stored.
+async fn otlp_metrics(
+    State(st): St,
+    p: Who,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default();
+    let json = match ctype.as_str() {
+        "application/json" => true,
+        "application/x-protobuf" => false,
+        other => {
+            return otlp_error(
+                &Error::status(
+                    415,
+                    "media_type_header_exception",
+                    format!(
+                        "unsupported Content-Type [{other}]: OTLP/HTTP takes application/x-protobuf or application/json"
+                    ),
+                ),
+                false,
+            );
+        }
+    };
+    let _permit = match admit(&st) {
+        Ok(p) => p,
+        Err(e) => return otlp_error(&e, json),
+    };
+    let who = http::principal(p.as_ref().map(|e| &e.0));
+    let name = target_index(&st.config, &headers, &params(q.as_deref()));
+    let bytes = match http::read_body(&st, &headers, body).await {
+        Ok(b) => b,
+        Err(e) => return otlp_error(&e, json),
+    };
+    let st2 = Arc::clone(&st);
+    let prepared = blocking(move || {
+        let bad = |m: String| Error::bad("parse_exception", m);
+        let req = if json {
+            let v: serde_json::Value = serde_json::from_slice(&bytes)
+                .map_err(|e| bad(format!("the body is not valid JSON: {e}")))?;
+            otlp::from_json(&v)
+                .map_err(|e| bad(format!("not an OTLP ExportMetricsServiceRequest: {e}")))?
+        } else {
+            <otlp::ExportMetricsServiceRequest as prost::Message>::decode(&bytes[..]).map_err(
+                |e| {
+                    bad(format!(
+                        "the body is not a valid OTLP ExportMetricsServiceRequest: {e}"
+                    ))
+                },
+            )?
+        };
+        let mut t = otlp::translate(&req);
+        let mut batch = Batch::new(&st2.config)?;
+        for point in std::mem::take(&mut t.points) {
+            let mark = batch.items.len();
+            for s in point {
+                let labels: Vec<(&str, &str)> = s
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                let name = s.labels.first().map(|l| l.1.clone()).unwrap_or_default();
+                if let Err(e) =
+                    batch.push(&labels, s.ts_millis, s.value, &|| format!("metric {name}"))
+                {
+                    batch.items.truncate(mark);
+                    t.rejected += 1;
+                    t.first_error.get_or_insert(e.reason());
+                    break;
+                }
+            }
+        }
+        Ok((batch.items, t.rejected, t.first_error))
+    })
+    .await;
+    let (items, mut rejected, mut first) = match prepared {
+        Ok(p) => p,
+        Err(e) => return otlp_error(&e, json),
+    };
+    let tally = match store(&st, &who, name, items).await {
+        Ok(t) => t,
+        Err(e) => return otlp_error(&e, json),
+    };
+    rejected += i64::try_from(tally.rejected).unwrap_or(i64::MAX);
+    if first.is_none() {
+        first = tally.first_rejection.clone();
+    }
+    let partial = (rejected > 0).then(|| otlp::ExportMetricsPartialSuccess {
+        rejected_data_points: rejected,
+        error_message: first.clone().unwrap_or_default(),
+    });
+    let json_body = match &partial {
+        Some(p) => serde_json::json!({"partialSuccess": {
+            "rejectedDataPoints": p.rejected_data_points.to_string(),
+            "errorMessage": p.error_message}}),
+        None => serde_json::json!({}),
+    };
+    let proto = prost::Message::encode_to_vec(&otlp::ExportMetricsServiceResponse {
+        partial_success: partial,
+    });
+    let mut resp = otlp_response(200, json_body, proto, json);
+    tally_headers(&mut resp, &tally);
+    resp
+}
