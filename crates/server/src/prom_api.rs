@@ -313,8 +313,9 @@ async fn label_values(
     answer(result)
 }
 
-/// Metric names and types from the mappings (`counter` or `gauge`; numeric value
-/// fields are `unknown`).
+/// Metric names and types from the mapped indices' mappings (`counter` or `gauge`;
+/// numeric value fields are `unknown`). Label-keyed indices carry no types: their
+/// metric names are listed by `label/__name__/values`.
 async fn metadata(State(st): St, RawQuery(raw): RawQuery) -> Response {
     let params: Vec<(String, String)> = raw
         .as_deref()
@@ -323,7 +324,8 @@ async fn metadata(State(st): St, RawQuery(raw): RawQuery) -> Response {
     let only = param(&params, "metric").map(tidemark_promql::label_safe);
     let mut out = Map::new();
     for h in st.registry.list() {
-        if !matches!(h.mapping().mode(), IndexMode::TimeSeries) {
+        // A label-keyed index's fields are its value columns, not metric names.
+        if !matches!(h.mapping().mode(), IndexMode::TimeSeries) || h.mapping().is_label_keyed() {
             continue;
         }
         for f in h.mapping().fields() {
