@@ -7,6 +7,7 @@ mod bloom_report;
 mod datasets;
 mod partition_soak;
 mod rollup_bench;
+mod promql_conformance;
 mod soak;
 mod storage_chart;
 mod storage_compare;
@@ -75,6 +76,9 @@ tasks:
       partitions, 5 m rollups, 6 h retention by default), run maintain every --every points
       and print peak RSS, RSS, partitions alive and dropped; fails if a point is lost or a
       retry stored
+  promql-conformance --prometheus-checkout DIR [--markdown FILE] [--failures FILE]
+      run the PromQL test files of a Prometheus checkout (promql/promqltest/testdata)
+      against tidemark-promql; print passed/failed/skipped eval cases per file
   help
       this text
 ";
@@ -88,6 +92,7 @@ fn main() -> ExitCode {
         Some("storage-compare") => storage_compare::run(&args[1..]),
         Some("bench-report") => bench_report::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
+        Some("promql-conformance") => promql_conformance::run(&args[1..]),
         Some("soak-merge") => soak::merge_only(&args[1..]),
         Some("rollup-bench") => rollup_bench::run(&args[1..]),
         Some("partition-soak") => partition_soak::run(&args[1..]),

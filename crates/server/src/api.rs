@@ -73,6 +73,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/{index}/_forcemerge", post(forcemerge))
         .merge(crate::search::routes())
         .merge(crate::metrics::routes())
+        .merge(crate::prom_api::routes())
         .fallback(fallback)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),

@@ -10,6 +10,7 @@ pub mod http;
 pub mod line_protocol;
 mod metrics;
 pub mod otlp;
+pub mod prom_api;
 pub mod protocol;
 mod registry;
 pub mod remote_write;

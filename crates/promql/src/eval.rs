@@ -1,0 +1,1169 @@
+//! The evaluator: an expression tree from `promql-parser`, evaluated over every step of
+//! a query at once (an instant query is a range query of one step), as Prometheus'
+//! engine does. Selectors read each series once for the whole query range.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use promql_parser::label::{MatchOp, Matcher};
+use promql_parser::parser::{
+    AggregateExpr, AtModifier, BinModifier, BinaryExpr, Call, Expr, LabelModifier, MatrixSelector,
+    Offset, VectorMatchCardinality, VectorSelector,
+};
+
+use crate::error::{Error, Result};
+use crate::functions;
+use crate::storage::{Labels, Storage, is_stale_nan};
+use crate::value::{InstantSample, QueryValue, RangeSeries};
+
+/// The label holding the metric name.
+pub const METRIC_NAME: &str = "__name__";
+
+/// Limits and settings of one query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryOptions {
+    /// How far back an instant selector looks for a sample (Prometheus: 5 minutes).
+    pub lookback_ms: i64,
+    /// Most series all selectors of a query may read together.
+    pub max_series: usize,
+    /// Most samples all selectors may read, and most points a result may hold.
+    pub max_points: usize,
+    /// Longest evaluation time.
+    pub timeout: Duration,
+}
+
+impl Default for QueryOptions {
+    fn default() -> Self {
+        QueryOptions {
+            lookback_ms: 300_000,
+            max_series: 100_000,
+            max_points: 50_000_000,
+            timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Parses a query.
+///
+/// # Errors
+/// [`Error::BadData`] with the parser's message.
+pub fn parse(query: &str) -> Result<Expr> {
+    promql_parser::parser::parse(query).map_err(|e| Error::BadData(format!("parse error: {e}")))
+}
+
+/// Evaluates `query` at `t_ms` (an instant query).
+///
+/// # Errors
+/// [`Error::BadData`] for a bad query, [`Error::Unsupported`] naming a feature this
+/// engine lacks, [`Error::Execution`], a limit or the timeout.
+pub fn instant_query(
+    storage: &dyn Storage,
+    query: &str,
+    t_ms: i64,
+    opts: &QueryOptions,
+) -> Result<QueryValue> {
+    let expr = parse(query)?;
+    let mut ctx = Ctx::new(storage, t_ms, t_ms, 1, opts);
+    let val = ctx.eval(&expr)?;
+    ctx.into_instant(val, &expr)
+}
+
+/// Evaluates `query` at every `step_ms` from `start_ms` to `end_ms` (a range query).
+///
+/// # Errors
+/// As [`instant_query`]; also [`Error::BadData`] for `end < start`, a step that is not
+/// positive, more than 11,000 steps (Prometheus' limit), or an expression that is not
+/// a scalar or an instant vector.
+pub fn range_query(
+    storage: &dyn Storage,
+    query: &str,
+    start_ms: i64,
+    end_ms: i64,
+    step_ms: i64,
+    opts: &QueryOptions,
+) -> Result<QueryValue> {
+    if end_ms < start_ms {
+        return Err(Error::BadData(
+            "end timestamp must not be before start time".into(),
+        ));
+    }
+    if step_ms <= 0 {
+        return Err(Error::BadData(
+            "zero or negative query resolution step widths are not accepted. Try a positive integer".into(),
+        ));
+    }
+    if end_ms.saturating_sub(start_ms) / step_ms > 11_000 {
+        return Err(Error::BadData(
+            "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)".into(),
+        ));
+    }
+    let expr = parse(query)?;
+    let mut ctx = Ctx::new(storage, start_ms, end_ms, step_ms, opts);
+    let val = ctx.eval(&expr)?;
+    ctx.into_range(val)
+}
+
+/// A value during evaluation: one entry per step.
+pub(crate) enum Val {
+    /// A scalar per step.
+    Scalar(Vec<f64>),
+    /// A string.
+    Str(String),
+    /// Series with a value at some steps.
+    Vector(Vec<Row>),
+    /// A range selector's raw samples (only as the result of an instant query).
+    Matrix(Vec<RangeSeries>),
+}
+
+/// A series of an instant vector across the steps.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    pub(crate) labels: Labels,
+    /// Drop `__name__` when the result is returned (Prometheus' delayed name removal).
+    pub(crate) drop_name: bool,
+    pub(crate) vals: Vec<Option<f64>>,
+}
+
+pub(crate) struct Ctx<'a> {
+    storage: &'a dyn Storage,
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    pub(crate) step: i64,
+    pub(crate) n: usize,
+    opts: QueryOptions,
+    deadline: Instant,
+    series_read: usize,
+    points_read: usize,
+}
+
+fn duration_ms(d: &Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn offset_ms(o: &Option<Offset>) -> i64 {
+    match o {
+        None => 0,
+        Some(Offset::Pos(d)) => duration_ms(d),
+        Some(Offset::Neg(d)) => -duration_ms(d),
+    }
+}
+
+fn system_time_ms(t: &SystemTime) -> i64 {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => duration_ms(&d),
+        Err(e) => -duration_ms(&e.duration()),
+    }
+}
+
+/// Whether a label goes with the metric name: `__name__`, and the `__type__` and
+/// `__unit__` metadata labels that Prometheus drops together with it.
+pub(crate) fn is_schema_label(name: &str) -> bool {
+    matches!(name, METRIC_NAME | "__type__" | "__unit__")
+}
+
+/// Labels without `__name__` (and its `__type__`/`__unit__` companions).
+pub(crate) fn without_name(labels: &[(String, String)]) -> Labels {
+    labels
+        .iter()
+        .filter(|(n, _)| !is_schema_label(n))
+        .cloned()
+        .collect()
+}
+
+fn label_value<'l>(labels: &'l [(String, String)], name: &str) -> Option<&'l str> {
+    labels
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Sets (or, for an empty value, removes) a label, keeping the set sorted.
+pub(crate) fn set_label(labels: &mut Labels, name: &str, value: &str) {
+    match labels.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+        Ok(i) => {
+            if value.is_empty() {
+                labels.remove(i);
+            } else if let Some(l) = labels.get_mut(i) {
+                l.1 = value.to_owned();
+            }
+        }
+        Err(i) => {
+            if !value.is_empty() {
+                labels.insert(i, (name.to_owned(), value.to_owned()));
+            }
+        }
+    }
+}
+
+/// The `{a="b", ...}` text of a label set, for messages.
+pub(crate) fn labels_text(labels: &[(String, String)]) -> String {
+    let inner: Vec<String> = labels.iter().map(|(n, v)| format!("{n}={v:?}")).collect();
+    format!("{{{}}}", inner.join(", "))
+}
+
+fn unwrap_parens(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => unwrap_parens(&p.expr),
+        other => other,
+    }
+}
+
+impl<'a> Ctx<'a> {
+    fn new(
+        storage: &'a dyn Storage,
+        start: i64,
+        end: i64,
+        step: i64,
+        opts: &QueryOptions,
+    ) -> Ctx<'a> {
+        let n = usize::try_from(end.saturating_sub(start) / step.max(1) + 1).unwrap_or(1);
+        Ctx {
+            storage,
+            start,
+            end,
+            step: step.max(1),
+            n,
+            opts: *opts,
+            deadline: Instant::now() + opts.timeout,
+            series_read: 0,
+            points_read: 0,
+        }
+    }
+
+    pub(crate) fn ts(&self, i: usize) -> i64 {
+        self.start + i as i64 * self.step
+    }
+
+    pub(crate) fn check_deadline(&self) -> Result<()> {
+        if Instant::now() > self.deadline {
+            return Err(Error::Timeout {
+                millis: self.opts.timeout.as_millis(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The evaluation time of step `i` for a selector with these modifiers.
+    fn selector_time(&self, at: &Option<AtModifier>, offset: &Option<Offset>, i: usize) -> i64 {
+        let t = match at {
+            None => self.ts(i),
+            Some(AtModifier::Start) => self.start,
+            Some(AtModifier::End) => self.end,
+            Some(AtModifier::At(t)) => system_time_ms(t),
+        };
+        t.saturating_sub(offset_ms(offset))
+    }
+
+    fn matchers(vs: &VectorSelector) -> Result<Vec<Matcher>> {
+        if !vs.matchers.or_matchers.is_empty() {
+            return Err(Error::Unsupported("`or` inside a label matcher set".into()));
+        }
+        let mut m = vs.matchers.matchers.clone();
+        if let Some(name) = &vs.name {
+            m.push(Matcher::new(MatchOp::Equal, METRIC_NAME, name));
+        }
+        Ok(m)
+    }
+
+    /// Reads the series of a selector within `lo..=hi`, counting them against the limits.
+    fn select(&mut self, vs: &VectorSelector, lo: i64, hi: i64) -> Result<Vec<crate::Series>> {
+        let matchers = Self::matchers(vs)?;
+        let mut out = Vec::new();
+        let (max_series, max_points) = (self.opts.max_series, self.opts.max_points);
+        let deadline = self.deadline;
+        let timeout = self.opts.timeout;
+        let mut series_read = self.series_read;
+        let mut points_read = self.points_read;
+        self.storage.select(&matchers, lo, hi, &mut |s| {
+            series_read += 1;
+            points_read += s.samples.len();
+            if series_read > max_series {
+                return Err(Error::TooManySeries { limit: max_series });
+            }
+            if points_read > max_points {
+                return Err(Error::TooManyPoints { limit: max_points });
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Timeout {
+                    millis: timeout.as_millis(),
+                });
+            }
+            out.push(s);
+            Ok(())
+        })?;
+        self.series_read = series_read;
+        self.points_read = points_read;
+        Ok(out)
+    }
+
+    pub(crate) fn eval(&mut self, expr: &Expr) -> Result<Val> {
+        self.check_deadline()?;
+        match expr {
+            Expr::NumberLiteral(n) => Ok(Val::Scalar(vec![n.val; self.n])),
+            Expr::StringLiteral(s) => Ok(Val::Str(s.val.clone())),
+            Expr::Paren(p) => self.eval(&p.expr),
+            Expr::Unary(u) => match self.eval(&u.expr)? {
+                Val::Scalar(v) => Ok(Val::Scalar(v.into_iter().map(|x| -x).collect())),
+                Val::Vector(rows) => Ok(Val::Vector(
+                    rows.into_iter()
+                        .map(|mut r| {
+                            r.vals.iter_mut().flatten().for_each(|x| *x = -*x);
+                            r.drop_name = true;
+                            r
+                        })
+                        .collect(),
+                )),
+                _ => Err(Error::BadData(
+                    "unary expression only allowed on expressions of type scalar or instant vector"
+                        .into(),
+                )),
+            },
+            Expr::VectorSelector(vs) => Ok(Val::Vector(self.eval_vector_selector(vs, false)?)),
+            Expr::MatrixSelector(ms) => self.eval_matrix_literal(ms),
+            Expr::Subquery(_) => Err(Error::Unsupported("subqueries".into())),
+            Expr::Extension(_) => Err(Error::Unsupported("extension expressions".into())),
+            Expr::Aggregate(a) => self.eval_aggregate(a),
+            Expr::Binary(b) => self.eval_binary(b),
+            Expr::Call(c) => self.eval_call(c),
+        }
+    }
+
+    /// An instant selector: per step, the newest sample within the lookback window,
+    /// unless it is a staleness marker. With `sample_ts` the value is the sample's
+    /// timestamp in seconds (for `timestamp()`).
+    pub(crate) fn eval_vector_selector(
+        &mut self,
+        vs: &VectorSelector,
+        sample_ts: bool,
+    ) -> Result<Vec<Row>> {
+        let times: Vec<i64> = (0..self.n)
+            .map(|i| self.selector_time(&vs.at, &vs.offset, i))
+            .collect();
+        let lookback = self.opts.lookback_ms;
+        let lo = times
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(self.start)
+            .saturating_sub(lookback - 1);
+        let hi = times.iter().copied().max().unwrap_or(self.end);
+        let mut rows = Vec::new();
+        for s in self.select(vs, lo, hi)? {
+            let mut any = false;
+            let vals: Vec<Option<f64>> = times
+                .iter()
+                .map(|&t| {
+                    let idx = s.samples.partition_point(|p| p.0 <= t);
+                    let (ts, v) = *s.samples.get(idx.checked_sub(1)?)?;
+                    if ts <= t.saturating_sub(lookback) || is_stale_nan(v) {
+                        return None;
+                    }
+                    any = true;
+                    Some(if sample_ts { ts as f64 / 1000.0 } else { v })
+                })
+                .collect();
+            if any {
+                rows.push(Row {
+                    labels: s.labels,
+                    drop_name: sample_ts,
+                    vals,
+                });
+            }
+        }
+        Ok(rows)
+    }
+
+    /// A range selector as a query result (instant queries only).
+    fn eval_matrix_literal(&mut self, ms: &MatrixSelector) -> Result<Val> {
+        if self.n != 1 {
+            return Err(Error::BadData(
+                "invalid expression type \"range vector\" for range query, must be Scalar or instant Vector".into(),
+            ));
+        }
+        let mut out = Vec::new();
+        self.for_each_window(ms, |labels, windows| {
+            if let Some(w) = windows.first()
+                && !w.is_empty()
+            {
+                out.push(RangeSeries {
+                    labels: labels.clone(),
+                    points: w.to_vec(),
+                });
+            }
+            Ok(())
+        })?;
+        Ok(Val::Matrix(out))
+    }
+
+    /// Reads a range selector's series and calls `f` with each series' labels and its
+    /// window of samples (staleness markers removed) at every step: the samples in
+    /// `(t - range, t]` for the step's selector time `t`.
+    pub(crate) fn for_each_window(
+        &mut self,
+        ms: &MatrixSelector,
+        mut f: impl FnMut(&Labels, &[&[(i64, f64)]]) -> Result<()>,
+    ) -> Result<()> {
+        let vs = &ms.vs;
+        let range = duration_ms(&ms.range);
+        let times: Vec<i64> = (0..self.n)
+            .map(|i| self.selector_time(&vs.at, &vs.offset, i))
+            .collect();
+        let lo = times
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(self.start)
+            .saturating_sub(range.saturating_sub(1));
+        let hi = times.iter().copied().max().unwrap_or(self.end);
+        for mut s in self.select(vs, lo, hi)? {
+            s.samples.retain(|p| !is_stale_nan(p.1));
+            let windows: Vec<&[(i64, f64)]> = times
+                .iter()
+                .map(|&t| {
+                    let a = s
+                        .samples
+                        .partition_point(|p| p.0 <= t.saturating_sub(range));
+                    let b = s.samples.partition_point(|p| p.0 <= t);
+                    s.samples.get(a..b).unwrap_or(&[])
+                })
+                .collect();
+            f(&s.labels, &windows)?;
+        }
+        Ok(())
+    }
+
+    /// The selector time at each step of a range selector (for extrapolation).
+    pub(crate) fn window_ends(&self, ms: &MatrixSelector) -> Vec<i64> {
+        (0..self.n)
+            .map(|i| self.selector_time(&ms.vs.at, &ms.vs.offset, i))
+            .collect()
+    }
+
+    pub(crate) fn eval_scalar_arg(&mut self, e: &Expr, what: &str) -> Result<Vec<f64>> {
+        match self.eval(e)? {
+            Val::Scalar(v) => Ok(v),
+            _ => Err(Error::BadData(format!("expected a scalar for {what}"))),
+        }
+    }
+
+    pub(crate) fn eval_vector_arg(&mut self, e: &Expr, what: &str) -> Result<Vec<Row>> {
+        match self.eval(e)? {
+            Val::Vector(v) => Ok(v),
+            _ => Err(Error::BadData(format!(
+                "expected an instant vector for {what}"
+            ))),
+        }
+    }
+
+    pub(crate) fn eval_string_arg(&mut self, e: &Expr, what: &str) -> Result<String> {
+        match self.eval(e)? {
+            Val::Str(s) => Ok(s),
+            _ => Err(Error::BadData(format!("expected a string for {what}"))),
+        }
+    }
+
+    fn eval_call(&mut self, c: &Call) -> Result<Val> {
+        if c.func.name == "timestamp"
+            && let Some(arg) = c.args.args.first()
+            && let Expr::VectorSelector(vs) = unwrap_parens(arg)
+        {
+            return Ok(Val::Vector(self.eval_vector_selector(vs, true)?));
+        }
+        functions::call(self, c)
+    }
+
+    // ---- aggregations ----
+
+    fn eval_aggregate(&mut self, a: &AggregateExpr) -> Result<Val> {
+        let op = a.op.to_string();
+        let param = match &a.param {
+            Some(p) => Some(self.eval(p)?),
+            None => None,
+        };
+        let rows = self.eval_vector_arg(&a.expr, &format!("the argument of {op}"))?;
+        let grouping = |labels: &Labels| -> Labels {
+            match &a.modifier {
+                None => Vec::new(),
+                Some(LabelModifier::Include(ls)) => labels
+                    .iter()
+                    .filter(|(n, _)| ls.labels.iter().any(|l| l == n))
+                    .cloned()
+                    .collect(),
+                Some(LabelModifier::Exclude(ls)) => labels
+                    .iter()
+                    .filter(|(n, _)| n != METRIC_NAME && !ls.labels.iter().any(|l| l == n))
+                    .cloned()
+                    .collect(),
+            }
+        };
+        match op.as_str() {
+            "sum" | "avg" | "min" | "max" | "count" | "group" | "stddev" | "stdvar" => {
+                Ok(Val::Vector(self.aggregate_simple(&op, &rows, &grouping)?))
+            }
+            "quantile" => {
+                let q = match param {
+                    Some(Val::Scalar(q)) => q,
+                    _ => return Err(Error::BadData("quantile needs a scalar parameter".into())),
+                };
+                Ok(Val::Vector(self.aggregate_quantile(&q, &rows, &grouping)))
+            }
+            "topk" | "bottomk" => {
+                let k = match param {
+                    Some(Val::Scalar(k)) => k,
+                    _ => return Err(Error::BadData(format!("{op} needs a scalar parameter"))),
+                };
+                Ok(Val::Vector(self.aggregate_topk(
+                    op == "topk",
+                    &k,
+                    rows,
+                    &grouping,
+                )?))
+            }
+            "count_values" => {
+                let label = match param {
+                    Some(Val::Str(s)) => s,
+                    _ => {
+                        return Err(Error::BadData(
+                            "count_values needs a string parameter".into(),
+                        ));
+                    }
+                };
+                Ok(Val::Vector(
+                    self.aggregate_count_values(&label, &rows, &grouping)?,
+                ))
+            }
+            other => Err(Error::Unsupported(format!("aggregation `{other}`"))),
+        }
+    }
+
+    /// Groups rows by their grouping labels; returns the groups' labels and members.
+    fn group_rows(rows: &[Row], grouping: &dyn Fn(&Labels) -> Labels) -> Vec<(Labels, Vec<usize>)> {
+        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut groups: Vec<(Labels, Vec<usize>)> = Vec::new();
+        for (i, r) in rows.iter().enumerate() {
+            let key = grouping(&r.labels);
+            match index.get(&key) {
+                Some(&g) => {
+                    if let Some(grp) = groups.get_mut(g) {
+                        grp.1.push(i);
+                    }
+                }
+                None => {
+                    index.insert(key.clone(), groups.len());
+                    groups.push((key, vec![i]));
+                }
+            }
+        }
+        groups
+    }
+
+    fn aggregate_simple(
+        &mut self,
+        op: &str,
+        rows: &[Row],
+        grouping: &dyn Fn(&Labels) -> Labels,
+    ) -> Result<Vec<Row>> {
+        let mut out = Vec::new();
+        for (labels, members) in Self::group_rows(rows, grouping) {
+            self.check_deadline()?;
+            let drop_name = members
+                .iter()
+                .any(|&m| rows.get(m).is_some_and(|r| r.drop_name));
+            let mut vals = vec![None; self.n];
+            for (i, slot) in vals.iter_mut().enumerate() {
+                let xs = members
+                    .iter()
+                    .filter_map(|&m| rows.get(m).and_then(|r| r.vals.get(i).copied().flatten()));
+                *slot = functions::aggregate_values(op, xs);
+            }
+            if vals.iter().any(Option::is_some) {
+                out.push(Row {
+                    labels,
+                    drop_name,
+                    vals,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn aggregate_quantile(
+        &self,
+        q: &[f64],
+        rows: &[Row],
+        grouping: &dyn Fn(&Labels) -> Labels,
+    ) -> Vec<Row> {
+        let mut out = Vec::new();
+        for (labels, members) in Self::group_rows(rows, grouping) {
+            let mut vals = vec![None; self.n];
+            for (i, slot) in vals.iter_mut().enumerate() {
+                let mut xs: Vec<f64> = members
+                    .iter()
+                    .filter_map(|&m| rows.get(m).and_then(|r| r.vals.get(i).copied().flatten()))
+                    .collect();
+                if !xs.is_empty() {
+                    *slot = Some(functions::quantile(
+                        q.get(i).copied().unwrap_or(f64::NAN),
+                        &mut xs,
+                    ));
+                }
+            }
+            if vals.iter().any(Option::is_some) {
+                out.push(Row {
+                    labels,
+                    drop_name: false,
+                    vals,
+                });
+            }
+        }
+        out
+    }
+
+    fn aggregate_topk(
+        &self,
+        top: bool,
+        k: &[f64],
+        rows: Vec<Row>,
+        grouping: &dyn Fn(&Labels) -> Labels,
+    ) -> Result<Vec<Row>> {
+        let groups = Self::group_rows(&rows, grouping);
+        let mut keep: Vec<Vec<bool>> = vec![vec![false; self.n]; rows.len()];
+        for i in 0..self.n {
+            let kf = k.get(i).copied().unwrap_or(0.0);
+            if kf.is_nan() {
+                return Err(Error::Execution("Parameter value is NaN".into()));
+            }
+            if kf < 1.0 {
+                continue;
+            }
+            let kk = if kf >= rows.len() as f64 {
+                rows.len()
+            } else {
+                kf as usize
+            };
+            for (_, members) in &groups {
+                let mut cand: Vec<(usize, f64)> = members
+                    .iter()
+                    .filter_map(|&m| {
+                        rows.get(m)
+                            .and_then(|r| r.vals.get(i).copied().flatten())
+                            .map(|v| (m, v))
+                    })
+                    .collect();
+                // NaN sorts last in both directions, as in Prometheus.
+                cand.sort_by(|a, b| nan_last(a.1, b.1, top));
+                for (m, _) in cand.into_iter().take(kk) {
+                    if let Some(slot) = keep.get_mut(m).and_then(|r| r.get_mut(i)) {
+                        *slot = true;
+                    }
+                }
+            }
+        }
+        let mut group_of = vec![0usize; rows.len()];
+        for (g, (_, members)) in groups.iter().enumerate() {
+            for &m in members {
+                if let Some(slot) = group_of.get_mut(m) {
+                    *slot = g;
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for ((mut r, kept), g) in rows.into_iter().zip(keep).zip(group_of) {
+            for (v, k) in r.vals.iter_mut().zip(kept) {
+                if !k {
+                    *v = None;
+                }
+            }
+            if r.vals.iter().any(Option::is_some) {
+                out.push((g, r));
+            }
+        }
+        // Instant queries show topk's order: groups in order, by value within each
+        // (NaN last).
+        if self.n == 1 {
+            out.sort_by(|(ga, a), (gb, b)| {
+                let x = a.vals.first().copied().flatten().unwrap_or(f64::NAN);
+                let y = b.vals.first().copied().flatten().unwrap_or(f64::NAN);
+                ga.cmp(gb).then(nan_last(x, y, top))
+            });
+        }
+        Ok(out.into_iter().map(|(_, r)| r).collect())
+    }
+
+    fn aggregate_count_values(
+        &self,
+        label: &str,
+        rows: &[Row],
+        grouping: &dyn Fn(&Labels) -> Labels,
+    ) -> Result<Vec<Row>> {
+        if !is_valid_label_name(label) {
+            return Err(Error::BadData(format!("invalid label name {label:?}")));
+        }
+        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut out: Vec<Row> = Vec::new();
+        for r in rows {
+            for i in 0..self.n {
+                let Some(v) = r.vals.get(i).copied().flatten() else {
+                    continue;
+                };
+                let mut key = grouping(&r.labels);
+                set_label(&mut key, label, &crate::api::format_value(v));
+                let idx = *index.entry(key.clone()).or_insert_with(|| {
+                    out.push(Row {
+                        labels: key,
+                        drop_name: false,
+                        vals: vec![None; self.n],
+                    });
+                    out.len() - 1
+                });
+                if let Some(slot) = out.get_mut(idx).and_then(|o| o.vals.get_mut(i)) {
+                    *slot = Some(slot.unwrap_or(0.0) + 1.0);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    // ---- binary operators ----
+
+    fn eval_binary(&mut self, b: &BinaryExpr) -> Result<Val> {
+        let op = b.op.to_string();
+        if let Some(m) = &b.modifier
+            && (m.fill_values.lhs.is_some() || m.fill_values.rhs.is_some())
+        {
+            return Err(Error::Unsupported(
+                "fill modifiers of binary operators".into(),
+            ));
+        }
+        let return_bool = b.modifier.as_ref().is_some_and(|m| m.return_bool);
+        let lhs = self.eval(&b.lhs)?;
+        let rhs = self.eval(&b.rhs)?;
+        match (lhs, rhs) {
+            (Val::Scalar(l), Val::Scalar(r)) => {
+                let vals = l
+                    .iter()
+                    .zip(&r)
+                    .map(|(&x, &y)| {
+                        let (v, keep) = elem_binop(&op, x, y)?;
+                        Ok(if is_comparison(&op) {
+                            if keep { 1.0 } else { 0.0 }
+                        } else {
+                            v
+                        })
+                    })
+                    .collect::<Result<Vec<f64>>>()?;
+                Ok(Val::Scalar(vals))
+            }
+            (Val::Vector(l), Val::Scalar(r)) => {
+                Ok(Val::Vector(vector_scalar(&op, l, &r, false, return_bool)?))
+            }
+            (Val::Scalar(l), Val::Vector(r)) => {
+                Ok(Val::Vector(vector_scalar(&op, r, &l, true, return_bool)?))
+            }
+            (Val::Vector(l), Val::Vector(r)) => {
+                let default = BinModifier::default();
+                let m = b.modifier.as_ref().unwrap_or(&default);
+                match op.as_str() {
+                    "and" | "or" | "unless" => Ok(Val::Vector(self.set_op(&op, l, r, m))),
+                    _ => Ok(Val::Vector(self.vector_binop(&op, l, r, m, return_bool)?)),
+                }
+            }
+            _ => Err(Error::BadData(format!(
+                "binary operator `{op}` needs scalar or instant vector operands"
+            ))),
+        }
+    }
+
+    fn set_op(&self, op: &str, l: Vec<Row>, r: Vec<Row>, m: &BinModifier) -> Vec<Row> {
+        let sig = |labels: &Labels| signature(labels, m.matching.as_ref());
+        let lsig: Vec<Labels> = l.iter().map(|x| sig(&x.labels)).collect();
+        let rsig: Vec<Labels> = r.iter().map(|x| sig(&x.labels)).collect();
+        let presence =
+            |rows: &[Row], sigs: &[Labels], i: usize| -> std::collections::HashSet<Labels> {
+                rows.iter()
+                    .zip(sigs)
+                    .filter(|(row, _)| row.vals.get(i).copied().flatten().is_some())
+                    .map(|(_, s)| s.clone())
+                    .collect()
+            };
+        let mut lout = l;
+        let mut rout = if op == "or" { r.clone() } else { Vec::new() };
+        for i in 0..self.n {
+            match op {
+                "and" | "unless" => {
+                    let present = presence(&r, &rsig, i);
+                    for (row, s) in lout.iter_mut().zip(&lsig) {
+                        let found = present.contains(s);
+                        if (op == "and") != found
+                            && let Some(v) = row.vals.get_mut(i)
+                        {
+                            *v = None;
+                        }
+                    }
+                }
+                _ => {
+                    let present = presence(&lout, &lsig, i);
+                    for (row, s) in rout.iter_mut().zip(&rsig) {
+                        if present.contains(s)
+                            && let Some(v) = row.vals.get_mut(i)
+                        {
+                            *v = None;
+                        }
+                    }
+                }
+            }
+        }
+        lout.extend(rout);
+        lout.retain(|r| r.vals.iter().any(Option::is_some));
+        lout
+    }
+
+    fn vector_binop(
+        &mut self,
+        op: &str,
+        l: Vec<Row>,
+        r: Vec<Row>,
+        m: &BinModifier,
+        return_bool: bool,
+    ) -> Result<Vec<Row>> {
+        let (one_to_many, include) = match &m.card {
+            VectorMatchCardinality::OneToOne | VectorMatchCardinality::ManyToMany => (false, None),
+            VectorMatchCardinality::ManyToOne(ls) => (false, Some(ls.labels.clone())),
+            VectorMatchCardinality::OneToMany(ls) => (true, Some(ls.labels.clone())),
+        };
+        // The "many" side is `lhs` below; for group_right the sides swap and the
+        // operands swap back when the operator is applied.
+        let (many, one) = if one_to_many { (r, l) } else { (l, r) };
+        let msig: Vec<Labels> = many
+            .iter()
+            .map(|x| signature(&x.labels, m.matching.as_ref()))
+            .collect();
+        let osig: Vec<Labels> = one
+            .iter()
+            .map(|x| signature(&x.labels, m.matching.as_ref()))
+            .collect();
+        let comparison = is_comparison(op);
+        let mut out: Vec<Row> = Vec::new();
+        let mut out_index: HashMap<Labels, usize> = HashMap::new();
+        let mut label_cache: HashMap<(usize, usize), Labels> = HashMap::new();
+        for i in 0..self.n {
+            self.check_deadline()?;
+            let mut one_at: HashMap<&Labels, usize> = HashMap::new();
+            for (j, (row, s)) in one.iter().zip(&osig).enumerate() {
+                if row.vals.get(i).copied().flatten().is_none() {
+                    continue;
+                }
+                if let Some(&prev) = one_at.get(s) {
+                    let side = if one_to_many { "left" } else { "right" };
+                    let (mut a, mut b) = (
+                        labels_text(&row.labels),
+                        one.get(prev)
+                            .map(|p| labels_text(&p.labels))
+                            .unwrap_or_default(),
+                    );
+                    if a > b {
+                        std::mem::swap(&mut a, &mut b);
+                    }
+                    return Err(Error::Execution(format!(
+                        "found duplicate series for the match group {} on the {side} hand-side of the operation: [{a}, {b}];many-to-many matching not allowed: matching labels must be unique on one side",
+                        labels_text(s)
+                    )));
+                }
+                one_at.insert(s, j);
+            }
+            let mut matched: HashMap<&Labels, ()> = HashMap::new();
+            let mut inserted: std::collections::HashSet<Labels> = std::collections::HashSet::new();
+            for (li, (row, s)) in many.iter().zip(&msig).enumerate() {
+                let Some(lv) = row.vals.get(i).copied().flatten() else {
+                    continue;
+                };
+                let Some(&ri) = one_at.get(s) else {
+                    continue;
+                };
+                let Some(other) = one.get(ri) else { continue };
+                let Some(rv) = other.vals.get(i).copied().flatten() else {
+                    continue;
+                };
+                let (x, y) = if one_to_many { (rv, lv) } else { (lv, rv) };
+                let (mut v, keep) = elem_binop(op, x, y)?;
+                if return_bool {
+                    v = if keep { 1.0 } else { 0.0 };
+                }
+                let labels = label_cache
+                    .entry((li, ri))
+                    .or_insert_with(|| {
+                        result_labels(&row.labels, &other.labels, op, m, include.as_deref())
+                    })
+                    .clone();
+                if include.is_none() {
+                    if matched.insert(s, ()).is_some() {
+                        return Err(Error::Execution(
+                            "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".into(),
+                        ));
+                    }
+                } else if !inserted.insert(labels.clone()) {
+                    return Err(Error::Execution(
+                        "multiple matches for labels: grouping labels must ensure unique matches"
+                            .into(),
+                    ));
+                }
+                if !keep && !return_bool {
+                    continue;
+                }
+                let idx = *out_index.entry(labels.clone()).or_insert_with(|| {
+                    out.push(Row {
+                        labels,
+                        drop_name: return_bool || (comparison && row.drop_name),
+                        vals: vec![None; self.n],
+                    });
+                    out.len() - 1
+                });
+                if let Some(slot) = out.get_mut(idx).and_then(|o| o.vals.get_mut(i)) {
+                    *slot = Some(v);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    // ---- results ----
+
+    fn finish_rows(rows: Vec<Row>) -> Result<Vec<Row>> {
+        let mut seen: HashMap<Labels, usize> = HashMap::new();
+        let mut out: Vec<Row> = Vec::with_capacity(rows.len());
+        for mut r in rows {
+            if r.drop_name {
+                r.labels.retain(|(n, _)| !is_schema_label(n));
+            }
+            // Series that collide once names are dropped merge when they never hold a
+            // value at the same step (as Prometheus merges them); otherwise it is an error.
+            match seen.get(&r.labels) {
+                None => {
+                    seen.insert(r.labels.clone(), out.len());
+                    out.push(r);
+                }
+                Some(&j) => {
+                    let Some(prev) = out.get_mut(j) else { continue };
+                    for (a, b) in prev.vals.iter_mut().zip(r.vals) {
+                        if b.is_some() {
+                            if a.is_some() {
+                                return Err(Error::Execution(
+                                    "vector cannot contain metrics with the same labelset".into(),
+                                ));
+                            }
+                            *a = b;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn into_instant(self, val: Val, _expr: &Expr) -> Result<QueryValue> {
+        let t = self.start;
+        Ok(match val {
+            Val::Scalar(v) => QueryValue::Scalar {
+                t_ms: t,
+                v: v.first().copied().unwrap_or(f64::NAN),
+            },
+            Val::Str(s) => QueryValue::String { t_ms: t, s },
+            Val::Matrix(m) => QueryValue::Matrix(m),
+            Val::Vector(rows) => {
+                let rows: Vec<Row> = rows
+                    .into_iter()
+                    .filter(|r| r.vals.first().copied().flatten().is_some())
+                    .collect();
+                let rows = Self::finish_rows(rows)?;
+                if rows.len() > self.opts.max_points {
+                    return Err(Error::TooManyPoints {
+                        limit: self.opts.max_points,
+                    });
+                }
+                QueryValue::Vector(
+                    rows.into_iter()
+                        .filter_map(|r| {
+                            r.vals.first().copied().flatten().map(|v| InstantSample {
+                                labels: r.labels,
+                                t_ms: t,
+                                v,
+                            })
+                        })
+                        .collect(),
+                )
+            }
+        })
+    }
+
+    fn into_range(self, val: Val) -> Result<QueryValue> {
+        let rows = match val {
+            Val::Scalar(v) => vec![Row {
+                labels: Vec::new(),
+                drop_name: false,
+                vals: v.into_iter().map(Some).collect(),
+            }],
+            Val::Vector(rows) => rows,
+            Val::Str(_) | Val::Matrix(_) => {
+                return Err(Error::BadData(
+                    "invalid expression type for range query, must be Scalar or instant Vector"
+                        .into(),
+                ));
+            }
+        };
+        let rows = Self::finish_rows(rows)?;
+        let mut total = 0usize;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let points: Vec<(i64, f64)> = r
+                .vals
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| v.map(|v| (self.ts(i), v)))
+                .collect();
+            total += points.len();
+            if total > self.opts.max_points {
+                return Err(Error::TooManyPoints {
+                    limit: self.opts.max_points,
+                });
+            }
+            if !points.is_empty() {
+                out.push(RangeSeries {
+                    labels: r.labels,
+                    points,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.labels.cmp(&b.labels));
+        Ok(QueryValue::Matrix(out))
+    }
+}
+
+/// Orders values ascending (or descending), NaN last either way.
+pub(crate) fn nan_last(x: f64, y: f64, desc: bool) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    match (x.is_nan(), y.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ if desc => y.total_cmp(&x),
+        _ => x.total_cmp(&y),
+    }
+}
+
+/// Whether a label name is valid (`[a-zA-Z_][a-zA-Z0-9_]*`).
+pub(crate) fn is_valid_label_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn is_comparison(op: &str) -> bool {
+    matches!(op, "==" | "!=" | ">" | "<" | ">=" | "<=")
+}
+
+/// The matching signature of a label set: the `on` labels, or all but the `ignoring`
+/// labels and `__name__`.
+fn signature(labels: &Labels, matching: Option<&LabelModifier>) -> Labels {
+    match matching {
+        Some(LabelModifier::Include(ls)) => labels
+            .iter()
+            .filter(|(n, _)| ls.labels.iter().any(|l| l == n))
+            .cloned()
+            .collect(),
+        Some(LabelModifier::Exclude(ls)) => labels
+            .iter()
+            .filter(|(n, _)| n != METRIC_NAME && !ls.labels.iter().any(|l| l == n))
+            .cloned()
+            .collect(),
+        None => without_name(labels),
+    }
+}
+
+/// The labels of a vector-vector result (Prometheus' `resultMetric`).
+fn result_labels(
+    many: &Labels,
+    one: &Labels,
+    op: &str,
+    m: &BinModifier,
+    include: Option<&[String]>,
+) -> Labels {
+    let mut labels = if is_comparison(op) {
+        many.clone()
+    } else {
+        without_name(many)
+    };
+    if include.is_none() {
+        match &m.matching {
+            Some(LabelModifier::Include(ls)) => {
+                labels.retain(|(n, _)| ls.labels.iter().any(|l| l == n));
+            }
+            Some(LabelModifier::Exclude(ls)) => {
+                labels.retain(|(n, _)| !ls.labels.iter().any(|l| l == n));
+            }
+            None => {}
+        }
+    }
+    for name in include.unwrap_or(&[]) {
+        let v = label_value(one, name).unwrap_or("").to_owned();
+        set_label(&mut labels, name, &v);
+    }
+    labels
+}
+
+fn vector_scalar(
+    op: &str,
+    rows: Vec<Row>,
+    scalar: &[f64],
+    swap: bool,
+    return_bool: bool,
+) -> Result<Vec<Row>> {
+    if matches!(op, "and" | "or" | "unless") {
+        return Err(Error::BadData(format!(
+            "set operator `{op}` not allowed in binary scalar expression"
+        )));
+    }
+    let comparison = is_comparison(op);
+    let mut out = Vec::with_capacity(rows.len());
+    for mut r in rows {
+        for (slot, &s) in r.vals.iter_mut().zip(scalar) {
+            let Some(v) = *slot else { continue };
+            let (x, y) = if swap { (s, v) } else { (v, s) };
+            let (res, keep) = elem_binop(op, x, y)?;
+            *slot = if return_bool {
+                Some(if keep { 1.0 } else { 0.0 })
+            } else if comparison {
+                keep.then_some(v)
+            } else {
+                Some(res)
+            };
+        }
+        if !comparison || return_bool {
+            r.drop_name = true;
+        }
+        if r.vals.iter().any(Option::is_some) {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// Applies an arithmetic or comparison operator: the value and, for comparisons,
+/// whether it holds.
+fn elem_binop(op: &str, x: f64, y: f64) -> Result<(f64, bool)> {
+    Ok(match op {
+        "+" => (x + y, true),
+        "-" => (x - y, true),
+        "*" => (x * y, true),
+        "/" => (x / y, true),
+        "%" => (x % y, true),
+        "^" => (x.powf(y), true),
+        "atan2" => (x.atan2(y), true),
+        "==" => (x, x == y),
+        "!=" => (x, x != y),
+        ">" => (x, x > y),
+        "<" => (x, x < y),
+        ">=" => (x, x >= y),
+        "<=" => (x, x <= y),
+        other => return Err(Error::Unsupported(format!("binary operator `{other}`"))),
+    })
+}

@@ -1,0 +1,737 @@
+//! PromQL functions: over range vectors (`rate`, `*_over_time`, ...), over instant
+//! vectors (`abs`, `histogram_quantile`, `label_replace`, ...) and the aggregation
+//! kernels.
+
+use promql_parser::parser::{Call, Expr, MatrixSelector};
+
+use crate::error::{Error, Result};
+use crate::eval::{
+    Ctx, METRIC_NAME, Row, Val, is_valid_label_name, nan_last, set_label, without_name,
+};
+use crate::storage::Labels;
+
+/// Evaluates a function call.
+pub(crate) fn call(ctx: &mut Ctx<'_>, c: &Call) -> Result<Val> {
+    let name = c.func.name;
+    let args: Vec<&Expr> = c.args.args.iter().map(|b| b.as_ref()).collect();
+    if let Some(f) = range_function(name) {
+        return eval_range_function(ctx, name, f, &args);
+    }
+    match name {
+        "abs" | "ceil" | "floor" | "exp" | "ln" | "log2" | "log10" | "sqrt" | "sgn" | "sin"
+        | "cos" | "tan" | "asin" | "acos" | "atan" | "sinh" | "cosh" | "tanh" | "asinh"
+        | "acosh" | "atanh" | "deg" | "rad" => {
+            let rows = vector_arg(ctx, &args, 0, name)?;
+            Ok(Val::Vector(map_values(rows, |v| simple_math(name, v))))
+        }
+        "round" => {
+            let rows = vector_arg(ctx, &args, 0, name)?;
+            let to = match args.get(1) {
+                Some(e) => ctx.eval_scalar_arg(e, "round's to_nearest")?,
+                None => vec![1.0; ctx.n],
+            };
+            Ok(Val::Vector(map_values_at(rows, |i, v| {
+                let inv = 1.0 / to.get(i).copied().unwrap_or(1.0);
+                (v * inv + 0.5).floor() / inv
+            })))
+        }
+        "clamp" | "clamp_min" | "clamp_max" => {
+            let rows = vector_arg(ctx, &args, 0, name)?;
+            let a = scalar_arg(ctx, &args, 1, name)?;
+            let b = match name {
+                "clamp" => scalar_arg(ctx, &args, 2, name)?,
+                _ => Vec::new(),
+            };
+            let mut out = Vec::new();
+            for mut r in rows {
+                for (i, slot) in r.vals.iter_mut().enumerate() {
+                    let Some(v) = *slot else { continue };
+                    let x = a.get(i).copied().unwrap_or(f64::NAN);
+                    *slot = match name {
+                        "clamp_min" => Some(v.max(x)),
+                        "clamp_max" => Some(v.min(x)),
+                        _ => {
+                            let y = b.get(i).copied().unwrap_or(f64::NAN);
+                            // Prometheus: min > max gives nothing; NaN bounds give NaN.
+                            if x > y { None } else { Some(v.max(x).min(y)) }
+                        }
+                    };
+                }
+                r.drop_name = true;
+                if r.vals.iter().any(Option::is_some) {
+                    out.push(r);
+                }
+            }
+            Ok(Val::Vector(out))
+        }
+        "time" => Ok(Val::Scalar(
+            (0..ctx.n).map(|i| ctx.ts(i) as f64 / 1000.0).collect(),
+        )),
+        "pi" => Ok(Val::Scalar(vec![std::f64::consts::PI; ctx.n])),
+        "timestamp" => {
+            let rows = vector_arg(ctx, &args, 0, name)?;
+            let ts: Vec<f64> = (0..ctx.n).map(|i| ctx.ts(i) as f64 / 1000.0).collect();
+            Ok(Val::Vector(map_values_at(rows, |i, _| {
+                ts.get(i).copied().unwrap_or(f64::NAN)
+            })))
+        }
+        "vector" => {
+            let s = scalar_arg(ctx, &args, 0, name)?;
+            Ok(Val::Vector(vec![Row {
+                labels: Vec::new(),
+                drop_name: false,
+                vals: s.into_iter().map(Some).collect(),
+            }]))
+        }
+        "scalar" => {
+            let rows = vector_arg(ctx, &args, 0, name)?;
+            Ok(Val::Scalar(
+                (0..ctx.n)
+                    .map(|i| {
+                        let mut present =
+                            rows.iter().filter_map(|r| r.vals.get(i).copied().flatten());
+                        match (present.next(), present.next()) {
+                            (Some(v), None) => v,
+                            _ => f64::NAN,
+                        }
+                    })
+                    .collect(),
+            ))
+        }
+        "sort" | "sort_desc" => {
+            let mut rows = vector_arg(ctx, &args, 0, name)?;
+            if ctx.n == 1 {
+                let desc = name == "sort_desc";
+                rows.sort_by(|a, b| {
+                    let x = a.vals.first().copied().flatten().unwrap_or(f64::NAN);
+                    let y = b.vals.first().copied().flatten().unwrap_or(f64::NAN);
+                    nan_last(x, y, desc)
+                });
+            }
+            Ok(Val::Vector(rows))
+        }
+        "absent" => {
+            let e = args.first().copied().ok_or_else(|| arity(name))?;
+            let rows = vector_arg(ctx, &args, 0, name)?;
+            Ok(Val::Vector(absent_rows(ctx.n, &rows, e)))
+        }
+        "label_replace" => label_replace(ctx, &args),
+        "label_join" => label_join(ctx, &args),
+        "histogram_quantile" => histogram_quantile(ctx, &args),
+        other => Err(Error::Unsupported(format!("function `{other}`"))),
+    }
+}
+
+fn arity(name: &str) -> Error {
+    Error::BadData(format!("wrong number of arguments for {name}"))
+}
+
+fn vector_arg(ctx: &mut Ctx<'_>, args: &[&Expr], i: usize, name: &str) -> Result<Vec<Row>> {
+    let e = args.get(i).ok_or_else(|| arity(name))?;
+    ctx.eval_vector_arg(e, name)
+}
+
+fn scalar_arg(ctx: &mut Ctx<'_>, args: &[&Expr], i: usize, name: &str) -> Result<Vec<f64>> {
+    let e = args.get(i).ok_or_else(|| arity(name))?;
+    ctx.eval_scalar_arg(e, name)
+}
+
+fn map_values(rows: Vec<Row>, f: impl Fn(f64) -> f64) -> Vec<Row> {
+    map_values_at(rows, |_, v| f(v))
+}
+
+fn map_values_at(rows: Vec<Row>, f: impl Fn(usize, f64) -> f64) -> Vec<Row> {
+    rows.into_iter()
+        .map(|mut r| {
+            for (i, v) in r.vals.iter_mut().enumerate() {
+                if let Some(x) = v {
+                    *x = f(i, *x);
+                }
+            }
+            r.drop_name = true;
+            r
+        })
+        .collect()
+}
+
+fn simple_math(name: &str, v: f64) -> f64 {
+    match name {
+        "abs" => v.abs(),
+        "ceil" => v.ceil(),
+        "floor" => v.floor(),
+        "exp" => v.exp(),
+        "ln" => v.ln(),
+        "log2" => v.log2(),
+        "log10" => v.log10(),
+        "sqrt" => v.sqrt(),
+        "sgn" => {
+            if v > 0.0 {
+                1.0
+            } else if v < 0.0 {
+                -1.0
+            } else {
+                v
+            }
+        }
+        "sin" => v.sin(),
+        "cos" => v.cos(),
+        "tan" => v.tan(),
+        "asin" => v.asin(),
+        "acos" => v.acos(),
+        "atan" => v.atan(),
+        "sinh" => v.sinh(),
+        "cosh" => v.cosh(),
+        "tanh" => v.tanh(),
+        "asinh" => v.asinh(),
+        "acosh" => v.acosh(),
+        "atanh" => v.atanh(),
+        "deg" => v.to_degrees(),
+        "rad" => v.to_radians(),
+        _ => f64::NAN,
+    }
+}
+
+/// `absent(v)`: 1 where `v` has no sample, with the labels its equality matchers fix.
+fn absent_rows(n: usize, rows: &[Row], e: &Expr) -> Vec<Row> {
+    let vals: Vec<Option<f64>> = (0..n)
+        .map(|i| {
+            let present = rows
+                .iter()
+                .any(|r| r.vals.get(i).copied().flatten().is_some());
+            (!present).then_some(1.0)
+        })
+        .collect();
+    if vals.iter().all(Option::is_none) {
+        return Vec::new();
+    }
+    vec![Row {
+        labels: absent_labels(e),
+        drop_name: false,
+        vals,
+    }]
+}
+
+fn absent_labels(e: &Expr) -> Labels {
+    let vs = match e {
+        Expr::VectorSelector(vs) => vs,
+        Expr::MatrixSelector(ms) => &ms.vs,
+        _ => return Vec::new(),
+    };
+    let mut labels = Labels::new();
+    let mut seen_twice: Vec<String> = Vec::new();
+    for m in &vs.matchers.matchers {
+        if m.name == METRIC_NAME {
+            continue;
+        }
+        if vs
+            .matchers
+            .matchers
+            .iter()
+            .filter(|o| o.name == m.name)
+            .count()
+            > 1
+        {
+            seen_twice.push(m.name.clone());
+        }
+        if let promql_parser::label::MatchOp::Equal = m.op {
+            set_label(&mut labels, &m.name, &m.value);
+        }
+    }
+    labels.retain(|(n, _)| !seen_twice.contains(n));
+    labels
+}
+
+fn label_replace(ctx: &mut Ctx<'_>, args: &[&Expr]) -> Result<Val> {
+    let name = "label_replace";
+    let rows = vector_arg(ctx, args, 0, name)?;
+    let mut s = Vec::new();
+    for i in 1..5 {
+        let e = args.get(i).ok_or_else(|| arity(name))?;
+        s.push(ctx.eval_string_arg(e, name)?);
+    }
+    let (dst, repl, src, re) = (&s[0], &s[1], &s[2], &s[3]);
+    let regex = regex::Regex::new(&format!("^(?s:{re})$")).map_err(|e| {
+        Error::BadData(format!(
+            "invalid regular expression in label_replace(): {re} ({e})"
+        ))
+    })?;
+    if !is_valid_label_name(dst) {
+        return Err(Error::BadData(format!(
+            "invalid destination label name in label_replace(): {dst}"
+        )));
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for mut r in rows {
+        let value = r
+            .labels
+            .iter()
+            .find(|(n, _)| n == src)
+            .map_or(String::new(), |(_, v)| v.clone());
+        if let Some(caps) = regex.captures(&value) {
+            let mut res = String::new();
+            // Go's `$1`/`${name}` templates read as the regex crate's do.
+            caps.expand(repl, &mut res);
+            set_label(&mut r.labels, dst, &res);
+            if dst == METRIC_NAME {
+                r.drop_name = false;
+            }
+        }
+        out.push(r);
+    }
+    Ok(Val::Vector(out))
+}
+
+fn label_join(ctx: &mut Ctx<'_>, args: &[&Expr]) -> Result<Val> {
+    let name = "label_join";
+    let rows = vector_arg(ctx, args, 0, name)?;
+    let mut s = Vec::new();
+    for i in 1..args.len() {
+        let e = args.get(i).ok_or_else(|| arity(name))?;
+        s.push(ctx.eval_string_arg(e, name)?);
+    }
+    if s.len() < 2 {
+        return Err(arity(name));
+    }
+    let (dst, sep, srcs) = (&s[0], &s[1], &s[2..]);
+    if !is_valid_label_name(dst) {
+        return Err(Error::BadData(format!(
+            "invalid destination label name in label_join(): {dst}"
+        )));
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for mut r in rows {
+        let parts: Vec<String> = srcs
+            .iter()
+            .map(|src| {
+                r.labels
+                    .iter()
+                    .find(|(n, _)| n == src)
+                    .map_or(String::new(), |(_, v)| v.clone())
+            })
+            .collect();
+        set_label(&mut r.labels, dst, &parts.join(sep));
+        if dst == METRIC_NAME {
+            r.drop_name = false;
+        }
+        out.push(r);
+    }
+    Ok(Val::Vector(out))
+}
+
+fn histogram_quantile(ctx: &mut Ctx<'_>, args: &[&Expr]) -> Result<Val> {
+    let name = "histogram_quantile";
+    let q = scalar_arg(ctx, args, 0, name)?;
+    let rows = vector_arg(ctx, args, 1, name)?;
+    // Group the bucket series by their labels without `le` (and the name).
+    let mut groups: Vec<(Labels, Vec<(f64, usize)>)> = Vec::new();
+    let mut index: std::collections::HashMap<Labels, usize> = std::collections::HashMap::new();
+    for (ri, r) in rows.iter().enumerate() {
+        let Some(le) = r.labels.iter().find(|(n, _)| n == "le").map(|(_, v)| v) else {
+            continue;
+        };
+        let Some(upper) = parse_go_float(le) else {
+            continue;
+        };
+        let key: Labels = without_name(&r.labels)
+            .into_iter()
+            .filter(|(n, _)| n != "le")
+            .collect();
+        let g = *index.entry(key.clone()).or_insert_with(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
+        });
+        if let Some(grp) = groups.get_mut(g) {
+            grp.1.push((upper, ri));
+        }
+    }
+    let mut out = Vec::new();
+    for (labels, buckets) in groups {
+        let mut vals = vec![None; ctx.n];
+        for (i, slot) in vals.iter_mut().enumerate() {
+            let mut bs: Vec<(f64, f64)> = buckets
+                .iter()
+                .filter_map(|&(u, ri)| {
+                    rows.get(ri)
+                        .and_then(|r| r.vals.get(i).copied().flatten())
+                        .map(|c| (u, c))
+                })
+                .collect();
+            if bs.is_empty() {
+                continue;
+            }
+            *slot = Some(bucket_quantile(
+                q.get(i).copied().unwrap_or(f64::NAN),
+                &mut bs,
+            ));
+        }
+        if vals.iter().any(Option::is_some) {
+            out.push(Row {
+                labels,
+                drop_name: false,
+                vals,
+            });
+        }
+    }
+    Ok(Val::Vector(out))
+}
+
+/// Parses a float as Go's `strconv.ParseFloat` does for bucket bounds (`+Inf`, `Inf`).
+pub(crate) fn parse_go_float(s: &str) -> Option<f64> {
+    match s.to_ascii_lowercase().as_str() {
+        "+inf" | "inf" => Some(f64::INFINITY),
+        "-inf" => Some(f64::NEG_INFINITY),
+        "nan" => Some(f64::NAN),
+        _ => s.parse().ok(),
+    }
+}
+
+/// The quantile of classic histogram buckets `(upper bound, cumulative count)`, as
+/// Prometheus' `bucketQuantile`.
+fn bucket_quantile(q: f64, buckets: &mut [(f64, f64)]) -> f64 {
+    if q.is_nan() {
+        return f64::NAN;
+    }
+    if q < 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if q > 1.0 {
+        return f64::INFINITY;
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    match buckets.last() {
+        Some(&(u, _)) if u == f64::INFINITY => {}
+        _ => return f64::NAN,
+    }
+    // Coalesce equal bounds, then force monotonic counts.
+    let mut merged: Vec<(f64, f64)> = Vec::with_capacity(buckets.len());
+    for &(u, c) in buckets.iter() {
+        match merged.last_mut() {
+            Some(last) if last.0 == u => last.1 += c,
+            _ => merged.push((u, c)),
+        }
+    }
+    let mut max = f64::NEG_INFINITY;
+    for b in merged.iter_mut() {
+        if b.1 > max {
+            max = b.1;
+        } else if b.1 < max {
+            b.1 = max;
+        }
+    }
+    if merged.len() < 2 {
+        return f64::NAN;
+    }
+    let last = merged.len() - 1;
+    let observations = merged[last].1;
+    if observations == 0.0 || observations.is_nan() {
+        return f64::NAN;
+    }
+    let mut rank = q * observations;
+    let b = merged.partition_point(|x| x.1 < rank).min(last);
+    if b == last {
+        return merged[last - 1].0;
+    }
+    if b == 0 && merged[0].0 <= 0.0 {
+        return merged[0].0;
+    }
+    let (mut start, end, mut count) = (0.0, merged[b].0, merged[b].1);
+    if b > 0 {
+        start = merged[b - 1].0;
+        count -= merged[b - 1].1;
+        rank -= merged[b - 1].1;
+    }
+    start + (end - start) * (rank / count)
+}
+
+// ---- range-vector functions ----
+
+/// A range function: samples of the window, the window's start and end (ms), the range
+/// (seconds) and the function's scalar parameter at this step.
+type RangeFn = fn(&[(i64, f64)], i64, i64, f64, f64) -> Option<f64>;
+
+fn range_function(name: &str) -> Option<RangeFn> {
+    Some(match name {
+        "rate" => |s, a, b, r, _| extrapolated(s, a, b, r, true, true),
+        "increase" => |s, a, b, r, _| extrapolated(s, a, b, r, true, false),
+        "delta" => |s, a, b, r, _| extrapolated(s, a, b, r, false, false),
+        "irate" => |s, _, _, _, _| instant_delta(s, true),
+        "idelta" => |s, _, _, _, _| instant_delta(s, false),
+        "resets" => |s, _, _, _, _| {
+            (!s.is_empty()).then(|| s.windows(2).filter(|w| w[1].1 < w[0].1).count() as f64)
+        },
+        "changes" => |s, _, _, _, _| {
+            (!s.is_empty()).then(|| {
+                s.windows(2)
+                    .filter(|w| w[1].1 != w[0].1 && !(w[1].1.is_nan() && w[0].1.is_nan()))
+                    .count() as f64
+            })
+        },
+        "deriv" => |s, _, _, _, _| (s.len() >= 2).then(|| linear_regression(s, s[0].0).0),
+        "predict_linear" => |s, _, end, _, p| {
+            (s.len() >= 2).then(|| {
+                let (slope, intercept) = linear_regression(s, end);
+                slope * p + intercept
+            })
+        },
+        "avg_over_time" => |s, _, _, _, _| avg(s.iter().map(|p| p.1)),
+        "min_over_time" => |s, _, _, _, _| aggregate_values("min", s.iter().map(|p| p.1)),
+        "max_over_time" => |s, _, _, _, _| aggregate_values("max", s.iter().map(|p| p.1)),
+        "sum_over_time" => |s, _, _, _, _| aggregate_values("sum", s.iter().map(|p| p.1)),
+        "count_over_time" => |s, _, _, _, _| (!s.is_empty()).then_some(s.len() as f64),
+        "last_over_time" => |s, _, _, _, _| s.last().map(|p| p.1),
+        "first_over_time" => |s, _, _, _, _| s.first().map(|p| p.1),
+        "present_over_time" => |s, _, _, _, _| (!s.is_empty()).then_some(1.0),
+        "stddev_over_time" => |s, _, _, _, _| variance(s.iter().map(|p| p.1)).map(f64::sqrt),
+        "stdvar_over_time" => |s, _, _, _, _| variance(s.iter().map(|p| p.1)),
+        "quantile_over_time" => |s, _, _, _, q| {
+            (!s.is_empty()).then(|| {
+                let mut xs: Vec<f64> = s.iter().map(|p| p.1).collect();
+                quantile(q, &mut xs)
+            })
+        },
+        _ => return None,
+    })
+}
+
+fn eval_range_function(ctx: &mut Ctx<'_>, name: &str, f: RangeFn, args: &[&Expr]) -> Result<Val> {
+    // The range vector is the first argument, except for quantile_over_time.
+    let (matrix_pos, param_pos) = match name {
+        "quantile_over_time" => (1, Some(0)),
+        "predict_linear" => (0, Some(1)),
+        _ => (0, None),
+    };
+    let param = match param_pos {
+        Some(p) => scalar_arg(ctx, args, p, name)?,
+        None => vec![0.0; ctx.n],
+    };
+    let ms: &MatrixSelector = match args.get(matrix_pos).copied().map(unwrap_parens) {
+        Some(Expr::MatrixSelector(ms)) => ms,
+        Some(Expr::Subquery(_)) => return Err(Error::Unsupported("subqueries".into())),
+        _ => {
+            return Err(Error::BadData(format!(
+                "expected type range vector in call to function {name:?}"
+            )));
+        }
+    };
+    let range_ms = i64::try_from(ms.range.as_millis()).unwrap_or(i64::MAX);
+    let range_s = range_ms as f64 / 1000.0;
+    let ends = ctx.window_ends(ms);
+    let keep_name = matches!(name, "last_over_time" | "first_over_time");
+    let mut rows = Vec::new();
+    ctx.for_each_window(ms, |labels, windows| {
+        let vals: Vec<Option<f64>> = windows
+            .iter()
+            .zip(&ends)
+            .zip(&param)
+            .map(|((w, &end), &p)| f(w, end.saturating_sub(range_ms), end, range_s, p))
+            .collect();
+        if vals.iter().any(Option::is_some) {
+            rows.push(Row {
+                labels: labels.clone(),
+                drop_name: !keep_name,
+                vals,
+            });
+        }
+        Ok(())
+    })?;
+    Ok(Val::Vector(rows))
+}
+
+fn unwrap_parens(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => unwrap_parens(&p.expr),
+        other => other,
+    }
+}
+
+/// `rate`, `increase` and `delta`: the change over the window, corrected for counter
+/// resets and extrapolated towards the window's edges as Prometheus does.
+fn extrapolated(
+    s: &[(i64, f64)],
+    range_start: i64,
+    range_end: i64,
+    range_s: f64,
+    counter: bool,
+    rate: bool,
+) -> Option<f64> {
+    if s.len() < 2 {
+        return None;
+    }
+    let (first, last) = (s[0], s[s.len() - 1]);
+    let mut result = last.1 - first.1;
+    if counter {
+        for w in s.windows(2) {
+            if w[1].1 < w[0].1 {
+                result += w[0].1;
+            }
+        }
+    }
+    let mut to_start = (first.0 as f64 - range_start as f64) / 1000.0;
+    let mut to_end = (range_end as f64 - last.0 as f64) / 1000.0;
+    let sampled = (last.0 - first.0) as f64 / 1000.0;
+    let avg_gap = sampled / (s.len() - 1) as f64;
+    let threshold = avg_gap * 1.1;
+    if to_start >= threshold {
+        to_start = avg_gap / 2.0;
+    }
+    if counter {
+        let mut to_zero = to_start;
+        if result > 0.0 && first.1 >= 0.0 {
+            to_zero = sampled * (first.1 / result);
+        }
+        if to_zero < to_start {
+            to_start = to_zero;
+        }
+    }
+    if to_end >= threshold {
+        to_end = avg_gap / 2.0;
+    }
+    let mut factor = if sampled != 0.0 {
+        (sampled + to_start + to_end) / sampled
+    } else {
+        1.0
+    };
+    if rate {
+        factor /= range_s;
+    }
+    Some(result * factor)
+}
+
+/// `irate` and `idelta`: from the last two samples.
+fn instant_delta(s: &[(i64, f64)], rate: bool) -> Option<f64> {
+    if s.len() < 2 {
+        return None;
+    }
+    let (prev, last) = (s[s.len() - 2], s[s.len() - 1]);
+    let mut d = last.1 - prev.1;
+    if rate && last.1 < prev.1 {
+        d = last.1;
+    }
+    if !rate {
+        return Some(d);
+    }
+    let gap = (last.0 - prev.0) as f64 / 1000.0;
+    if gap == 0.0 {
+        return None;
+    }
+    Some(d / gap)
+}
+
+/// Least-squares slope (per second) and intercept at `intercept_ms`.
+fn linear_regression(s: &[(i64, f64)], intercept_ms: i64) -> (f64, f64) {
+    let (mut n, mut sx, mut sy, mut sxy, mut sxx) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    let first_y = s.first().map_or(0.0, |p| p.1);
+    let mut const_y = true;
+    for &(t, v) in s {
+        if v != first_y {
+            const_y = false;
+        }
+        let x = (t as f64 - intercept_ms as f64) / 1000.0;
+        n += 1.0;
+        sx += x;
+        sy += v;
+        sxy += x * v;
+        sxx += x * x;
+    }
+    if const_y && first_y.is_finite() {
+        return (0.0, first_y);
+    }
+    let cov = sxy - sx * sy / n;
+    let var = sxx - sx * sx / n;
+    let slope = cov / var;
+    let intercept = sy / n - slope * sx / n;
+    (slope, intercept)
+}
+
+/// Kahan-compensated sum (Prometheus sums with compensation).
+fn kahan_sum(xs: impl Iterator<Item = f64>) -> (f64, usize) {
+    let (mut sum, mut c, mut n) = (0.0f64, 0.0f64, 0usize);
+    for x in xs {
+        n += 1;
+        let t = sum + x;
+        if t.is_infinite() {
+            c = 0.0;
+        } else if sum.abs() >= x.abs() {
+            c += (sum - t) + x;
+        } else {
+            c += (x - t) + sum;
+        }
+        sum = t;
+    }
+    if sum.is_infinite() {
+        (sum, n)
+    } else {
+        (sum + c, n)
+    }
+}
+
+fn avg(xs: impl Iterator<Item = f64> + Clone) -> Option<f64> {
+    let (sum, n) = kahan_sum(xs.clone());
+    if n == 0 {
+        return None;
+    }
+    if sum.is_infinite() && xs.clone().all(f64::is_finite) {
+        // Overflowed: an incremental mean stays finite where the values are.
+        let mut mean = 0.0;
+        for (i, x) in xs.enumerate() {
+            mean += x / (i + 1) as f64 - mean / (i + 1) as f64;
+        }
+        return Some(mean);
+    }
+    Some(sum / n as f64)
+}
+
+/// Population variance (Welford).
+fn variance(xs: impl Iterator<Item = f64>) -> Option<f64> {
+    let (mut n, mut mean, mut m2) = (0.0, 0.0, 0.0);
+    for x in xs {
+        n += 1.0;
+        let d = x - mean;
+        mean += d / n;
+        m2 += d * (x - mean);
+    }
+    (n > 0.0).then(|| m2 / n)
+}
+
+/// The φ-quantile of `xs` with linear interpolation, as Prometheus' `quantile`.
+pub(crate) fn quantile(q: f64, xs: &mut [f64]) -> f64 {
+    if xs.is_empty() || q.is_nan() {
+        return f64::NAN;
+    }
+    if q < 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if q > 1.0 {
+        return f64::INFINITY;
+    }
+    // Go's sort.Float64s puts NaN first.
+    xs.sort_by(|a, b| match (a.is_nan(), b.is_nan()) {
+        (true, true) => std::cmp::Ordering::Equal,
+        (true, false) => std::cmp::Ordering::Less,
+        (false, true) => std::cmp::Ordering::Greater,
+        _ => a.total_cmp(b),
+    });
+    let n = xs.len() as f64;
+    let rank = q * (n - 1.0);
+    let lower = rank.floor().max(0.0) as usize;
+    let upper = (lower + 1).min(xs.len() - 1);
+    let weight = rank - rank.floor();
+    xs[lower] * (1.0 - weight) + xs[upper] * weight
+}
+
+/// The aggregation kernels shared by `sum`/`avg`/... and `*_over_time`.
+pub(crate) fn aggregate_values(op: &str, xs: impl Iterator<Item = f64> + Clone) -> Option<f64> {
+    let mut it = xs.clone().peekable();
+    it.peek()?;
+    match op {
+        "sum" => Some(kahan_sum(xs).0),
+        "avg" => avg(xs),
+        "count" => Some(xs.count() as f64),
+        "group" => Some(1.0),
+        "min" => xs.reduce(|m, x| if x < m || m.is_nan() { x } else { m }),
+        "max" => xs.reduce(|m, x| if x > m || m.is_nan() { x } else { m }),
+        "stddev" => variance(xs).map(f64::sqrt),
+        "stdvar" => variance(xs),
+        _ => None,
+    }
+}

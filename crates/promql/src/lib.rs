@@ -1,0 +1,25 @@
+#![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod api;
+mod error;
+mod eval;
+mod functions;
+mod index;
+mod meta;
+mod storage;
+mod value;
+
+pub use error::{Error, Result};
+pub use eval::{METRIC_NAME, QueryOptions, instant_query, parse, range_query};
+pub use index::{IndexStorage, label_safe};
+pub use meta::{label_names, label_values, selector_matchers, series};
+pub use storage::{
+    Labels, MatchOp, Matcher, MemStorage, STALE_NAN_BITS, Series, Storage, is_stale_nan,
+    matches_all,
+};
+pub use value::{InstantSample, QueryValue, RangeSeries};
+
+/// The PromQL parser this crate evaluates (`promql-parser`).
+pub use promql_parser;

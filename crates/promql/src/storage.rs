@@ -1,0 +1,149 @@
+//! The storage the evaluator reads: series selected by label matchers and a time range,
+//! handed over one series at a time with its samples sorted by timestamp.
+
+use crate::error::Result;
+pub use promql_parser::label::{MatchOp, Matcher};
+
+/// A label set, sorted by label name, names unique. `__name__` is the metric name.
+pub type Labels = Vec<(String, String)>;
+
+/// The bit pattern Prometheus writes as a staleness marker (a NaN that no arithmetic
+/// produces): a series with this sample ends there.
+pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
+
+/// Whether `v` is a staleness marker (compared bitwise: other NaNs are ordinary values).
+pub fn is_stale_nan(v: f64) -> bool {
+    v.to_bits() == STALE_NAN_BITS
+}
+
+/// One series: labels and samples `(timestamp ms, value)` sorted by timestamp.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// The labels, sorted by name.
+    pub labels: Labels,
+    /// The samples, oldest first, timestamps unique.
+    pub samples: Vec<(i64, f64)>,
+}
+
+/// Whether `labels` satisfy every matcher (a missing label matches as the empty string,
+/// as in Prometheus).
+pub fn matches_all(labels: &[(String, String)], matchers: &[Matcher]) -> bool {
+    matchers.iter().all(|m| {
+        let v = labels
+            .iter()
+            .find(|(n, _)| *n == m.name)
+            .map_or("", |(_, v)| v.as_str());
+        m.is_match(v)
+    })
+}
+
+/// What the evaluator reads.
+pub trait Storage {
+    /// Calls `visit` once per series that satisfies every matcher and has samples in
+    /// `start_ms..=end_ms`, with only those samples, sorted by timestamp. A series is
+    /// handed over complete before the next one starts; `visit` may stop the scan by
+    /// returning an error, which `select` returns.
+    ///
+    /// # Errors
+    /// Storage read errors, or the error `visit` returned.
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        visit: &mut dyn FnMut(Series) -> Result<()>,
+    ) -> Result<()>;
+
+    /// Calls `visit` with the labels of every series that satisfies the matchers and
+    /// has samples in `start_ms..=end_ms`. The default goes through
+    /// [`select`](Self::select); stores with a series index answer without samples.
+    ///
+    /// # Errors
+    /// As [`select`](Self::select).
+    fn series_labels(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        visit: &mut dyn FnMut(&Labels) -> Result<()>,
+    ) -> Result<()> {
+        self.select(matchers, start_ms, end_ms, &mut |s| visit(&s.labels))
+    }
+}
+
+/// Series held in memory: the conformance harness's and the tests' storage.
+#[derive(Debug, Clone, Default)]
+pub struct MemStorage {
+    series: Vec<Series>,
+}
+
+impl MemStorage {
+    /// An empty storage.
+    pub fn new() -> MemStorage {
+        MemStorage::default()
+    }
+
+    /// Adds samples to the series with these labels (created if new); labels are
+    /// sorted here, samples kept sorted, a repeated timestamp replaced.
+    pub fn add(&mut self, mut labels: Labels, samples: impl IntoIterator<Item = (i64, f64)>) {
+        labels.sort();
+        let idx = match self.series.iter().position(|s| s.labels == labels) {
+            Some(i) => i,
+            None => {
+                self.series.push(Series {
+                    labels,
+                    samples: Vec::new(),
+                });
+                self.series.len() - 1
+            }
+        };
+        if let Some(s) = self.series.get_mut(idx) {
+            for (t, v) in samples {
+                match s.samples.binary_search_by_key(&t, |p| p.0) {
+                    Ok(i) => s.samples[i] = (t, v),
+                    Err(i) => s.samples.insert(i, (t, v)),
+                }
+            }
+        }
+    }
+
+    /// Removes every series.
+    pub fn clear(&mut self) {
+        self.series.clear();
+    }
+
+    /// Number of series.
+    pub fn len(&self) -> usize {
+        self.series.len()
+    }
+
+    /// Whether there are no series.
+    pub fn is_empty(&self) -> bool {
+        self.series.is_empty()
+    }
+}
+
+impl Storage for MemStorage {
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        visit: &mut dyn FnMut(Series) -> Result<()>,
+    ) -> Result<()> {
+        for s in &self.series {
+            if !matches_all(&s.labels, matchers) {
+                continue;
+            }
+            let lo = s.samples.partition_point(|p| p.0 < start_ms);
+            let hi = s.samples.partition_point(|p| p.0 <= end_ms);
+            if lo < hi {
+                visit(Series {
+                    labels: s.labels.clone(),
+                    samples: s.samples[lo..hi].to_vec(),
+                })?;
+            }
+        }
+        Ok(())
+    }
+}

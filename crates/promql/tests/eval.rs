@@ -1,0 +1,326 @@
+//! The evaluator through the public API: Prometheus semantics, unsupported features,
+//! limits, the JSON shapes, and the adapter over a mapped `tidemark::Index`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use serde_json::json;
+use tidemark::{BulkItem, Index, Mapping};
+use tidemark_promql::{
+    Error, IndexStorage, MemStorage, QueryOptions, QueryValue, STALE_NAN_BITS, api, instant_query,
+    range_query,
+};
+
+fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+fn vector(v: QueryValue) -> Vec<(Vec<(String, String)>, f64)> {
+    match v {
+        QueryValue::Vector(s) => s.into_iter().map(|s| (s.labels, s.v)).collect(),
+        other => panic!("expected a vector, got {other:?}"),
+    }
+}
+
+/// A counter `c{job}` rising by `per_15s` every 15 s from 0 to 10 minutes.
+fn counters() -> MemStorage {
+    let mut s = MemStorage::new();
+    for (job, per) in [("a", 10.0), ("b", 5.0)] {
+        s.add(
+            labels(&[("__name__", "c"), ("job", job)]),
+            (0..=40).map(|i| (i * 15_000, i as f64 * per)),
+        );
+    }
+    s
+}
+
+#[test]
+fn rate_extrapolates_and_sums_by_label() {
+    let s = counters();
+    let opts = QueryOptions::default();
+    let v = vector(instant_query(&s, "sum by (job) (rate(c[1m]))", 300_000, &opts).unwrap());
+    let mut v = v;
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(v.len(), 2);
+    assert!((v[0].1 - 10.0 / 15.0).abs() < 1e-12, "{v:?}");
+    assert!((v[1].1 - 5.0 / 15.0).abs() < 1e-12, "{v:?}");
+    // increase over 1 m of samples every 15 s: 4 gaps of 10, extrapolated to 60 s.
+    let inc = vector(instant_query(&s, "increase(c{job=\"a\"}[1m])", 300_000, &opts).unwrap());
+    assert!((inc[0].1 - 40.0).abs() < 1e-9, "{inc:?}");
+    assert_eq!(inc[0].0, labels(&[("job", "a")]), "the name is dropped");
+}
+
+#[test]
+fn counter_resets_are_corrected() {
+    let mut s = MemStorage::new();
+    s.add(
+        labels(&[("__name__", "r")]),
+        [(0, 5.0), (10_000, 10.0), (20_000, 2.0), (30_000, 7.0)],
+    );
+    let opts = QueryOptions::default();
+    let v = vector(instant_query(&s, "resets(r[1m])", 30_000, &opts).unwrap());
+    assert_eq!(v[0].1, 1.0);
+    // The last two samples: 2 then 7.
+    let d = vector(instant_query(&s, "idelta(r[1m])", 30_000, &opts).unwrap());
+    assert_eq!(d[0].1, 5.0);
+    let ir = vector(instant_query(&s, "irate(r[1m])", 30_000, &opts).unwrap());
+    assert!((ir[0].1 - 0.5).abs() < 1e-12);
+}
+
+#[test]
+fn lookback_and_staleness_end_a_series() {
+    let mut s = MemStorage::new();
+    s.add(
+        labels(&[("__name__", "g")]),
+        [
+            (0, 1.0),
+            (60_000, 2.0),
+            (120_000, f64::from_bits(STALE_NAN_BITS)),
+        ],
+    );
+    let opts = QueryOptions::default();
+    // Within 5 minutes of the last sample, the value holds...
+    assert_eq!(
+        vector(instant_query(&s, "g", 100_000, &opts).unwrap())[0].1,
+        2.0
+    );
+    // ...until the staleness marker,
+    assert!(vector(instant_query(&s, "g", 130_000, &opts).unwrap()).is_empty());
+    // and without one, until 5 minutes have passed.
+    let mut t = MemStorage::new();
+    t.add(labels(&[("__name__", "g")]), [(0, 1.0)]);
+    assert_eq!(
+        vector(instant_query(&t, "g", 299_999, &opts).unwrap()).len(),
+        1
+    );
+    assert!(vector(instant_query(&t, "g", 300_000, &opts).unwrap()).is_empty());
+}
+
+#[test]
+fn range_query_steps_and_vector_matching() {
+    let s = counters();
+    let opts = QueryOptions::default();
+    let m = range_query(
+        &s,
+        "c{job=\"a\"} / ignoring(job) c{job=\"b\"}",
+        15_000,
+        45_000,
+        15_000,
+        &opts,
+    );
+    // Label sets differ only in `job`, ignored: one-to-one match, ratio 2.
+    let QueryValue::Matrix(series) = m.unwrap() else {
+        panic!()
+    };
+    assert_eq!(series.len(), 1);
+    assert_eq!(
+        series[0].points,
+        vec![(15_000, 2.0), (30_000, 2.0), (45_000, 2.0)]
+    );
+    let data = api::data_json(&range_query(&s, "c > bool 99", 0, 300_000, 150_000, &opts).unwrap());
+    assert_eq!(data["resultType"], "matrix");
+    assert_eq!(data["result"][0]["values"][1], json!([150, "1"]));
+}
+
+#[test]
+fn unsupported_features_are_named() {
+    let s = counters();
+    let opts = QueryOptions::default();
+    for (q, what) in [
+        ("rate(c[5m:1m])", "subqueries"),
+        ("limitk(1, c)", "limitk"),
+        ("mad_over_time(c[5m])", "mad_over_time"),
+    ] {
+        let err = instant_query(&s, q, 0, &opts).unwrap_err();
+        assert!(matches!(err, Error::Unsupported(_)), "{q}: {err}");
+        assert_eq!(err.error_type(), "bad_data");
+        assert!(err.to_string().contains(what), "{q}: {err}");
+    }
+    let err = instant_query(&s, "sum(", 0, &opts).unwrap_err();
+    assert_eq!(api::error_json(&err)["errorType"], "bad_data");
+}
+
+#[test]
+fn limits_fail_with_clear_errors() {
+    let s = counters();
+    let few_series = QueryOptions {
+        max_series: 1,
+        ..QueryOptions::default()
+    };
+    let err = instant_query(&s, "c", 300_000, &few_series).unwrap_err();
+    assert!(matches!(err, Error::TooManySeries { limit: 1 }), "{err}");
+    assert_eq!(err.error_type(), "execution");
+    let few_points = QueryOptions {
+        max_points: 10,
+        ..QueryOptions::default()
+    };
+    let err = instant_query(&s, "c", 300_000, &few_points).unwrap_err();
+    assert!(matches!(err, Error::TooManyPoints { limit: 10 }), "{err}");
+    let no_time = QueryOptions {
+        timeout: Duration::ZERO,
+        ..QueryOptions::default()
+    };
+    std::thread::sleep(Duration::from_millis(2));
+    let err = instant_query(&s, "sum(c)", 300_000, &no_time).unwrap_err();
+    assert_eq!(err.error_type(), "timeout");
+    let err = range_query(&s, "c", 0, 100_000_000, 1_000, &QueryOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("11,000"), "{err}");
+}
+
+#[test]
+fn scalars_strings_and_json_shapes() {
+    let s = MemStorage::new();
+    let opts = QueryOptions::default();
+    let v = instant_query(&s, "1+1", 1_500, &opts).unwrap();
+    assert_eq!(
+        api::success_json(api::data_json(&v)),
+        json!({"status": "success", "data": {"resultType": "scalar", "result": [1.5, "2"]}})
+    );
+    let v = instant_query(&s, "\"hi\"", 2_000, &opts).unwrap();
+    assert_eq!(api::data_json(&v)["result"], json!([2, "hi"]));
+    let v = instant_query(&s, "vector(1) / 0", 0, &opts).unwrap();
+    assert_eq!(api::data_json(&v)["result"][0]["value"][1], "+Inf");
+}
+
+#[test]
+fn mapped_index_reads_as_prometheus_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let mapping = Mapping::from_value(json!({"mappings": {"properties": {
+        "host.name": {"type": "keyword", "time_series_dimension": true},
+        "site": {"type": "keyword", "time_series_dimension": true},
+        "cpu": {"type": "double", "time_series_metric": "gauge"},
+        "requests": {"type": "long", "time_series_metric": "counter"}
+    }}}))
+    .unwrap();
+    let mut index = Index::create(dir.path().join("ix"), mapping).unwrap();
+    let mut items = Vec::new();
+    for (host, site) in [("h1", "eu"), ("h2", "eu"), ("h3", "us")] {
+        for i in 0..=20i64 {
+            items.push(BulkItem::create(json!({
+                "@timestamp": i * 10_000, "host": {"name": host}, "site": site,
+                "cpu": i as f64 / 10.0, "requests": i * 100
+            })));
+        }
+    }
+    // Half to segments, half in the buffer: both are read.
+    let (a, b) = items.split_at(30);
+    index.bulk(a.to_vec()).unwrap();
+    index.refresh().unwrap();
+    index.bulk(b.to_vec()).unwrap();
+    let storage = IndexStorage::new(&index);
+    let opts = QueryOptions::default();
+    let mut v = vector(
+        instant_query(
+            &storage,
+            "sum by (site) (rate(requests[1m]))",
+            200_000,
+            &opts,
+        )
+        .unwrap(),
+    );
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(v.len(), 2);
+    assert_eq!(v[0].0, labels(&[("site", "eu")]));
+    assert!((v[0].1 - 20.0).abs() < 1e-9, "{v:?}");
+    assert!((v[1].1 - 10.0).abs() < 1e-9, "{v:?}");
+    let v = vector(
+        instant_query(
+            &storage,
+            "cpu{host_name=~\"h[12]\", site!=\"us\"}",
+            200_000,
+            &opts,
+        )
+        .unwrap(),
+    );
+    assert_eq!(v.len(), 2);
+    assert!(
+        v.iter()
+            .all(|(l, x)| l.iter().any(|(n, _)| n == "__name__") && (*x - 2.0).abs() < 1e-12)
+    );
+    let v = vector(
+        instant_query(
+            &storage,
+            "{__name__=~\"cpu|requests\", host_name=\"h3\"}",
+            200_000,
+            &opts,
+        )
+        .unwrap(),
+    );
+    assert_eq!(v.len(), 2);
+    // Series metadata without samples: every (series, metric) pair, filtered.
+    let all = tidemark_promql::series(&storage, &[], i64::MIN / 2, i64::MAX / 2, 100).unwrap();
+    assert_eq!(all.len(), 6);
+    let sel = vec![tidemark_promql::selector_matchers("cpu{site=\"eu\"}").unwrap()];
+    let hosts =
+        tidemark_promql::label_values(&storage, "host_name", &sel, 0, 200_000, 100).unwrap();
+    assert_eq!(hosts, vec!["h1", "h2"]);
+    let none = tidemark_promql::series(&storage, &sel, 500_000, 600_000, 100).unwrap();
+    assert!(none.is_empty(), "no samples in that range");
+    // The adapter's own cap stops gathering samples during the scan.
+    let capped = IndexStorage::new(&index).with_max_points(50);
+    let err = instant_query(&capped, "sum(rate(requests[1h]))", 200_000, &opts).unwrap_err();
+    assert!(matches!(err, Error::TooManyPoints { limit: 50 }), "{err}");
+}
+
+#[test]
+fn extreme_times_are_errors_or_answers_never_panics() {
+    let s = counters();
+    let opts = QueryOptions::default();
+    for (start, end) in [
+        (i64::MIN / 2, i64::MAX / 2),
+        (-9_200_000_000_000_000_000, 9_200_000_000_000_000_000),
+    ] {
+        assert!(range_query(&s, "rate(c[5m] offset -1h)", start, end, 1_000, &opts).is_err());
+        let _ = instant_query(&s, "c @ 9200000000000000 offset 1y", end, &opts);
+        let _ = instant_query(&s, "rate(c[5m]) offset -5m", start, &opts);
+    }
+}
+
+#[test]
+fn label_keyed_index_reads_its_own_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index =
+        Index::create(dir.path().join("lk"), tidemark::label_mapping().unwrap()).unwrap();
+    // Written as the metrics protocols write: one point per labelled sample.
+    let mut points = tidemark::LabelPoints::new().unwrap();
+    let mut items = Vec::new();
+    for i in 0..=12i64 {
+        for job in ["a", "b"] {
+            let point = points
+                .point(
+                    &[("__name__", "up_total"), ("job", job)],
+                    i * 15_000,
+                    tidemark::SampleValue::F64((i * 3) as f64),
+                )
+                .unwrap();
+            items.push(tidemark::PreparedItem::store(
+                items.len() as u64,
+                tidemark::Action::Create,
+                None,
+                tidemark::ParsedDoc {
+                    point,
+                    ignored_fields: 0,
+                },
+            ));
+        }
+    }
+    assert_eq!(index.apply_prepared(items).unwrap().len(), 26);
+    let storage = IndexStorage::new(&index);
+    let opts = QueryOptions::default();
+    let mut v = vector(instant_query(&storage, "up_total", 180_000, &opts).unwrap());
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        v,
+        vec![
+            (labels(&[("__name__", "up_total"), ("job", "a")]), 36.0),
+            (labels(&[("__name__", "up_total"), ("job", "b")]), 36.0),
+        ]
+    );
+    let r = vector(instant_query(&storage, "sum(rate(up_total[1m]))", 180_000, &opts).unwrap());
+    assert!((r[0].1 - 0.4).abs() < 1e-12, "{r:?}");
+    let names = tidemark_promql::label_values(&storage, "__name__", &[], 0, 200_000, 10).unwrap();
+    assert_eq!(names, vec!["up_total"]);
+}

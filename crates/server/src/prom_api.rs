@@ -1,0 +1,373 @@
+//! The Prometheus HTTP query API over the time-series indices, for Grafana and promtool:
+//! `/api/v1/query`, `/api/v1/query_range`, `/api/v1/series`, `/api/v1/labels`,
+//! `/api/v1/label/{name}/values`, `/api/v1/metadata`, `/api/v1/status/buildinfo` and
+//! `/api/v1/query_exemplars`, each also under `/prometheus` (as VictoriaMetrics serves
+//! Grafana). Parameters come from the query string and, for `POST`, a form-encoded
+//! body. Evaluation is `tidemark-promql`'s; every time-series index of the registry is
+//! read, its dimensions as labels and each metric field as a `__name__`.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::get;
+use serde_json::{Map, Value, json};
+use tidemark::{FieldRole, IndexMode};
+use tidemark_promql::{
+    Error as PromError, IndexStorage, Matcher, QueryOptions, Series, Storage, api as papi,
+};
+
+use crate::api::{AppState, blocking};
+use crate::http::{json, read_body};
+use crate::registry::IndexHandle;
+
+/// The Prometheus version whose API this answers (Grafana picks features by it).
+const PROMETHEUS_API_VERSION: &str = "2.42.0";
+/// Longest query time, also the cap of a `timeout` parameter.
+const MAX_TIMEOUT: Duration = Duration::from_secs(120);
+/// Most series a `series`/`labels`/`label values` answer may cover.
+const MAX_METADATA_SERIES: usize = 100_000;
+
+type St = State<Arc<AppState>>;
+
+/// The routes, under `/api/v1` and `/prometheus/api/v1`.
+pub fn routes() -> Router<Arc<AppState>> {
+    let mut r = Router::new();
+    for prefix in ["", "/prometheus"] {
+        r = r
+            .route(&format!("{prefix}/api/v1/query"), get(query).post(query))
+            .route(
+                &format!("{prefix}/api/v1/query_range"),
+                get(query_range).post(query_range),
+            )
+            .route(&format!("{prefix}/api/v1/series"), get(series).post(series))
+            .route(&format!("{prefix}/api/v1/labels"), get(labels).post(labels))
+            .route(
+                &format!("{prefix}/api/v1/label/{{name}}/values"),
+                get(label_values),
+            )
+            .route(&format!("{prefix}/api/v1/metadata"), get(metadata))
+            .route(&format!("{prefix}/api/v1/status/buildinfo"), get(buildinfo))
+            .route(
+                &format!("{prefix}/api/v1/query_exemplars"),
+                get(exemplars).post(exemplars),
+            );
+    }
+    r
+}
+
+/// Every time-series index, read as one Prometheus store; each index's read lock is
+/// held only while one selector reads it.
+struct RegistryStorage {
+    indices: Vec<Arc<IndexHandle>>,
+}
+
+impl RegistryStorage {
+    fn new(st: &AppState) -> RegistryStorage {
+        RegistryStorage {
+            indices: st
+                .registry
+                .list()
+                .into_iter()
+                .filter(|h| matches!(h.mapping().mode(), IndexMode::TimeSeries))
+                .collect(),
+        }
+    }
+}
+
+impl Storage for RegistryStorage {
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        visit: &mut dyn FnMut(Series) -> tidemark_promql::Result<()>,
+    ) -> tidemark_promql::Result<()> {
+        for h in &self.indices {
+            let out = h.read(|index| {
+                Ok(IndexStorage::new(index).select(matchers, start_ms, end_ms, visit))
+            });
+            match out {
+                Ok(r) => r?,
+                // An index deleted since the list was taken has no series.
+                Err(e) if e.status_and_kind().0 == 404 => {}
+                Err(e) => return Err(PromError::Storage(e.reason())),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The parameters of a request: the query string, then a form body's pairs.
+async fn all_params(
+    st: &AppState,
+    raw: Option<String>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Vec<(String, String)>, PromError> {
+    let mut out: Vec<(String, String)> = raw
+        .as_deref()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    let form = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    if form {
+        let bytes = read_body(st, headers, body)
+            .await
+            .map_err(|e| PromError::BadData(e.reason()))?;
+        out.extend(form_urlencoded::parse(&bytes).into_owned());
+    }
+    Ok(out)
+}
+
+fn param<'p>(params: &'p [(String, String)], name: &str) -> Option<&'p str> {
+    params
+        .iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+fn required<'p>(params: &'p [(String, String)], name: &str) -> Result<&'p str, PromError> {
+    param(params, name)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| PromError::BadData(format!("invalid parameter \"{name}\": missing")))
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn time_param(params: &[(String, String)], name: &str, default: i64) -> Result<i64, PromError> {
+    match param(params, name) {
+        None | Some("") => Ok(default),
+        Some(t) => papi::parse_time(name, t),
+    }
+}
+
+fn options(params: &[(String, String)]) -> Result<QueryOptions, PromError> {
+    let mut opts = QueryOptions {
+        timeout: MAX_TIMEOUT,
+        ..QueryOptions::default()
+    };
+    if let Some(t) = param(params, "timeout").filter(|t| !t.is_empty()) {
+        let ms = papi::parse_duration("timeout", t)?;
+        if ms <= 0 {
+            return Err(PromError::BadData(
+                "invalid parameter \"timeout\": must be positive".into(),
+            ));
+        }
+        opts.timeout = opts.timeout.min(Duration::from_millis(ms.unsigned_abs()));
+    }
+    Ok(opts)
+}
+
+fn answer(result: Result<Value, PromError>) -> Response {
+    match result {
+        Ok(data) => json(200, &papi::success_json(data)),
+        Err(e) => json(e.http_status(), &papi::error_json(&e)),
+    }
+}
+
+async fn run_blocking(
+    f: impl FnOnce() -> Result<Value, PromError> + Send + 'static,
+) -> Result<Value, PromError> {
+    match blocking(move || Ok(f())).await {
+        Ok(r) => r,
+        Err(e) => Err(PromError::Execution(e.reason())),
+    }
+}
+
+async fn query(State(st): St, RawQuery(raw): RawQuery, headers: HeaderMap, body: Body) -> Response {
+    let result = async {
+        let params = all_params(&st, raw, &headers, body).await?;
+        let q = required(&params, "query")?.to_owned();
+        let t = time_param(&params, "time", now_ms())?;
+        let opts = options(&params)?;
+        let storage = RegistryStorage::new(&st);
+        run_blocking(move || {
+            let v = tidemark_promql::instant_query(&storage, &q, t, &opts)?;
+            Ok(papi::data_json(&v))
+        })
+        .await
+    }
+    .await;
+    answer(result)
+}
+
+async fn query_range(
+    State(st): St,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = async {
+        let params = all_params(&st, raw, &headers, body).await?;
+        let q = required(&params, "query")?.to_owned();
+        let start = papi::parse_time("start", required(&params, "start")?)?;
+        let end = papi::parse_time("end", required(&params, "end")?)?;
+        let step = papi::parse_duration("step", required(&params, "step")?)?;
+        let opts = options(&params)?;
+        let storage = RegistryStorage::new(&st);
+        run_blocking(move || {
+            let v = tidemark_promql::range_query(&storage, &q, start, end, step, &opts)?;
+            Ok(papi::data_json(&v))
+        })
+        .await
+    }
+    .await;
+    answer(result)
+}
+
+/// `match[]`, `start` and `end` of the metadata endpoints.
+fn selection(
+    params: &[(String, String)],
+    need_match: bool,
+) -> Result<(Vec<Vec<Matcher>>, i64, i64), PromError> {
+    let selectors = params
+        .iter()
+        .filter(|(k, _)| k == "match[]")
+        .map(|(_, v)| tidemark_promql::selector_matchers(v))
+        .collect::<Result<Vec<_>, _>>()?;
+    if need_match && selectors.is_empty() {
+        return Err(PromError::BadData("no match[] parameter provided".into()));
+    }
+    let start = time_param(params, "start", i64::MIN / 2)?;
+    let end = time_param(params, "end", i64::MAX / 2)?;
+    Ok((selectors, start, end))
+}
+
+async fn series(
+    State(st): St,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = async {
+        let params = all_params(&st, raw, &headers, body).await?;
+        let (sel, start, end) = selection(&params, true)?;
+        let storage = RegistryStorage::new(&st);
+        run_blocking(move || {
+            let s = tidemark_promql::series(&storage, &sel, start, end, MAX_METADATA_SERIES)?;
+            Ok(Value::Array(s.iter().map(papi::labels_json).collect()))
+        })
+        .await
+    }
+    .await;
+    answer(result)
+}
+
+async fn labels(
+    State(st): St,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = async {
+        let params = all_params(&st, raw, &headers, body).await?;
+        let (sel, start, end) = selection(&params, false)?;
+        let storage = RegistryStorage::new(&st);
+        run_blocking(move || {
+            let n = tidemark_promql::label_names(&storage, &sel, start, end, MAX_METADATA_SERIES)?;
+            Ok(json!(n))
+        })
+        .await
+    }
+    .await;
+    answer(result)
+}
+
+async fn label_values(
+    State(st): St,
+    Path(name): Path<String>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = async {
+        let params = all_params(&st, raw, &headers, body).await?;
+        let (sel, start, end) = selection(&params, false)?;
+        let storage = RegistryStorage::new(&st);
+        run_blocking(move || {
+            let v = tidemark_promql::label_values(
+                &storage,
+                &name,
+                &sel,
+                start,
+                end,
+                MAX_METADATA_SERIES,
+            )?;
+            Ok(json!(v))
+        })
+        .await
+    }
+    .await;
+    answer(result)
+}
+
+/// Metric names and types from the mapped indices' mappings (`counter` or `gauge`;
+/// numeric value fields are `unknown`). Label-keyed indices carry no types: their
+/// metric names are listed by `label/__name__/values`.
+async fn metadata(State(st): St, RawQuery(raw): RawQuery) -> Response {
+    let params: Vec<(String, String)> = raw
+        .as_deref()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    let only = param(&params, "metric").map(tidemark_promql::label_safe);
+    let mut out = Map::new();
+    for h in st.registry.list() {
+        // A label-keyed index's fields are its value columns, not metric names.
+        if !matches!(h.mapping().mode(), IndexMode::TimeSeries) || h.mapping().is_label_keyed() {
+            continue;
+        }
+        for f in h.mapping().fields() {
+            let ty = match f.role {
+                FieldRole::Metric(t) => t.name(),
+                FieldRole::Value => "unknown",
+                _ => continue,
+            };
+            let name = tidemark_promql::label_safe(&f.path);
+            if only.as_ref().is_some_and(|o| *o != name) {
+                continue;
+            }
+            out.entry(name)
+                .or_insert_with(|| json!([{"type": ty, "help": "", "unit": ""}]));
+        }
+    }
+    answer(Ok(Value::Object(out)))
+}
+
+async fn buildinfo() -> Response {
+    answer(Ok(json!({
+        "version": PROMETHEUS_API_VERSION,
+        "revision": format!("tidemark-{}", env!("CARGO_PKG_VERSION")),
+        "branch": "",
+        "buildUser": "",
+        "buildDate": "",
+        "goVersion": "",
+    })))
+}
+
+/// Exemplars are not stored: always an empty list (after checking the parameters).
+async fn exemplars(
+    State(st): St,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = async {
+        let params = all_params(&st, raw, &headers, body).await?;
+        tidemark_promql::parse(required(&params, "query")?)?;
+        Ok(json!([]))
+    }
+    .await;
+    answer(result)
+}
