@@ -71,13 +71,17 @@ enum Kind {
 struct SystemSpec {
     kind: Kind,
     proto: Proto,
+    /// VictoriaMetrics only: `-dedup.minScrapeInterval=1ms` (on unless
+    /// `victoria-metrics-nodedup`).
+    dedup: bool,
 }
 
 impl SystemSpec {
     fn label(self) -> String {
         let name = match self.kind {
             Kind::Tidemark => "tidemark",
-            Kind::Victoria => "victoria-metrics",
+            Kind::Victoria if self.dedup => "victoria-metrics",
+            Kind::Victoria => "victoria-metrics-nodedup",
             Kind::Prometheus => "prometheus",
             Kind::Influxdb => "influxdb",
         };
@@ -97,7 +101,7 @@ fn parse_system(s: &str) -> Result<SystemSpec> {
     };
     let kind = match name {
         "tidemark" => Kind::Tidemark,
-        "victoria-metrics" | "vm" => Kind::Victoria,
+        "victoria-metrics" | "vm" | "victoria-metrics-nodedup" => Kind::Victoria,
         "prometheus" => Kind::Prometheus,
         "influxdb" => Kind::Influxdb,
         other => {
@@ -111,7 +115,8 @@ fn parse_system(s: &str) -> Result<SystemSpec> {
         (Kind::Influxdb, Some(_)) => bail!("influxdb takes line protocol only"),
         (_, p) => p.unwrap_or(Proto::Influx),
     };
-    Ok(SystemSpec { kind, proto })
+    let dedup = name != "victoria-metrics-nodedup";
+    Ok(SystemSpec { kind, proto, dedup })
 }
 
 pub(crate) fn parse_args(args: &[String]) -> Result<Args> {
@@ -125,7 +130,7 @@ pub(crate) fn parse_args(args: &[String]) -> Result<Args> {
         changed_rate: 0.25,
         clients: 2,
         batch: 4000,
-        systems: "tidemark,tidemark:rw,victoria-metrics,prometheus,influxdb"
+        systems: "tidemark,tidemark:rw,victoria-metrics,victoria-metrics:rw,victoria-metrics-nodedup,prometheus,influxdb"
             .split(',')
             .map(parse_system)
             .collect::<Result<_>>()?,
@@ -212,12 +217,12 @@ fn field_name(path: &str) -> String {
 }
 
 /// Whether a retry is sent with another value (deterministic in the seed and the point).
-fn changed(seed: u64, r: &Record, rate: f64) -> bool {
+fn changed(seed: u64, start_millis: i64, r: &Record, rate: f64) -> bool {
     if !r.duplicate || rate <= 0.0 {
         return false;
     }
     let mut h = seed ^ 0x9e37_79b9_7f4a_7c15;
-    for x in [u64::from(r.series), r.ts_millis as u64] {
+    for x in [u64::from(r.series), (r.ts_millis - start_millis) as u64] {
         h = (h ^ x).wrapping_mul(0xff51_afd7_ed55_8ccd);
         h ^= h >> 33;
     }
@@ -379,7 +384,7 @@ fn rw_series(name: &str, labels: &[(String, String)], ts: i64, v: f64, out: &mut
 
 /// Generate the dataset once: its truth, and the bodies of each protocol needed, in
 /// batches of about `batch` samples (whole points per batch), in emission order.
-fn prepare(a: &Args, ds: &Dataset, influx: bool, rw: bool) -> Result<Prepared> {
+fn prepare(a: &Args, ds: &Dataset, start_millis: i64, influx: bool, rw: bool) -> Result<Prepared> {
     let mut truth = Truth {
         min_ts: i64::MAX,
         max_ts: i64::MIN,
@@ -408,7 +413,7 @@ fn prepare(a: &Args, ds: &Dataset, influx: bool, rw: bool) -> Result<Prepared> {
     };
     let mut seen: std::collections::HashMap<(u32, i64), Box<[f64]>> = Default::default();
     for r in ds.records() {
-        let change = changed(a.seed, &r, a.changed_rate);
+        let change = changed(a.seed, start_millis, &r, a.changed_rate);
         let values: Vec<(String, MetricVal)> = r
             .metrics
             .iter()
@@ -666,8 +671,10 @@ fn start(spec: SystemSpec, a: &Args, span_secs: i64) -> Result<Running> {
             let mut c = Command::new(&bin);
             c.arg(format!("-storageDataPath={}", data.display()))
                 .arg(format!("-httpListenAddr={addr}"))
-                .arg("-retentionPeriod=100y")
-                .arg("-dedup.minScrapeInterval=1ms");
+                .arg("-retentionPeriod=100y");
+            if spec.dedup {
+                c.arg("-dedup.minScrapeInterval=1ms");
+            }
             let v = package_version("victoria-metrics");
             (c, format!("{base}/health"), v)
         }
@@ -1158,7 +1165,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let need_lp = a.systems.iter().any(|s| s.proto == Proto::Influx);
     let need_rw = a.systems.iter().any(|s| s.proto == Proto::RemoteWrite);
     let t = Instant::now();
-    let prepared = prepare(&a, &ds, need_lp, need_rw)?;
+    let prepared = prepare(&a, &ds, start_ms, need_lp, need_rw)?;
     let truth = &prepared.truth;
     eprintln!(
         "peers: {} dataset, {} points ({} series), {} samples sent ({} unique, {} retried, {} of them with another value, {} late points) in {} / {} bodies, built in {:.1} s",
@@ -1317,11 +1324,21 @@ impl Report {
             format!("{} ({:+})", r.stored, r.stored as i64 - t.unique() as i64)
         });
         line("retried point kept (sums)", &|r| r.kept.clone());
-        line("bytes/sample", &|r| format!("{:.2}", r.bytes_per_sample));
+        line("bytes/sample (unique samples)", &|r| {
+            format!("{:.2}", r.bytes_per_sample)
+        });
+        line("bytes/stored sample", &|r| {
+            format!("{:.2}", r.bytes as f64 / r.stored.max(1) as f64)
+        });
         line("peak RSS MiB", &|r| {
             format!("{:.0}", r.peak_rss_kib as f64 / 1024.0)
         });
-        s.push('\n');
+        s.push_str(
+            "\n\"Retried point kept\": where the stored sums lie between every first copy kept \
+             (`first`, 0) and every last copy kept (`last`, 1), per metric, over the retries sent \
+             with another value; with more than one connection, copies in batches sent at the \
+             same time may arrive in either order.\n\n",
+        );
         for r in &self.rows {
             match &r.error {
                 Some(e) => s.push_str(&format!("- {}: skipped: {e}\n", r.system)),
@@ -1364,20 +1381,26 @@ mod tests {
             vec![
                 SystemSpec {
                     kind: Kind::Tidemark,
-                    proto: Proto::RemoteWrite
+                    proto: Proto::RemoteWrite,
+                    dedup: true,
                 },
                 SystemSpec {
                     kind: Kind::Victoria,
-                    proto: Proto::Influx
+                    proto: Proto::Influx,
+                    dedup: true,
                 },
                 SystemSpec {
                     kind: Kind::Prometheus,
-                    proto: Proto::RemoteWrite
+                    proto: Proto::RemoteWrite,
+                    dedup: true,
                 },
             ]
         );
         let d = parse_args(&[]).unwrap();
-        assert_eq!((d.points, d.series, d.systems.len()), (180_000, 500, 5));
+        assert_eq!((d.points, d.series, d.systems.len()), (180_000, 500, 7));
+        let nd = parse_args(&args("--systems victoria-metrics-nodedup:rw")).unwrap();
+        assert!(!nd.systems[0].dedup && nd.systems[0].proto == Proto::RemoteWrite);
+        assert_eq!(nd.systems[0].label(), "victoria-metrics-nodedup:rw");
         assert!(parse_args(&args("--systems prometheus:influx")).is_err());
         assert!(parse_args(&args("--systems influxdb:rw")).is_err());
         assert!(parse_args(&args("--dataset events")).is_err());
@@ -1390,12 +1413,13 @@ mod tests {
     #[test]
     fn truth_matches_the_stream_and_bodies() {
         let a = parse_args(&args("--small --batch 500")).unwrap();
-        let ds = dataset(&a, 1_764_460_800_000).unwrap();
-        let p = prepare(&a, &ds, true, true).unwrap();
+        let start = 1_764_460_800_000;
+        let ds = dataset(&a, start).unwrap();
+        let p = prepare(&a, &ds, start, true, true).unwrap();
         let mut seen: std::collections::HashMap<(u32, i64, String), (f64, f64)> =
             Default::default();
         for r in ds.records() {
-            let change = changed(a.seed, &r, a.changed_rate);
+            let change = changed(a.seed, start, &r, a.changed_rate);
             for (path, m) in &r.metrics {
                 let v = if change {
                     changed_value(metric_f64(*m))
@@ -1493,7 +1517,11 @@ mod tests {
         };
         let md = r.markdown();
         assert!(md.contains("| ingest samples/s | 1234 |"), "{md}");
-        assert!(md.contains("| bytes/sample | 2.50 |"), "{md}");
+        assert!(
+            md.contains("| bytes/sample (unique samples) | 2.50 |"),
+            "{md}"
+        );
+        assert!(md.contains("| bytes/stored sample | 2.50 |"), "{md}");
         assert!(md.contains("| peak RSS MiB | 2 |"), "{md}");
         assert!(
             md.contains("| stored samples (unique: 10) | 10 (+0) |"),
