@@ -596,7 +596,17 @@ struct Running {
 }
 
 impl Running {
-    fn stop(mut self) {
+    /// SIGTERM, up to 15 s to exit, then SIGKILL; the temporary directory goes with it.
+    fn stop(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let until = Instant::now() + Duration::from_secs(15);
@@ -608,7 +618,6 @@ impl Running {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
-        drop(self.dir);
     }
 }
 
