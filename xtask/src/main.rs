@@ -6,6 +6,7 @@ mod bloom_demo;
 mod bloom_report;
 mod datasets;
 mod partition_soak;
+mod peers;
 mod promql_conformance;
 mod rollup_bench;
 mod soak;
@@ -55,6 +56,17 @@ tasks:
       [--late-rate F] [--disorder F] [--shuffle-keys] [--out DIR]
       write a deterministic dataset as NDJSON with its mapping and the exact unique and
       duplicate counts (default out: target/xtask/datasets)
+  peers [--dataset k8s|otel] [--points N] [--series N] [--systems LIST] [--clients N]
+      [--batch N] [--dup-rate F] [--late-rate F] [--changed-rate F] [--seed N] [--small]
+      [--json FILE] [--markdown FILE] [--tidemark-bin PATH]
+      write the same generated dataset (retries, late points, retries with another value)
+      through each system's own protocol on loopback: tidemark (line protocol; tidemark:rw
+      remote write), victoria-metrics (line protocol, or :rw; -dedup.minScrapeInterval=1ms),
+      prometheus (remote write, out-of-order window on), influxdb (1.x, line protocol);
+      each installed with apt-get when missing, started on a free 127.0.0.1 port with its
+      own temp dir, stopped after. Prints ingest samples/s, bytes/sample after each
+      system's compaction, peak RSS, stored count and which copy of a retry was kept.
+      Needs target/release/tidemark-server (cargo build --release -p tidemark-server)
   soak [--dataset k8s|otel] [--points N] [--strategy S] [--batch N] [--every N]
       [--refresh-rows N] [--series N] [--seed N] [--dup-rate F] [--late-rate F] [--disorder F]
       [--out DIR] [--data DIR]
@@ -91,6 +103,7 @@ fn main() -> ExitCode {
         Some("gen") => datasets::run(&args[1..]),
         Some("storage-compare") => storage_compare::run(&args[1..]),
         Some("bench-report") => bench_report::run(&args[1..]),
+        Some("peers") => peers::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("promql-conformance") => promql_conformance::run(&args[1..]),
         Some("soak-merge") => soak::merge_only(&args[1..]),
