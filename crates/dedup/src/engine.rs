@@ -584,6 +584,15 @@ impl Engine {
         self.buffer.len()
     }
 
+    /// Gives the memory of an empty buffer back (a refresh keeps it for the next points):
+    /// for an engine that is not written to for a while, as a time partition past its
+    /// hour or day.
+    pub(crate) fn release_buffer(&mut self) {
+        if self.buffer.is_empty() {
+            self.buffer = Buffer::with_capacity(0);
+        }
+    }
+
     /// Live points: buffered plus segment rows not tombstoned.
     pub fn live_count(&self) -> u64 {
         let stored: u64 = self

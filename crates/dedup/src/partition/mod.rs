@@ -754,6 +754,7 @@ impl PartitionedEngine {
                 self.set_state(start, PartState::Sealed)?;
             }
         }
+        self.keep_buffer_budget()?;
         Ok(out
             .into_iter()
             .zip(0..)
@@ -764,6 +765,35 @@ impl PartitionedEngine {
                 })
             })
             .collect())
+    }
+
+    /// One refresh budget for all partitions, not one per partition: while more than
+    /// `refresh_rows` points are buffered across them, the partition buffering the most is
+    /// refreshed, and a partition other than the newest gives its buffer's memory back.
+    /// (Each partition's engine refreshes itself at `refresh_rows` too, but seven
+    /// partitions each short of it held seven buffers' worth, and kept their capacity.)
+    fn keep_buffer_budget(&mut self) -> Result<()> {
+        let budget = self.engine_config.refresh_rows;
+        let newest = self.parts.keys().next_back().copied();
+        while self.buffered() > budget {
+            let Some(start) = self
+                .parts
+                .iter()
+                .filter(|(_, p)| p.engine.buffered() > 0)
+                .max_by_key(|(_, p)| p.engine.buffered())
+                .map(|(s, _)| *s)
+            else {
+                break;
+            };
+            let Some(part) = self.parts.get_mut(&start) else {
+                break;
+            };
+            part.engine.refresh()?;
+            if Some(start) != newest {
+                part.engine.release_buffer();
+            }
+        }
+        Ok(())
     }
 
     fn rebuild_rollups(&mut self, start: i64, touched: &[(Tsid, i64)]) -> Result<()> {
@@ -809,6 +839,7 @@ impl PartitionedEngine {
         };
         part.engine.refresh()?;
         part.engine.merge_all()?;
+        part.engine.release_buffer();
         let mut rollups = Vec::new();
         for r in resolutions {
             let seg = rollup::build(&part.engine, r, &rollup::rollup_path(&part.dir, r))?;
