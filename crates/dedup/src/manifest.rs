@@ -57,46 +57,7 @@ impl Manifest {
     }
 
     pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<Manifest> {
-        let min = 4 + 4 + 8 + 8 + 4 + 4 + 4;
-        if bytes.len() < min {
-            return Err(Error::Truncated {
-                path: path.to_path_buf(),
-                offset: 0,
-                needed: min as u64,
-                available: bytes.len() as u64,
-            });
-        }
-        let (body, tail) = bytes.split_at(bytes.len() - 8);
-        let mut t = Reader::new(tail, body.len() as u64, path);
-        let stored = t.u32()?;
-        let end_magic = t.array::<4>()?;
-        let mut r = Reader::new(body, 0, path);
-        let magic = r.array::<4>()?;
-        for found in [magic, end_magic] {
-            if found != MANIFEST_MAGIC {
-                return Err(Error::BadMagic {
-                    path: path.to_path_buf(),
-                    expected: MANIFEST_MAGIC,
-                    found,
-                });
-            }
-        }
-        let got = crc32fast::hash(body);
-        if got != stored {
-            return Err(Error::ChecksumMismatch {
-                path: path.to_path_buf(),
-                expected: stored,
-                got,
-            });
-        }
-        let version = r.u32()?;
-        if version != MANIFEST_VERSION {
-            return Err(Error::UnsupportedVersion {
-                path: path.to_path_buf(),
-                expected: MANIFEST_VERSION,
-                found: version,
-            });
-        }
+        let mut r = open_frame(bytes, path, MANIFEST_MAGIC, MANIFEST_VERSION, 8 + 8 + 4)?;
         let next_segment = r.u64()?;
         let wal_generation = r.u64()?;
         let count = r.u32()?;
@@ -139,6 +100,60 @@ impl Manifest {
     pub(crate) fn write(&self, dir: &Path) -> Result<()> {
         crate::fsutil::write_atomic(&dir.join(MANIFEST_NAME), &self.encode())
     }
+}
+
+/// The body of a framed file — `magic ‖ version u32 ‖ fields ‖ crc32 ‖ magic`, the frame of
+/// this manifest and of the partition manifest — after its magic (both ends), CRC and
+/// version are checked: a reader at the first field. `fields_min` is the fewest bytes the
+/// fields take.
+pub(crate) fn open_frame<'a>(
+    bytes: &'a [u8],
+    path: &'a Path,
+    magic: [u8; 4],
+    version: u32,
+    fields_min: usize,
+) -> Result<Reader<'a>> {
+    let min = 4 + 4 + fields_min + 4 + 4;
+    if bytes.len() < min {
+        return Err(Error::Truncated {
+            path: path.to_path_buf(),
+            offset: 0,
+            needed: min as u64,
+            available: bytes.len() as u64,
+        });
+    }
+    let (body, tail) = bytes.split_at(bytes.len() - 8);
+    let mut t = Reader::new(tail, body.len() as u64, path);
+    let stored = t.u32()?;
+    let end_magic = t.array::<4>()?;
+    let mut r = Reader::new(body, 0, path);
+    let start_magic = r.array::<4>()?;
+    for found in [start_magic, end_magic] {
+        if found != magic {
+            return Err(Error::BadMagic {
+                path: path.to_path_buf(),
+                expected: magic,
+                found,
+            });
+        }
+    }
+    let got = crc32fast::hash(body);
+    if got != stored {
+        return Err(Error::ChecksumMismatch {
+            path: path.to_path_buf(),
+            expected: stored,
+            got,
+        });
+    }
+    let found = r.u32()?;
+    if found != version {
+        return Err(Error::UnsupportedVersion {
+            path: path.to_path_buf(),
+            expected: version,
+            found,
+        });
+    }
+    Ok(r)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::le::{Reader, put_i64, put_u8, put_u32, put_u64};
+use crate::le::{put_i64, put_u8, put_u32, put_u64};
 
 /// Magic at both ends of the partition manifest.
 pub const PARTITIONS_MAGIC: [u8; 4] = *b"TMPT";
@@ -90,46 +90,13 @@ impl PartManifest {
     }
 
     pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<PartManifest> {
-        let min = 4 + 4 + 7 * 8 + 4 + 4 + 4 + 4;
-        if bytes.len() < min {
-            return Err(Error::Truncated {
-                path: path.to_path_buf(),
-                offset: 0,
-                needed: min as u64,
-                available: bytes.len() as u64,
-            });
-        }
-        let (body, tail) = bytes.split_at(bytes.len() - 8);
-        let mut t = Reader::new(tail, body.len() as u64, path);
-        let stored = t.u32()?;
-        let end_magic = t.array::<4>()?;
-        let mut r = Reader::new(body, 0, path);
-        let magic = r.array::<4>()?;
-        for found in [magic, end_magic] {
-            if found != PARTITIONS_MAGIC {
-                return Err(Error::BadMagic {
-                    path: path.to_path_buf(),
-                    expected: PARTITIONS_MAGIC,
-                    found,
-                });
-            }
-        }
-        let got = crc32fast::hash(body);
-        if got != stored {
-            return Err(Error::ChecksumMismatch {
-                path: path.to_path_buf(),
-                expected: stored,
-                got,
-            });
-        }
-        let version = r.u32()?;
-        if version != PARTITIONS_VERSION {
-            return Err(Error::UnsupportedVersion {
-                path: path.to_path_buf(),
-                expected: PARTITIONS_VERSION,
-                found: version,
-            });
-        }
+        let mut r = crate::manifest::open_frame(
+            bytes,
+            path,
+            PARTITIONS_MAGIC,
+            PARTITIONS_VERSION,
+            7 * 8 + 4 + 4,
+        )?;
         let width_ms = r.i64()?;
         let opt = |v: i64| (v > 0).then_some(v);
         let retention_ms = opt(r.i64()?);
