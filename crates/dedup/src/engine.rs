@@ -90,12 +90,12 @@ pub struct AppendBatch {
 
 /// One append of an [`AppendBatch`].
 #[derive(Debug)]
-struct AppendItem<'a> {
-    create: bool,
-    series: SeriesRef,
-    ts: i64,
-    values: &'a [(ColumnRef, MetricValue)],
-    extras: &'a [(ColumnRef, Extra)],
+pub(crate) struct AppendItem<'a> {
+    pub(crate) create: bool,
+    pub(crate) series: SeriesRef,
+    pub(crate) ts: i64,
+    pub(crate) values: &'a [(ColumnRef, MetricValue)],
+    pub(crate) extras: &'a [(ColumnRef, Extra)],
 }
 
 impl AppendBatch {
@@ -164,7 +164,7 @@ impl AppendBatch {
         self.extras.clear();
     }
 
-    fn get(&self, i: usize) -> Option<AppendItem<'_>> {
+    pub(crate) fn get(&self, i: usize) -> Option<AppendItem<'_>> {
         let span = |ends: &[u32]| {
             let hi = *ends.get(i)? as usize;
             let lo = match i.checked_sub(1) {

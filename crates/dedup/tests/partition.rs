@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::Command;
 
 use tidemark_dedup::{
-    EngineConfig, FAILPOINT_ENV, Op, Outcome, PartitionConfig, PartitionedEngine, Piece, Rejection,
-    RollupStats, counter_step,
+    AppendBatch, ColumnKind, ColumnRef, EngineConfig, FAILPOINT_ENV, Op, Outcome, PartitionConfig,
+    PartitionedEngine, Piece, Rejection, RollupStats, counter_step,
 };
 use tidemark_segment::{MetricValue, Point};
 use tidemark_tsid::{SyntheticId, Tsid};
@@ -490,4 +490,148 @@ fn plans_use_the_coarsest_dividing_rollup_and_raw_edges() {
             to: DAY - 1
         }]
     );
+}
+
+/// Appends `ops` (creates and indexes only) by the store's refs.
+fn append_points(store: &mut PartitionedEngine, ops: &[Op]) -> Vec<Outcome> {
+    let mut batch = AppendBatch::new();
+    for op in ops {
+        let (create, p) = match op {
+            Op::Create(p) => (true, p),
+            Op::Index(p) => (false, p),
+            other => panic!("not an append: {other:?}"),
+        };
+        let s = store.series(p.tsid, p.dims.clone()).unwrap();
+        let values: Vec<(ColumnRef, MetricValue)> = p
+            .metrics
+            .iter()
+            .map(|(name, v)| {
+                let kind = match v {
+                    MetricValue::Gauge(_) => ColumnKind::Gauge,
+                    MetricValue::Counter(_) => ColumnKind::Counter,
+                };
+                (store.column(name, kind).unwrap(), *v)
+            })
+            .collect();
+        batch.push(create, s, p.ts_millis, &values, &[]);
+    }
+    store.append(&batch).unwrap()
+}
+
+#[test]
+fn appends_by_ref_route_reject_and_rebuild_as_points_do() {
+    let config = config().with_late_window_ms(Some(2 * DAY));
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let mut by_point =
+        PartitionedEngine::create(a.path(), engine_config(), config.clone()).unwrap();
+    let mut by_ref = PartitionedEngine::create(b.path(), engine_config(), config).unwrap();
+    let day = |d: i64, s: u8| -> Vec<Op> {
+        (0..(DAY / 600_000))
+            .map(|k| Op::Create(point(s, d * DAY + k * 600_000)))
+            .collect()
+    };
+    let rounds: Vec<Vec<Op>> = vec![
+        [day(0, 1), day(0, 2)].concat(),
+        [day(1, 1), day(1, 2), day(0, 1)].concat(), // retries of day 0 among day 1
+        vec![
+            Op::Create(point(3, 5 * HOUR + 30_000)), // late, into day 0 (sealed below)
+            Op::Index(point(1, 7 * HOUR)),           // replaces in day 0
+            Op::Create(point(2, 4 * DAY)),           // moves the clock
+            Op::Create(point(2, DAY + 600_000)),     // too old now: rejected
+            Op::Create(point(2, 4 * DAY)),           // a retry in the same batch
+        ],
+    ];
+    for (r, ops) in rounds.iter().enumerate() {
+        if r == 2 {
+            by_point.seal(0).unwrap();
+            by_ref.seal(0).unwrap();
+        }
+        let want = by_point.batch(ops.clone()).unwrap();
+        let got = append_points(&mut by_ref, ops);
+        assert_eq!(got, want, "round {r}");
+    }
+    assert!(matches!(
+        by_ref
+            .batch(vec![Op::Get(SyntheticId::new(tsid(3), 5 * HOUR + 30_000))])
+            .unwrap()[0],
+        Outcome::Found(_)
+    ));
+    assert_eq!(by_ref.live_count(), by_point.live_count());
+    assert_eq!(by_ref.partition_stats(), by_point.partition_stats());
+    assert_eq!(by_ref.partition_stats().rollup_rebuilds, 1);
+    assert_eq!(by_ref.partition_stats().rejected_too_old, 1);
+    for (metric, res) in [("cpu", HOUR), ("bytes", 5 * 60_000)] {
+        assert_eq!(
+            rollup_stats(&by_ref, metric, 0, res),
+            rollup_stats(&by_point, metric, 0, res)
+        );
+        assert_eq!(
+            rollup_stats(&by_ref, metric, 0, res),
+            raw_stats(&by_ref, metric, 0, DAY - 1, res)
+        );
+    }
+    // Refs stay valid after a reopen of nothing but the store's own tables: a new session
+    // names its series again and finds the stored points.
+    by_ref.close().unwrap();
+    let mut by_ref = PartitionedEngine::open(b.path(), engine_config()).unwrap();
+    let out = append_points(&mut by_ref, &[Op::Create(point(2, 4 * DAY))]);
+    assert!(
+        out.iter().all(|o| matches!(o, Outcome::Conflict { .. })),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn append_rejects_what_a_partition_refuses_and_applies_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = PartitionedEngine::create(dir.path(), engine_config(), config()).unwrap();
+    // The same tsid with other dimensions: refused at registration.
+    store
+        .series(tsid(1), vec![("pod".into(), "p1".into())])
+        .unwrap();
+    let err = store
+        .series(tsid(1), vec![("pod".into(), "other".into())])
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        tidemark_dedup::Error::Rejected {
+            reason: Rejection::InconsistentDimensions { .. }
+        }
+    ));
+    // A column known with another kind.
+    store.column("cpu", ColumnKind::Gauge).unwrap();
+    assert!(store.column("cpu", ColumnKind::Counter).is_err());
+    // A point stored by the point API with a tsid the ref API then names with other
+    // dimensions: the partition refuses that item, the others are stored.
+    store
+        .batch(vec![Op::Create(
+            Point::new(tsid(7), 1_000)
+                .dim("pod", "seven")
+                .gauge("cpu", 1.0),
+        )])
+        .unwrap();
+    let bad = store
+        .series(tsid(7), vec![("pod".into(), "not-seven".into())])
+        .unwrap();
+    let good = store
+        .series(tsid(8), vec![("pod".into(), "eight".into())])
+        .unwrap();
+    let cpu = store.column("cpu", ColumnKind::Gauge).unwrap();
+    let mut batch = AppendBatch::new();
+    batch.create(bad, 2_000, &[(cpu, MetricValue::Gauge(2.0))]);
+    batch.create(good, 2_000, &[(cpu, MetricValue::Gauge(3.0))]);
+    let out = store.append(&batch).unwrap();
+    assert!(
+        matches!(
+            out[0],
+            Outcome::Rejected {
+                reason: Rejection::InconsistentDimensions { .. },
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+    assert!(matches!(out[1], Outcome::Created { .. }));
+    assert_eq!(store.live_count(), 2);
 }

@@ -289,8 +289,8 @@ fn label_keyed_index_reads_its_own_labels() {
     let mut items = Vec::new();
     for i in 0..=12i64 {
         for job in ["a", "b"] {
-            let point = points
-                .point(
+            let doc = points
+                .doc(
                     &[("__name__", "up_total"), ("job", job)],
                     i * 15_000,
                     tidemark::SampleValue::F64((i * 3) as f64),
@@ -300,10 +300,7 @@ fn label_keyed_index_reads_its_own_labels() {
                 items.len() as u64,
                 tidemark::Action::Create,
                 None,
-                tidemark::ParsedDoc {
-                    point,
-                    ignored_fields: 0,
-                },
+                doc,
             ));
         }
     }

@@ -93,6 +93,47 @@ impl Batch {
         value: SampleValue,
         what: &dyn Fn() -> String,
     ) -> Result<()> {
+        self.check_future(ts_millis, what)?;
+        let doc = self
+            .points
+            .doc(labels, ts_millis, value)
+            .map_err(|e| Error::bad("illegal_argument_exception", format!("{}: {e}", what())))?;
+        self.push_doc(doc);
+        Ok(())
+    }
+
+    /// Adds the float samples of one series: its labels checked and hashed once.
+    ///
+    /// # Errors
+    /// As [`push`](Self::push).
+    pub(crate) fn push_series(
+        &mut self,
+        labels: &[(&str, &str)],
+        samples: impl Iterator<Item = (i64, f64)> + Clone,
+        what: &dyn Fn() -> String,
+    ) -> Result<()> {
+        let bad = |e: tidemark::Error| {
+            Error::bad("illegal_argument_exception", format!("{}: {e}", what()))
+        };
+        if samples.clone().next().is_none() {
+            return Ok(());
+        }
+        let series = self
+            .points
+            .series(labels, &SampleValue::F64(0.0))
+            .map_err(bad)?;
+        for (ts_millis, _) in samples.clone() {
+            self.check_future(ts_millis, what)?;
+        }
+        for (ts_millis, v) in samples {
+            let doc = series.doc(ts_millis, SampleValue::F64(v)).map_err(bad)?;
+            self.push_doc(doc);
+        }
+        Ok(())
+    }
+
+    /// `400` naming `what` for a timestamp too far ahead of the server's clock.
+    fn check_future(&self, ts_millis: i64, what: &dyn Fn() -> String) -> Result<()> {
         if ts_millis.saturating_sub(self.now_ms) > self.max_future_ms {
             return Err(Error::bad(
                 "illegal_argument_exception",
@@ -104,21 +145,13 @@ impl Batch {
                 ),
             ));
         }
-        let point = self
-            .points
-            .point(labels, ts_millis, value)
-            .map_err(|e| Error::bad("illegal_argument_exception", format!("{}: {e}", what())))?;
-        let line = self.items.len() as u64;
-        self.items.push(PreparedItem::store(
-            line,
-            self.action,
-            None,
-            ParsedDoc {
-                point,
-                ignored_fields: 0,
-            },
-        ));
         Ok(())
+    }
+
+    fn push_doc(&mut self, doc: ParsedDoc) {
+        let line = self.items.len() as u64;
+        self.items
+            .push(PreparedItem::store(line, self.action, None, doc));
     }
 }
 
@@ -278,11 +311,11 @@ async fn remote_write(
                     .iter()
                     .map(|l| (l.name.as_str(), l.value.as_str())),
             );
-            for s in &ts.samples {
-                batch.push(&labels, s.timestamp, SampleValue::F64(s.value), &|| {
-                    remote_write::series_text(ts)
-                })?;
-            }
+            batch.push_series(
+                &labels,
+                ts.samples.iter().map(|s| (s.timestamp, s.value)),
+                &|| remote_write::series_text(ts),
+            )?;
         }
         Ok(batch.items)
     })

@@ -6,20 +6,41 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 
 use serde_json::{Map, Number, Value};
-use tidemark_segment::{Dim, MetricValue, Point};
+use tidemark_segment::{Dim, Extra, MetricValue, Point};
 use tidemark_tsid::{DimKind, DimValue, MetricNames, Tsid, TsidBuilder, TsidComputer};
 
 use crate::error::{Error, Result};
 use crate::mapping::{Dynamic, FieldRole, FieldType, IndexMode, Mapping};
+use crate::row::{DimRef, DimsWriter, Row};
 use crate::time::{format_time, parse_time};
 
-/// A document read through the mapping.
+/// A document read through the mapping: its series, timestamp and values, ready for the
+/// index that owns the mapping (see [`PreparedItem::store`](crate::PreparedItem::store)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParsedDoc {
-    /// The point to store.
-    pub point: Point,
+    pub(crate) row: Row,
     /// Undeclared fields dropped (`"dynamic": "ignore"`).
     pub ignored_fields: u64,
+}
+
+impl ParsedDoc {
+    /// The series id computed from the dimensions (and metric names).
+    pub fn tsid(&self) -> Tsid {
+        self.row.tsid
+    }
+
+    /// The timestamp, in milliseconds since the epoch.
+    pub fn ts_millis(&self) -> i64 {
+        self.row.ts_millis
+    }
+
+    /// The document as a [`Point`]: dimensions, metrics and extras by name.
+    ///
+    /// # Errors
+    /// None for a document this crate parsed ([`Error::Query`] would be a bug).
+    pub fn to_point(&self) -> Result<Point> {
+        self.row.to_point()
+    }
 }
 
 /// Reads JSON documents into points through a [`Mapping`]. Holds reusable buffers, so
@@ -31,6 +52,8 @@ pub struct DocParser {
     /// Field indices of the dimensions, in declaration order (the tsid computer's order).
     dims: Vec<usize>,
     events: bool,
+    /// Scratch for the encoded dimensions of the document being built.
+    dims_out: DimsWriter,
 }
 
 impl DocParser {
@@ -67,6 +90,7 @@ impl DocParser {
             tsids,
             dims,
             events,
+            dims_out: DimsWriter::default(),
         })
     }
 
@@ -169,7 +193,8 @@ impl DocParser {
             }
         };
         let mut values: Vec<Option<DimValue<'_>>> = Vec::with_capacity(self.dims.len());
-        let mut dims = Vec::with_capacity(self.dims.len());
+        self.dims_out.clear();
+        let mut any_dim = false;
         for &i in &self.dims {
             let (Some(f), Some(v)) = (fields.get(i), found.get(i).and_then(Option::as_ref)) else {
                 values.push(None);
@@ -177,7 +202,8 @@ impl DocParser {
             };
             let (dv, dim) = dim_value(&f.path, f.ty, v)?;
             values.push(Some(dv));
-            dims.push((f.path.clone(), dim));
+            self.dims_out.push(&f.path, dim);
+            any_dim = true;
         }
         let mut metric_names: Vec<&str> = Vec::new();
         if !self.events {
@@ -187,7 +213,7 @@ impl DocParser {
                 }
             }
         }
-        let tsid = if dims.is_empty() {
+        let tsid = if !any_dim {
             if self.events {
                 Tsid::from_bytes([0; 20])
             } else {
@@ -205,24 +231,56 @@ impl DocParser {
                 .tsid_from_values(&values, &metric_names)
                 .map_err(|e| Error::doc("_tsid", e.to_string()))?
         };
+        let n_metrics = metric_names.len();
         drop(values);
-        let mut point = Point::new(tsid, ts_millis);
-        point.dims = dims;
-        point.metrics.reserve(metric_names.len());
-        for (f, v) in fields.iter().zip(found) {
+        drop(metric_names);
+        let mut row = Row {
+            schema: Arc::clone(&self.mapping),
+            tsid,
+            ts_millis,
+            dims: self.dims_out.finish(),
+            values: Vec::with_capacity(n_metrics),
+            extras: Vec::new(),
+        };
+        for (i, (f, v)) in fields.iter().zip(found).enumerate() {
             let Some(v) = v else { continue };
             if matches!(
                 f.role,
                 FieldRole::Metric(_) | FieldRole::Value | FieldRole::Extra
             ) {
-                push_value(&mut point, &f.path, f.ty, f.role, v)?;
+                push_row_value(&mut row, i as u32, &f.path, f.ty, f.role, v)?;
             }
         }
         Ok(ParsedDoc {
-            point,
+            row,
             ignored_fields: ignored,
         })
     }
+}
+
+/// Adds field `i`'s value to `row`: a metric value, or an extra.
+fn push_row_value(
+    row: &mut Row,
+    i: u32,
+    path: &str,
+    ty: FieldType,
+    role: FieldRole,
+    v: &Scalar<'_>,
+) -> Result<()> {
+    if role == FieldRole::Extra {
+        let e = match (ty, v) {
+            (FieldType::Keyword, Scalar::Str(s)) => Extra::Keyword(s.as_ref().to_owned()),
+            (FieldType::Keyword, other) => {
+                return Err(wrong_type(path, "a string (keyword)", other));
+            }
+            (_, Scalar::Bool(b)) => Extra::Bool(*b),
+            (_, other) => return Err(wrong_type(path, "a boolean", other)),
+        };
+        row.extras.push((i, e));
+        return Ok(());
+    }
+    row.values.push((i, metric_value(path, ty, v)?));
+    Ok(())
 }
 
 fn push_value(
@@ -420,20 +478,24 @@ fn scalar_time(path: &str, v: &Scalar<'_>) -> Result<i64> {
     }
 }
 
-fn dim_value<'v>(path: &str, ty: FieldType, v: &'v Scalar<'_>) -> Result<(DimValue<'v>, Dim)> {
+fn dim_value<'v>(
+    path: &str,
+    ty: FieldType,
+    v: &'v Scalar<'_>,
+) -> Result<(DimValue<'v>, DimRef<'v>)> {
     Ok(match ty {
         FieldType::Keyword => match v {
-            Scalar::Str(s) => (DimValue::Keyword(s), Dim::Keyword(s.as_ref().to_owned())),
+            Scalar::Str(s) => (DimValue::Keyword(s), DimRef::Keyword(s)),
             other => return Err(wrong_type(path, "a string (keyword)", other)),
         },
         FieldType::Long => match v.as_i64() {
-            Some(i) => (DimValue::I64(i), Dim::Int(i)),
+            Some(i) => (DimValue::I64(i), DimRef::Int(i)),
             None => return Err(wrong_type(path, "an integer (long)", v)),
         },
         FieldType::UnsignedLong => match v.as_u64() {
             Some(u) => (
                 DimValue::U64(u),
-                i64::try_from(u).map_or(Dim::UInt(u), Dim::Int),
+                i64::try_from(u).map_or(DimRef::UInt(u), DimRef::Int),
             ),
             None => {
                 return Err(wrong_type(
@@ -444,7 +506,7 @@ fn dim_value<'v>(path: &str, ty: FieldType, v: &'v Scalar<'_>) -> Result<(DimVal
             }
         },
         FieldType::Boolean => match v {
-            Scalar::Bool(b) => (DimValue::Bool(*b), Dim::Bool(*b)),
+            Scalar::Bool(b) => (DimValue::Bool(*b), DimRef::Bool(*b)),
             other => return Err(wrong_type(path, "a boolean", other)),
         },
         FieldType::Ip => match v {
@@ -459,7 +521,7 @@ fn dim_value<'v>(path: &str, ty: FieldType, v: &'v Scalar<'_>) -> Result<(DimVal
                     IpAddr::V4(v4) => v4.to_ipv6_mapped(),
                     IpAddr::V6(v6) => v6,
                 };
-                (DimValue::Ip(ip), Dim::Ip(v6))
+                (DimValue::Ip(ip), DimRef::Ip(v6))
             }
             other => return Err(wrong_type(path, "an IP address string", other)),
         },

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tidemark_dedup::{
-    EngineConfig, EventIds, Mode, Op, Outcome, PartitionConfig, PartitionedEngine, Rejection,
+    AppendBatch, ColumnKind, ColumnRef, EngineConfig, EventIds, Mode, Op, Outcome, PartitionConfig,
+    PartitionedEngine, Rejection, SeriesRef,
 };
-use tidemark_segment::Point;
+use tidemark_segment::{Extra, MetricValue, Point};
 use tidemark_tsid::SyntheticId;
 
 use crate::bulk::{Action, BulkItem, ItemResult, ItemStatus};
@@ -17,6 +18,7 @@ use crate::counters::Counters;
 use crate::doc::{DocParser, point_to_doc};
 use crate::error::{Error, Result};
 use crate::mapping::{IndexMode, Mapping};
+use crate::row::{Row, decode_dims};
 
 /// The mapping file in an index directory (the mapping as given, pretty-printed).
 pub const MAPPING_FILE: &str = "mapping.json";
@@ -38,7 +40,7 @@ pub(crate) struct Prepared {
 
 #[derive(Debug)]
 pub(crate) enum Work {
-    Store(Point),
+    Store(Row),
     Delete,
     Update(Point),
     Failed(String),
@@ -71,7 +73,7 @@ impl Prepared {
                     }
                 }
                 (_, Some(d)) => match parser.parse_value(d) {
-                    Ok(parsed) => (Work::Store(parsed.point), parsed.ignored_fields),
+                    Ok(parsed) => (Work::Store(parsed.row), parsed.ignored_fields),
                     Err(e) => (Work::Failed(e.to_string()), 0),
                 },
             }
@@ -96,7 +98,7 @@ impl Prepared {
         let work = match std::str::from_utf8(text) {
             Err(e) => (Work::Failed(format!("not valid UTF-8: {e}")), 0),
             Ok(s) => match parser.parse_line(s) {
-                Ok(parsed) => (Work::Store(parsed.point), parsed.ignored_fields),
+                Ok(parsed) => (Work::Store(parsed.row), parsed.ignored_fields),
                 Err(e) => (Work::Failed(e.to_string()), 0),
             },
         };
@@ -118,6 +120,22 @@ impl Prepared {
             work: Work::Failed(reason),
         }
     }
+}
+
+/// Per field of a mapping, the engine's column for its values, once known.
+type FieldColumns = Vec<Option<(ColumnRef, ColumnKind)>>;
+/// One document's metric values by column ref.
+type RefValues = Vec<(ColumnRef, MetricValue)>;
+/// One document's extras by column ref.
+type RefExtras = Vec<(ColumnRef, Extra)>;
+
+/// The stores and deletes of [`Index::apply`] not yet sent to the engine: appends by
+/// ref or operations (one of the two is empty), and per item its line, action and
+/// ignored-field count.
+struct Run {
+    ops: Vec<Op>,
+    appends: AppendBatch,
+    pending: Vec<(u64, Action, u64)>,
 }
 
 /// A Tidemark index: a directory with the mapping (`mapping.json`), the engine's files
@@ -152,6 +170,14 @@ pub struct Index {
     engine: PartitionedEngine,
     /// Counters saved before this session, and this session's.
     counters: Counters,
+    /// The engine's column refs of the fields of each mapping documents were read
+    /// through (normally only this index's), filled as fields first occur.
+    columns: Vec<(Arc<Mapping>, FieldColumns)>,
+    /// Whether documents go in as appends by series ref (time series) rather than as
+    /// points (events: their ids are fingerprints of the whole document).
+    by_ref: bool,
+    /// Scratch for one document's values by ref.
+    scratch: (RefValues, RefExtras),
     /// Held for the life of the index: the OS lock.
     _lock: File,
 }
@@ -257,10 +283,13 @@ impl Index {
         let counters = Counters::load(&dir.join(COUNTERS_FILE))?;
         Ok(Index {
             parser: DocParser::new(mapping.clone())?,
+            by_ref: !matches!(mapping.mode(), IndexMode::Events(_)),
             dir,
             mapping,
             engine,
             counters,
+            columns: Vec::new(),
+            scratch: (Vec::new(), Vec::new()),
             _lock: lock,
         })
     }
@@ -350,7 +379,10 @@ impl Index {
         Ok(out)
     }
 
-    /// Applies prepared items in order, reporting each result to `sink`.
+    /// Applies prepared items in order, reporting each result to `sink`. Runs of stores
+    /// go to the engine as one batch of appends by series ref (time series) or of points
+    /// (events); deletes as one batch of operations; a failed item or an update ends the
+    /// run before it, so results come in input order.
     pub(crate) fn apply(
         &mut self,
         items: Vec<Prepared>,
@@ -358,93 +390,240 @@ impl Index {
     ) -> Result<()> {
         // Sized once: a server applies groups of thousands of items, and growing these
         // buffers by doubling costs fresh pages on every call.
-        let mut ops: Vec<Op> = Vec::with_capacity(items.len());
-        let mut pending: Vec<(u64, Action, u64)> = Vec::with_capacity(items.len());
+        let mut run = Run {
+            ops: Vec::with_capacity(items.len()),
+            appends: AppendBatch::new(),
+            pending: Vec::with_capacity(items.len()),
+        };
         for item in items {
             match item.work {
                 Work::Failed(reason) => {
-                    self.flush(&mut ops, &mut pending, sink)?;
+                    self.flush(&mut run, sink)?;
                     self.emit(
                         sink,
-                        ItemResult {
-                            line: item.line,
-                            action: item.action,
-                            id: item.id,
-                            status: ItemStatus::Error(reason),
-                        },
+                        item.line,
+                        item.action,
+                        item.id,
+                        ItemStatus::Error(reason),
                     );
                 }
-                Work::Store(point) => {
+                Work::Store(row) => {
                     if let Some(given) = &item.id {
-                        let computed = match self.id_of(&point) {
+                        let computed = match self.id_of_row(&row) {
                             Ok(id) => self.format_id(&id),
                             Err(e) => e.to_string(),
                         };
                         if *given != computed {
-                            self.flush(&mut ops, &mut pending, sink)?;
+                            self.flush(&mut run, sink)?;
+                            let reason = format!(
+                                "the _id given ({given}) differs from the document's _id ({computed}), which is computed from its dimensions and timestamp"
+                            );
                             self.emit(
                                 sink,
-                                ItemResult {
-                                    line: item.line,
-                                    action: item.action,
-                                    id: Some(given.clone()),
-                                    status: ItemStatus::Error(format!(
-                                        "the _id given ({given}) differs from the document's _id ({computed}), which is computed from its dimensions and timestamp"
-                                    )),
-                                },
+                                item.line,
+                                item.action,
+                                item.id,
+                                ItemStatus::Error(reason),
                             );
                             continue;
                         }
                     }
-                    ops.push(if item.action == Action::Index {
-                        Op::Index(point)
+                    let create = item.action != Action::Index;
+                    if self.by_ref {
+                        if !run.ops.is_empty() {
+                            self.flush(&mut run, sink)?;
+                        }
+                        match self.push_append(&mut run.appends, create, &row)? {
+                            Ok(()) => run.pending.push((item.line, item.action, item.ignored)),
+                            Err(reason) => {
+                                self.flush(&mut run, sink)?;
+                                self.emit(
+                                    sink,
+                                    item.line,
+                                    item.action,
+                                    item.id,
+                                    ItemStatus::Error(reason),
+                                );
+                            }
+                        }
                     } else {
-                        Op::Create(point)
-                    });
-                    pending.push((item.line, item.action, item.ignored));
+                        if !run.appends.is_empty() {
+                            self.flush(&mut run, sink)?;
+                        }
+                        let point = row.to_point()?;
+                        run.ops.push(if create {
+                            Op::Create(point)
+                        } else {
+                            Op::Index(point)
+                        });
+                        run.pending.push((item.line, item.action, item.ignored));
+                    }
                 }
                 Work::Delete => {
                     let text = item.id.unwrap_or_default();
                     match self.parse_id(&text) {
                         Ok(id) => {
-                            ops.push(Op::Delete(id));
-                            pending.push((item.line, item.action, 0));
+                            if !run.appends.is_empty() {
+                                self.flush(&mut run, sink)?;
+                            }
+                            run.ops.push(Op::Delete(id));
+                            run.pending.push((item.line, item.action, 0));
                         }
                         Err(e) => {
-                            self.flush(&mut ops, &mut pending, sink)?;
+                            self.flush(&mut run, sink)?;
                             self.emit(
                                 sink,
-                                ItemResult {
-                                    line: item.line,
-                                    action: item.action,
-                                    id: Some(text),
-                                    status: ItemStatus::Error(e.to_string()),
-                                },
+                                item.line,
+                                item.action,
+                                Some(text),
+                                ItemStatus::Error(e.to_string()),
                             );
                         }
                     }
                 }
                 Work::Update(partial) => {
                     // An update reads the stored document: everything before it must be applied.
-                    self.flush(&mut ops, &mut pending, sink)?;
+                    self.flush(&mut run, sink)?;
                     let text = item.id.unwrap_or_default();
                     let status = self.update(&text, partial)?;
                     if status == ItemStatus::Updated {
                         self.counters.ignored_fields += item.ignored;
                     }
-                    self.emit(
-                        sink,
-                        ItemResult {
-                            line: item.line,
-                            action: item.action,
-                            id: Some(text),
-                            status,
-                        },
-                    );
+                    self.emit(sink, item.line, item.action, Some(text), status);
                 }
             }
         }
-        self.flush(&mut ops, &mut pending, sink)
+        self.flush(&mut run, sink)
+    }
+
+    /// The `_id` of a parsed document.
+    fn id_of_row(&self, row: &Row) -> Result<SyntheticId> {
+        if self.by_ref {
+            Ok(SyntheticId::new(row.tsid, row.ts_millis))
+        } else {
+            self.id_of(&row.to_point()?)
+        }
+    }
+
+    /// Adds `row` to `batch` by the engine's refs: its series (registered the first time
+    /// the index sees it, from the row's encoded dimensions) and its fields' columns;
+    /// `Err(reason)` when the engine refuses the series or a column.
+    fn push_append(
+        &mut self,
+        batch: &mut AppendBatch,
+        create: bool,
+        row: &Row,
+    ) -> Result<std::result::Result<(), String>> {
+        let series = match self.series_of(row)? {
+            Ok(s) => s,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        let (mut values, mut extras) = std::mem::take(&mut self.scratch);
+        values.clear();
+        extras.clear();
+        let refs = self.fill_refs(row, &mut values, &mut extras);
+        if let Ok(Ok(())) = &refs {
+            batch.push(create, series, row.ts_millis, &values, &extras);
+        }
+        self.scratch = (values, extras);
+        refs
+    }
+
+    fn series_of(&mut self, row: &Row) -> Result<std::result::Result<SeriesRef, String>> {
+        if let Some(s) = self.engine.series_by_tsid(&row.tsid) {
+            return Ok(Ok(s));
+        }
+        let dims = decode_dims(&row.dims)?;
+        match self.engine.series(row.tsid, dims) {
+            Ok(s) => Ok(Ok(s)),
+            Err(tidemark_dedup::Error::Rejected { reason }) => Ok(Err(rejection_text(&reason))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn fill_refs(
+        &mut self,
+        row: &Row,
+        values: &mut RefValues,
+        extras: &mut RefExtras,
+    ) -> Result<std::result::Result<(), String>> {
+        // By pointer first (rows of this index's parsers), then by content (a parser made
+        // from an equal mapping elsewhere): one entry per distinct field list.
+        let found = self
+            .columns
+            .iter()
+            .position(|(m, _)| Arc::ptr_eq(m, &row.schema))
+            .or_else(|| {
+                self.columns
+                    .iter()
+                    .position(|(m, _)| m.fields() == row.schema.fields())
+            });
+        let at = match found {
+            Some(at) => at,
+            None => {
+                self.columns.push((
+                    Arc::clone(&row.schema),
+                    vec![None; row.schema.fields().len()],
+                ));
+                self.columns.len() - 1
+            }
+        };
+        for (f, v) in &row.values {
+            let kind = match v {
+                MetricValue::Gauge(_) => ColumnKind::Gauge,
+                MetricValue::Counter(_) => ColumnKind::Counter,
+            };
+            match self.column_of(at, row, *f, kind)? {
+                Ok(c) => values.push((c, *v)),
+                Err(reason) => return Ok(Err(reason)),
+            }
+        }
+        for (f, e) in &row.extras {
+            let kind = match e {
+                Extra::Keyword(_) => ColumnKind::Keyword,
+                Extra::Bool(_) => ColumnKind::Bool,
+            };
+            match self.column_of(at, row, *f, kind)? {
+                Ok(c) => extras.push((c, e.clone())),
+                Err(reason) => return Ok(Err(reason)),
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// The engine's column of field `f` of the row's mapping (at `at` in `columns`) for
+    /// values of `kind`.
+    fn column_of(
+        &mut self,
+        at: usize,
+        row: &Row,
+        f: u32,
+        kind: ColumnKind,
+    ) -> Result<std::result::Result<ColumnRef, String>> {
+        let cached = self
+            .columns
+            .get(at)
+            .and_then(|(_, refs)| refs.get(f as usize).copied().flatten());
+        if let Some((c, k)) = cached
+            && k == kind
+        {
+            return Ok(Ok(c));
+        }
+        let c = match self.engine.column(row.field_name(f)?, kind) {
+            Ok(c) => c,
+            Err(tidemark_dedup::Error::Rejected { reason }) => {
+                return Ok(Err(rejection_text(&reason)));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(slot) = self
+            .columns
+            .get_mut(at)
+            .and_then(|(_, refs)| refs.get_mut(f as usize))
+        {
+            *slot = Some((c, kind));
+        }
+        Ok(Ok(c))
     }
 
     fn update(&mut self, text: &str, partial: Point) -> Result<ItemStatus> {
@@ -482,17 +661,18 @@ impl Index {
         })
     }
 
-    fn flush(
-        &mut self,
-        ops: &mut Vec<Op>,
-        pending: &mut Vec<(u64, Action, u64)>,
-        sink: &mut dyn FnMut(ItemResult),
-    ) -> Result<()> {
-        if ops.is_empty() {
+    /// Sends the run's batch to the engine and reports each item's result.
+    fn flush(&mut self, run: &mut Run, sink: &mut dyn FnMut(ItemResult)) -> Result<()> {
+        let outcomes = if !run.appends.is_empty() {
+            let out = self.engine.append(&run.appends)?;
+            run.appends.clear();
+            out
+        } else if !run.ops.is_empty() {
+            self.engine.batch(std::mem::take(&mut run.ops))?
+        } else {
             return Ok(());
-        }
-        let outcomes = self.engine.batch(std::mem::take(ops))?;
-        for ((line, action, ignored), outcome) in pending.drain(..).zip(outcomes) {
+        };
+        for ((line, action, ignored), outcome) in run.pending.drain(..).zip(outcomes) {
             let (id, status) = match outcome {
                 Outcome::Created { id } => (id, ItemStatus::Created),
                 Outcome::Conflict { id } => (id, ItemStatus::Duplicate),
@@ -517,22 +697,26 @@ impl Index {
                 self.counters.ignored_fields += ignored;
             }
             let id = Some(self.format_id(&id));
-            self.emit(
-                sink,
-                ItemResult {
-                    line,
-                    action,
-                    id,
-                    status,
-                },
-            );
+            self.emit(sink, line, action, id, status);
         }
         Ok(())
     }
 
-    fn emit(&mut self, sink: &mut dyn FnMut(ItemResult), r: ItemResult) {
-        self.counters.count(&r.status);
-        sink(r);
+    fn emit(
+        &mut self,
+        sink: &mut dyn FnMut(ItemResult),
+        line: u64,
+        action: Action,
+        id: Option<String>,
+        status: ItemStatus,
+    ) {
+        self.counters.count(&status);
+        sink(ItemResult {
+            line,
+            action,
+            id,
+            status,
+        });
     }
 
     /// The document `id` rebuilt from the columns (nested by field path, with `_id`,
@@ -715,7 +899,7 @@ impl PreparedItem {
             action,
             id,
             ignored: doc.ignored_fields,
-            work: Work::Store(doc.point),
+            work: Work::Store(doc.row),
         })
     }
 

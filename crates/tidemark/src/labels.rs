@@ -14,12 +14,16 @@
 //! labels (with `__name__`) and of the value column's name, so `_id` = `_tsid` ‖
 //! timestamp and the engine's dedup applies as for any time series.
 
-use serde_json::json;
-use tidemark_segment::{Dim, Extra, MetricValue, Point};
-use tidemark_tsid::{DimValue, MAX_KEYWORD_LEN, MetricNames, TsidBuilder, TsidComputer};
+use std::sync::{Arc, OnceLock};
 
+use serde_json::json;
+use tidemark_segment::{Extra, MetricValue, Point};
+use tidemark_tsid::{DimValue, MAX_KEYWORD_LEN, MetricNames, Tsid, TsidBuilder, TsidComputer};
+
+use crate::doc::ParsedDoc;
 use crate::error::{Error, Result};
 use crate::mapping::Mapping;
+use crate::row::{DimRef, DimsWriter, Row};
 
 /// `settings.index.mode` of a label-keyed index.
 pub const LABELS_MODE: &str = "labels";
@@ -78,16 +82,74 @@ pub enum SampleValue {
     Str(String),
 }
 
-/// Makes points of label-keyed samples: checks the labels, computes the series id, and
+/// The label mapping, built once and shared, so documents of every [`LabelPoints`] name
+/// their value columns through the same mapping.
+fn shared_label_mapping() -> Result<Arc<Mapping>> {
+    static SHARED: OnceLock<Arc<Mapping>> = OnceLock::new();
+    if let Some(m) = SHARED.get() {
+        return Ok(Arc::clone(m));
+    }
+    let m = Arc::new(label_mapping()?);
+    Ok(Arc::clone(SHARED.get_or_init(|| m)))
+}
+
+/// The value column a sample's type goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ValueColumn {
+    F64,
+    I64,
+    Bool,
+    Str,
+}
+
+impl ValueColumn {
+    fn of(v: &SampleValue) -> ValueColumn {
+        match v {
+            SampleValue::F64(_) => ValueColumn::F64,
+            SampleValue::I64(_) => ValueColumn::I64,
+            SampleValue::Bool(_) => ValueColumn::Bool,
+            SampleValue::Str(_) => ValueColumn::Str,
+        }
+    }
+
+    /// The metric column that joins the series identity, if any.
+    fn metric_name(self) -> Option<&'static str> {
+        match self {
+            ValueColumn::F64 => Some(VALUE_FIELD),
+            ValueColumn::I64 => Some(VALUE_LONG_FIELD),
+            ValueColumn::Bool | ValueColumn::Str => None,
+        }
+    }
+
+    fn path(self) -> &'static str {
+        match self {
+            ValueColumn::F64 => VALUE_FIELD,
+            ValueColumn::I64 => VALUE_LONG_FIELD,
+            ValueColumn::Bool => VALUE_BOOL_FIELD,
+            ValueColumn::Str => VALUE_KEYWORD_FIELD,
+        }
+    }
+}
+
+/// Makes documents of label-keyed samples: checks the labels, computes the series id, and
 /// puts the value in its column. Holds reusable buffers: one per thread.
 ///
 /// ```
-/// use tidemark::{Index, LabelPoints, SampleValue, label_mapping};
+/// use tidemark::{Action, Index, LabelPoints, PreparedItem, SampleValue, label_mapping};
 ///
 /// let dir = tempfile::tempdir()?;
 /// let mut index = Index::create(dir.path(), label_mapping()?)?;
 /// let mut points = LabelPoints::new()?;
 /// let labels = [("__name__", "up"), ("job", "node")];
+/// // A series' labels are checked and hashed once, then each sample is cheap.
+/// let series = points.series(&labels, &SampleValue::F64(0.0))?;
+/// let items = vec![
+///     PreparedItem::store(1, Action::Create, None, series.doc(1_700_000_000_000, SampleValue::F64(1.0))?),
+///     PreparedItem::store(2, Action::Create, None, series.doc(1_700_000_010_000, SampleValue::F64(1.0))?),
+///     PreparedItem::store(3, Action::Create, None, points.doc(&labels, 1_700_000_000_000, SampleValue::F64(1.0))?),
+/// ];
+/// let results = index.apply_prepared(items)?;
+/// assert_eq!(results.iter().map(|r| r.http_status()).collect::<Vec<_>>(), [201, 201, 409]);
 /// let p = points.point(&labels, 1_700_000_000_000, SampleValue::F64(1.0))?;
 /// assert_eq!(p.dims.len(), 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -96,6 +158,59 @@ pub enum SampleValue {
 pub struct LabelPoints {
     tsids: TsidComputer,
     order: Vec<usize>,
+    mapping: Arc<Mapping>,
+    dims_out: DimsWriter,
+}
+
+/// One label-keyed series, checked and hashed once ([`LabelPoints::series`]): makes the
+/// documents of its samples.
+#[derive(Debug, Clone)]
+pub struct LabelSeries {
+    mapping: Arc<Mapping>,
+    tsid: Tsid,
+    dims: Arc<[u8]>,
+    column: ValueColumn,
+    /// The value column's field index in the label mapping.
+    field: u32,
+}
+
+impl LabelSeries {
+    /// The series id.
+    pub fn tsid(&self) -> Tsid {
+        self.tsid
+    }
+
+    /// The document of one sample of the series.
+    ///
+    /// # Errors
+    /// [`Error::Document`] for a value of another type than the one the series was made
+    /// for (the value column is part of the series id).
+    pub fn doc(&self, ts_millis: i64, value: SampleValue) -> Result<ParsedDoc> {
+        if ValueColumn::of(&value) != self.column {
+            return Err(Error::doc(
+                self.column.path(),
+                "a sample of another value type than its series was made for",
+            ));
+        }
+        let mut row = Row {
+            schema: Arc::clone(&self.mapping),
+            tsid: self.tsid,
+            ts_millis,
+            dims: Arc::clone(&self.dims),
+            values: Vec::new(),
+            extras: Vec::new(),
+        };
+        match value {
+            SampleValue::F64(v) => row.values.push((self.field, MetricValue::Gauge(v))),
+            SampleValue::I64(v) => row.values.push((self.field, MetricValue::Counter(v))),
+            SampleValue::Bool(b) => row.extras.push((self.field, Extra::Bool(b))),
+            SampleValue::Str(s) => row.extras.push((self.field, Extra::Keyword(s))),
+        }
+        Ok(ParsedDoc {
+            row,
+            ignored_fields: 0,
+        })
+    }
 }
 
 impl LabelPoints {
@@ -110,23 +225,21 @@ impl LabelPoints {
         Ok(LabelPoints {
             tsids,
             order: Vec::new(),
+            mapping: shared_label_mapping()?,
+            dims_out: DimsWriter::default(),
         })
     }
 
-    /// The point of one sample: `labels` as `(name, value)` in any order (labels with an
-    /// empty value are absent, as in Prometheus), `ts_millis`, and `value`.
+    /// The series of `labels` (as `(name, value)` in any order; labels with an empty
+    /// value are absent, as in Prometheus) for samples of `like`'s type: labels checked,
+    /// series id computed, dimensions encoded, once for all its samples.
     ///
     /// # Errors
     /// [`Error::Document`] naming the label: no label left, an empty or reserved name
     /// (`@timestamp`, `value`, `value_long`, `value_bool`, `value_keyword`), a name
     /// given twice, a name with an empty dotted segment, a value longer than
     /// 1024 bytes.
-    pub fn point(
-        &mut self,
-        labels: &[(&str, &str)],
-        ts_millis: i64,
-        value: SampleValue,
-    ) -> Result<Point> {
+    pub fn series(&mut self, labels: &[(&str, &str)], like: &SampleValue) -> Result<LabelSeries> {
         self.order.clear();
         self.order
             .extend((0..labels.len()).filter(|&i| labels.get(i).is_some_and(|l| !l.1.is_empty())));
@@ -134,6 +247,7 @@ impl LabelPoints {
             .sort_unstable_by_key(|&i| labels.get(i).map(|l| l.0));
         let mut pairs: Vec<(&str, DimValue<'_>)> = Vec::with_capacity(self.order.len());
         let mut previous: Option<&str> = None;
+        self.dims_out.clear();
         for &i in &self.order {
             let Some(&(name, v)) = labels.get(i) else {
                 continue;
@@ -161,16 +275,14 @@ impl LabelPoints {
             }
             previous = Some(name);
             pairs.push((name, DimValue::Keyword(v)));
+            self.dims_out.push(name, DimRef::Keyword(v));
         }
         if pairs.is_empty() {
             return Err(Error::doc("(labels)", "a series needs at least one label"));
         }
-        let column = match &value {
-            SampleValue::F64(_) => Some(VALUE_FIELD),
-            SampleValue::I64(_) => Some(VALUE_LONG_FIELD),
-            SampleValue::Bool(_) | SampleValue::Str(_) => None,
-        };
-        let names: &[&str] = match &column {
+        let column = ValueColumn::of(like);
+        let metric = column.metric_name();
+        let names: &[&str] = match &metric {
             Some(c) => std::slice::from_ref(c),
             None => &[],
         };
@@ -178,55 +290,60 @@ impl LabelPoints {
             .tsids
             .tsid_from_pairs(&pairs, names)
             .map_err(|e| Error::doc("(labels)", e.to_string()))?;
-        let mut point = Point::new(tsid, ts_millis);
-        point.dims = pairs
+        let field = self
+            .mapping
+            .fields()
             .iter()
-            .map(|(n, v)| {
-                let text = match v {
-                    DimValue::Keyword(s) => (*s).to_owned(),
-                    _ => String::new(),
-                };
-                ((*n).to_owned(), Dim::Keyword(text))
-            })
-            .collect();
-        match value {
-            SampleValue::F64(v) => point
-                .metrics
-                .push((VALUE_FIELD.to_owned(), MetricValue::Gauge(v))),
-            SampleValue::I64(v) => point
-                .metrics
-                .push((VALUE_LONG_FIELD.to_owned(), MetricValue::Counter(v))),
-            SampleValue::Bool(b) => point
-                .extras
-                .push((VALUE_BOOL_FIELD.to_owned(), Extra::Bool(b))),
-            SampleValue::Str(s) => point
-                .extras
-                .push((VALUE_KEYWORD_FIELD.to_owned(), Extra::Keyword(s))),
-        }
-        Ok(point)
+            .position(|f| f.path == column.path())
+            .ok_or_else(|| Error::doc(column.path(), "missing from the label mapping"))?;
+        Ok(LabelSeries {
+            mapping: Arc::clone(&self.mapping),
+            tsid,
+            dims: self.dims_out.finish(),
+            column,
+            field: field as u32,
+        })
+    }
+
+    /// The document of one sample: [`series`](Self::series), then
+    /// [`LabelSeries::doc`].
+    ///
+    /// # Errors
+    /// As [`series`](Self::series).
+    pub fn doc(
+        &mut self,
+        labels: &[(&str, &str)],
+        ts_millis: i64,
+        value: SampleValue,
+    ) -> Result<ParsedDoc> {
+        self.series(labels, &value)?.doc(ts_millis, value)
+    }
+
+    /// The point of one sample (dimensions, value and names spelled out), as
+    /// [`doc`](Self::doc) makes it.
+    ///
+    /// # Errors
+    /// As [`series`](Self::series).
+    pub fn point(
+        &mut self,
+        labels: &[(&str, &str)],
+        ts_millis: i64,
+        value: SampleValue,
+    ) -> Result<Point> {
+        self.doc(labels, ts_millis, value)?.to_point()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Action, Filter, Index, ParsedDoc, PreparedItem, SearchRequest};
+    use crate::{Action, Filter, Index, PreparedItem, SearchRequest};
 
-    fn store(index: &mut Index, points: Vec<Point>) -> Vec<u16> {
-        let items = points
+    fn store(index: &mut Index, docs: Vec<ParsedDoc>) -> Vec<u16> {
+        let items = docs
             .into_iter()
             .enumerate()
-            .map(|(i, point)| {
-                PreparedItem::store(
-                    i as u64,
-                    Action::Create,
-                    None,
-                    ParsedDoc {
-                        point,
-                        ignored_fields: 0,
-                    },
-                )
-            })
+            .map(|(i, doc)| PreparedItem::store(i as u64, Action::Create, None, doc))
             .collect();
         index
             .apply_prepared(items)
@@ -243,27 +360,27 @@ mod tests {
         let mut lp = LabelPoints::new().unwrap();
         let stale = f64::from_bits(0x7ff0_0000_0000_0002);
         let a = lp
-            .point(
+            .doc(
                 &[("job", "x"), ("__name__", "up")],
                 1000,
                 SampleValue::F64(1.0),
             )
             .unwrap();
         let b = lp
-            .point(
+            .doc(
                 &[("__name__", "up"), ("job", "x")],
                 2000,
                 SampleValue::F64(stale),
             )
             .unwrap();
         let c = lp
-            .point(
+            .doc(
                 &[("__name__", "up"), ("job", "y"), ("empty", "")],
                 1000,
                 SampleValue::I64(7),
             )
             .unwrap();
-        assert_eq!(a.tsid, b.tsid, "label order does not change the series");
+        assert_eq!(a.tsid(), b.tsid(), "label order does not change the series");
         assert_eq!(
             store(&mut index, vec![a.clone(), b.clone(), c]),
             [201, 201, 201]

@@ -458,8 +458,13 @@ impl Mapping {
                 .find(|(name, _)| name.len() == seg.len() && &**name == seg)
                 .map(|&(_, child)| child)
         };
+        // Children are single path segments: a key with a dot never names one, so the
+        // direct lookup comes first and only a miss looks for dots.
+        if let Some(child) = find(node, key) {
+            return Some(child);
+        }
         if !key.contains('.') {
-            return find(node, key);
+            return None;
         }
         let mut at = node;
         for seg in key.split('.') {

@@ -269,6 +269,12 @@ struct Scratch {
     /// dimension's span in it (`NO_SPAN` when absent).
     vals: Vec<u8>,
     slots: Vec<(usize, usize)>,
+    /// The metric names of the previous successful call, as given (each
+    /// `u32` length-prefixed), and the metrics section they encoded to:
+    /// documents of one stream mostly carry the same metrics, so the sort and
+    /// checks are skipped when the names repeat.
+    last_metric_input: Vec<u8>,
+    last_metric_section: Vec<u8>,
 }
 
 const NO_SPAN: (usize, usize) = (usize::MAX, 0);
@@ -551,10 +557,15 @@ impl TsidComputer {
     fn push_metric_names(&mut self, metric_names: &[&str]) -> Result<()> {
         let s = &mut self.scratch;
         let metrics_at = s.canon.len();
-        s.canon.extend_from_slice(&[0, 0]);
         if matches!(self.metrics, MetricMode::Off) {
+            s.canon.extend_from_slice(&[0, 0]);
             return Ok(());
         }
+        if !s.last_metric_section.is_empty() && same_names(&s.last_metric_input, metric_names) {
+            s.canon.extend_from_slice(&s.last_metric_section);
+            return Ok(());
+        }
+        s.canon.extend_from_slice(&[0, 0]);
         s.metric_buf.clear();
         s.metric_spans.clear();
         for name in metric_names {
@@ -563,7 +574,17 @@ impl TsidComputer {
             s.metric_buf.extend_from_slice(name.as_bytes());
             s.metric_spans.push((start, s.metric_buf.len()));
         }
-        encode_metric_names(s, metrics_at)
+        encode_metric_names(s, metrics_at)?;
+        s.last_metric_input.clear();
+        for name in metric_names {
+            s.last_metric_input
+                .extend_from_slice(&(name.len() as u32).to_le_bytes());
+            s.last_metric_input.extend_from_slice(name.as_bytes());
+        }
+        s.last_metric_section.clear();
+        s.last_metric_section
+            .extend_from_slice(s.canon.get(metrics_at..).unwrap_or_default());
+        Ok(())
     }
 
     /// The synthetic `_id` of a document: its tsid and `ts_millis`.
@@ -645,6 +666,22 @@ impl TsidComputer {
 /// The names digest of the configured dimensions in `s.present`,
 /// memoised by presence mask when the configuration has at most 64
 /// dimensions.
+/// Whether `names` are, in order, the names `memo` holds (each `u32` LE
+/// length-prefixed).
+fn same_names(mut memo: &[u8], names: &[&str]) -> bool {
+    for name in names {
+        let Some((len, rest)) = memo.split_first_chunk::<4>() else {
+            return false;
+        };
+        let len = u32::from_le_bytes(*len) as usize;
+        if len != name.len() || rest.get(..len) != Some(name.as_bytes()) {
+            return false;
+        }
+        memo = rest.get(len..).unwrap_or_default();
+    }
+    memo.is_empty()
+}
+
 fn memo_names_digest(dims: &[Dim], memo: &mut Vec<(u64, [u8; 16])>, s: &mut Scratch) -> [u8; 16] {
     let mask = if dims.len() <= 64 {
         Some(

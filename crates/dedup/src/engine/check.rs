@@ -41,7 +41,7 @@ impl Engine {
 
     /// Checks a normalized point against itself: name and keyword lengths, names given
     /// twice.
-    pub(super) fn validate(p: &Point) -> Option<Rejection> {
+    pub(crate) fn validate(p: &Point) -> Option<Rejection> {
         for (name, value) in &p.dims {
             let long = match value {
                 Dim::Keyword(s) => s.len().max(name.len()),

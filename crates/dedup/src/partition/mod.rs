@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::manifest::MANIFEST_NAME;
 use crate::stats::DedupStats;
 
+mod append;
 mod manifest;
 mod postings;
 mod rollup;
@@ -241,6 +242,8 @@ struct Part {
     state: PartState,
     /// Rollup segments by resolution (`None`: built, empty).
     rollups: Vec<(i64, Option<Arc<Segment>>)>,
+    /// The store's series and column refs translated to this engine's.
+    refs: append::PartRefs,
 }
 
 impl std::fmt::Debug for Part {
@@ -289,6 +292,9 @@ pub struct PartitionedEngine {
     postings: std::sync::Mutex<HashMap<PathBuf, Arc<Postings>>>,
     /// Formats and parses ids when no partition exists yet.
     keyer: Engine0,
+    /// The series and columns of [`append`](Self::append)'s refs.
+    catalog: append::Catalog,
+    append_scratch: append::AppendScratch,
 }
 
 /// An id formatter independent of any partition.
@@ -335,6 +341,8 @@ impl PartitionedEngine {
             rollup_rebuilds: 0,
             clock_unsaved: false,
             postings: std::sync::Mutex::default(),
+            catalog: append::Catalog::default(),
+            append_scratch: append::AppendScratch::default(),
         })
     }
 
@@ -361,6 +369,7 @@ impl PartitionedEngine {
                 engine,
                 state: PartState::Active,
                 rollups: Vec::new(),
+                refs: append::PartRefs::default(),
             },
         );
         PartitionedEngine {
@@ -374,6 +383,8 @@ impl PartitionedEngine {
             clock_unsaved: false,
             postings: std::sync::Mutex::default(),
             keyer,
+            catalog: append::Catalog::default(),
+            append_scratch: append::AppendScratch::default(),
         }
     }
 
@@ -436,6 +447,8 @@ impl PartitionedEngine {
             rollup_rebuilds: 0,
             clock_unsaved: false,
             postings: std::sync::Mutex::default(),
+            catalog: append::Catalog::default(),
+            append_scratch: append::AppendScratch::default(),
         };
         let mut dirty = Vec::new();
         for (start, state) in &manifest.partitions {
@@ -465,6 +478,7 @@ impl PartitionedEngine {
                     engine,
                     state: *state,
                     rollups,
+                    refs: append::PartRefs::default(),
                 },
             );
         }
@@ -626,6 +640,7 @@ impl PartitionedEngine {
                 engine,
                 state: PartState::Active,
                 rollups: Vec::new(),
+                refs: append::PartRefs::default(),
             },
         );
         Ok(())
@@ -663,7 +678,7 @@ impl PartitionedEngine {
         let mut out: Vec<Option<Outcome>> = vec![None; n];
         // Operations by partition, keeping their order within each.
         let mut groups: BTreeMap<i64, (Vec<usize>, Vec<Op>)> = BTreeMap::new();
-        let mut high = self.manifest.as_ref().map_or(i64::MIN, |m| m.high_water_ms);
+        let mut high = self.high_water();
         for (i, op) in ops.into_iter().enumerate() {
             let ts = match &op {
                 Op::Create(p) | Op::Index(p) => {
@@ -693,65 +708,23 @@ impl PartitionedEngine {
             g.0.push(i);
             g.1.push(op);
         }
-        // The clock is kept in memory and persisted with the next manifest switch (a new
-        // partition, a seal, retention) or by refresh and close: a crash may set it back
-        // to then, which only widens the late window for a moment.
-        if let Some(m) = &mut self.manifest
-            && high > m.high_water_ms
-        {
-            m.high_water_ms = high;
-            self.clock_unsaved = true;
-        }
+        self.advance_clock(high);
         for (start, (idx, ops)) in groups {
             self.ensure_part(start)?;
-            let sealed = self
-                .parts
-                .get(&start)
-                .is_some_and(|p| p.state == PartState::Sealed);
             // Points a write may change, for the rollup rebuild.
-            let keys: Vec<Option<(Tsid, i64)>> = if sealed {
-                ops.iter()
-                    .map(|op| match op {
-                        Op::Create(p) | Op::Index(p) => Some((p.tsid, p.ts_millis)),
-                        Op::Delete(id) => Some((id.tsid(), id.ts_millis())),
-                        Op::Get(_) => None,
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            if sealed {
-                // Persisted first: a crash before the rebuild rebuilds on open.
-                self.set_state(start, PartState::Dirty)?;
-            }
-            let Some(part) = self.parts.get_mut(&start) else {
-                continue;
-            };
-            let outcomes = part.engine.batch(ops)?;
-            let mut touched: Vec<(Tsid, i64)> = Vec::new();
-            for ((i, o), key) in idx
+            let keys: Vec<Option<(Tsid, i64)>> = ops
                 .iter()
-                .zip(outcomes)
-                .zip(keys.iter().chain(std::iter::repeat(&None)))
-            {
-                let changed = matches!(
-                    o,
-                    Outcome::Created { .. } | Outcome::Indexed { .. } | Outcome::Deleted { .. }
-                );
-                if changed && let Some(k) = key {
-                    touched.push(*k);
-                }
+                .map(|op| match op {
+                    Op::Create(p) | Op::Index(p) => Some((p.tsid, p.ts_millis)),
+                    Op::Delete(id) => Some((id.tsid(), id.ts_millis())),
+                    Op::Get(_) => None,
+                })
+                .collect();
+            let outcomes = self.write_part(start, keys, |engine| engine.batch(ops))?;
+            for (i, o) in idx.iter().zip(outcomes) {
                 if let Some(slot) = out.get_mut(*i) {
                     *slot = Some(o);
                 }
-            }
-            if sealed {
-                if !touched.is_empty() {
-                    failpoint("late-write-before-rebuild");
-                    self.rebuild_rollups(start, &touched)?;
-                    self.rollup_rebuilds += 1;
-                }
-                self.set_state(start, PartState::Sealed)?;
             }
         }
         self.keep_buffer_budget()?;
@@ -765,6 +738,68 @@ impl PartitionedEngine {
                 })
             })
             .collect())
+    }
+
+    /// The store's clock: the newest timestamp accepted (`i64::MIN` before any, and for
+    /// the single-engine layout).
+    fn high_water(&self) -> i64 {
+        self.manifest.as_ref().map_or(i64::MIN, |m| m.high_water_ms)
+    }
+
+    /// Moves the clock to `high` if that is later. The clock is kept in memory and
+    /// persisted with the next manifest switch (a new partition, a seal, retention) or by
+    /// refresh and close: a crash may set it back to then, which only widens the late
+    /// window for a moment.
+    fn advance_clock(&mut self, high: i64) {
+        if let Some(m) = &mut self.manifest
+            && high > m.high_water_ms
+        {
+            m.high_water_ms = high;
+            self.clock_unsaved = true;
+        }
+    }
+
+    /// Runs `write` on the engine of the (existing) partition at `start`. `keys` names
+    /// the point each operation may change, in order; a write that changes a sealed
+    /// partition marks it Dirty first (a crash before the rebuild rebuilds on open),
+    /// then rebuilds the rollup buckets of the points changed and seals it again.
+    fn write_part(
+        &mut self,
+        start: i64,
+        keys: Vec<Option<(Tsid, i64)>>,
+        write: impl FnOnce(&mut Engine) -> Result<Vec<Outcome>>,
+    ) -> Result<Vec<Outcome>> {
+        let sealed = self
+            .parts
+            .get(&start)
+            .is_some_and(|p| p.state == PartState::Sealed);
+        if sealed {
+            self.set_state(start, PartState::Dirty)?;
+        }
+        let Some(part) = self.parts.get_mut(&start) else {
+            return Ok(Vec::new());
+        };
+        let outcomes = write(&mut part.engine)?;
+        if sealed {
+            let touched: Vec<(Tsid, i64)> = outcomes
+                .iter()
+                .zip(keys.iter().chain(std::iter::repeat(&None)))
+                .filter(|(o, _)| {
+                    matches!(
+                        o,
+                        Outcome::Created { .. } | Outcome::Indexed { .. } | Outcome::Deleted { .. }
+                    )
+                })
+                .filter_map(|(_, k)| *k)
+                .collect();
+            if !touched.is_empty() {
+                failpoint("late-write-before-rebuild");
+                self.rebuild_rollups(start, &touched)?;
+                self.rollup_rebuilds += 1;
+            }
+            self.set_state(start, PartState::Sealed)?;
+        }
+        Ok(outcomes)
     }
 
     /// One refresh budget for all partitions, not one per partition: while more than

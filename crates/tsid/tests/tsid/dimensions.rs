@@ -315,3 +315,53 @@ fn excluding_an_object_excludes_its_fields() {
         .unwrap();
     assert_eq!(a, b);
 }
+
+#[test]
+fn repeated_and_changing_metric_names_give_the_tsids_of_a_fresh_computer() {
+    // One computer remembers the previous metric names; a fresh one per call cannot.
+    let build = || {
+        TsidBuilder::new()
+            .dimension("host")
+            .metric_names(MetricNames::Listed(Vec::new()))
+            .build()
+            .unwrap()
+    };
+    let mut reused = build();
+    let calls: [&[&str]; 8] = [
+        &["cpu", "mem"],
+        &["cpu", "mem"],
+        &["mem", "cpu"],
+        &["cpu"],
+        &[],
+        &[],
+        &["cpu", "mem", "disk"],
+        &["cpu", "mem"],
+    ];
+    for (i, names) in calls.iter().enumerate() {
+        let host = if i % 2 == 0 { "a" } else { "b" };
+        let got = reused
+            .tsid_from_values(&[Some(host.into())], names)
+            .unwrap();
+        let want = build()
+            .tsid_from_values(&[Some(host.into())], names)
+            .unwrap();
+        assert_eq!(got, want, "call {i}: {names:?}");
+    }
+    // A failed call (a duplicate name) is not remembered as a success.
+    assert!(
+        reused
+            .tsid_from_values(&[Some("a".into())], &["x", "x"])
+            .is_err()
+    );
+    assert!(
+        reused
+            .tsid_from_values(&[Some("a".into())], &["x", "x"])
+            .is_err()
+    );
+    assert_ne!(
+        reused
+            .tsid_from_values(&[Some("a".into())], &["cpu"])
+            .unwrap(),
+        reused.tsid_from_values(&[Some("a".into())], &[]).unwrap()
+    );
+}
