@@ -107,6 +107,22 @@ impl DocParser {
     pub fn parse_line(&mut self, line: &str) -> Result<ParsedDoc> {
         let mut found: Vec<Option<Scalar<'_>>> = vec![None; self.mapping.fields().len()];
         let mut ignored = 0u64;
+        if crate::scan::scan_doc(&self.mapping, line, &mut found, &mut ignored).is_some() {
+            return self.build(&found, ignored);
+        }
+        // Not a plain document: serde_json decides (the result, or the error).
+        found.iter_mut().for_each(|f| *f = None);
+        ignored = 0;
+        self.parse_line_serde(line, found, ignored)
+    }
+
+    /// [`parse_line`](Self::parse_line) through serde_json only.
+    pub(crate) fn parse_line_serde<'a>(
+        &mut self,
+        line: &'a str,
+        mut found: Vec<Option<Scalar<'a>>>,
+        mut ignored: u64,
+    ) -> Result<ParsedDoc> {
         let mut failure: Option<Error> = None;
         let mut de = serde_json::Deserializer::from_str(line);
         let seed = stream::ObjectSeed {

@@ -13,6 +13,7 @@ mod labels;
 mod mapping;
 mod query;
 mod row;
+mod scan;
 mod search;
 mod stats;
 mod time;

@@ -455,7 +455,13 @@ impl Mapping {
                 .get(at)?
                 .children
                 .iter()
-                .find(|(name, _)| name.len() == seg.len() && &**name == seg)
+                .find(|(name, _)| {
+                    // Length and first byte first: most siblings differ there, and the
+                    // full comparison is a call.
+                    name.len() == seg.len()
+                        && name.as_bytes().first() == seg.as_bytes().first()
+                        && &**name == seg
+                })
                 .map(|&(_, child)| child)
         };
         // Children are single path segments: a key with a dot never names one, so the
