@@ -25,6 +25,9 @@ pub const TEMPLATES_FILE: &str = "templates.json";
 const MAX_GROUP_JOBS: usize = 64;
 /// The counters file is saved at most this often (each save is an fsync).
 const COUNTERS_EVERY: Duration = Duration::from_secs(1);
+/// Partitions are sealed and retention applied at most this often (`Index::maintain`: it
+/// also seals a partition that had no write for its seal grace, by the wall clock).
+const MAINTAIN_EVERY: Duration = Duration::from_secs(10);
 
 /// What a writer answers: the items' results, or the reason the whole group failed.
 pub(crate) type WriteReply = std::result::Result<Vec<ItemResult>, String>;
@@ -182,8 +185,13 @@ impl IndexHandle {
 /// them as one group (one log write, one fsync) and answers each.
 fn write_loop(index: &RwLock<Option<Index>>, rx: &Receiver<WriteJob>) {
     let mut last_save = Instant::now();
+    let mut last_maintain = Instant::now();
     let mut unsaved = false;
     loop {
+        if last_maintain.elapsed() >= MAINTAIN_EVERY {
+            maintain(index);
+            last_maintain = Instant::now();
+        }
         let first = match rx.recv_timeout(COUNTERS_EVERY) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -242,6 +250,27 @@ fn write_loop(index: &RwLock<Option<Index>>, rx: &Receiver<WriteJob>) {
     }
     if unsaved {
         save_counters(index);
+    }
+}
+
+/// Seals partitions and applies retention (a no-op for an unpartitioned index).
+fn maintain(index: &RwLock<Option<Index>>) {
+    if let Ok(mut guard) = index.write()
+        && let Some(index) = guard.as_mut()
+        && index.engine().is_partitioned()
+    {
+        match index.maintain() {
+            Ok(r) if r.sealed + r.dropped + r.raw_expired > 0 => {
+                tracing::info!(
+                    sealed = r.sealed,
+                    dropped = r.dropped,
+                    raw_expired = r.raw_expired,
+                    "partitions maintained"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "partition maintenance failed"),
+        }
     }
 }
 
