@@ -166,6 +166,21 @@ fn a_partition_past_the_raw_retention_answers_from_its_kept_rollup() {
     assert_eq!(after_docs.docs[..3 * 3 * 24], before_docs[..]);
     let five = index.search_rollup(&Query::default(), 5 * MIN).unwrap();
     assert_eq!(five.expired, vec![(0, 2 * DAY - 1)]);
+    // Dimension names and values of the expired days come from the kept rollup.
+    assert_eq!(
+        index.labels(Some(0), Some(2 * DAY)).unwrap(),
+        vec!["host", "region"]
+    );
+    assert_eq!(
+        index
+            .label_values("host", Some(DAY), Some(2 * DAY))
+            .unwrap(),
+        vec![
+            ("h0".to_owned(), 1),
+            ("h1".to_owned(), 1),
+            ("h2".to_owned(), 1)
+        ]
+    );
     // `query` (the `_search` path) too.
     let hist = |interval: Interval| SearchRequest {
         size: 0,
