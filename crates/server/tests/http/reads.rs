@@ -300,3 +300,43 @@ fn rollup_documents_and_histograms_of_a_partitioned_index() {
     assert_eq!(buckets[0]["doc_count"], 72);
     assert!(resp.get("tidemark_expired").is_none());
 }
+
+/// `PUT /<index>` with `settings.index.tidemark.partitions` creates a partitioned index;
+/// bad settings are 400s that leave no index behind.
+#[test]
+fn create_index_takes_partition_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    let mut body = k8s_mapping();
+    body["settings"]["index"]["tidemark"] = json!({"partitions": {
+        "width": "1h", "retention": "2h", "rollups": ["1m", "10m"],
+        "rollup_retention": {"10m": "30d"}, "seal_grace": "5m"}});
+    let (status, resp) = s.put_json("/pz", &body);
+    assert_eq!(status, 200, "{resp}");
+    let (_, resp) = s.bulk("/pz/_bulk", &k8s_bulk(600, 6, T0, None));
+    assert_eq!(resp["errors"], false);
+    let (status, resp) = s.post_json("/pz/_search?rollup=10m", &json!({"size": 0}));
+    assert_eq!(status, 200, "{resp}");
+    // 1000 s of 6 pods: two 10-minute buckets each.
+    assert_eq!(resp["hits"]["total"]["value"], 12);
+    for (settings, needle) in [
+        (json!({"width": "1h", "rollups": ["7m"]}), "rollups"),
+        (json!({"retention": "1d"}), "needs [width]"),
+        (
+            json!({"width": "1h", "colour": "red"}),
+            "unknown setting [colour]",
+        ),
+        (
+            json!({"width": "1h", "rollups": ["1m"], "rollup_retention": {"1m": "1d"}}),
+            "rollup_retention",
+        ),
+    ] {
+        let mut body = k8s_mapping();
+        body["settings"]["index.tidemark.partitions"] = settings.clone();
+        let (status, resp) = s.put_json("/bad", &body);
+        assert_eq!(status, 400, "{settings} -> {resp}");
+        let reason = resp["error"]["reason"].as_str().unwrap();
+        assert!(reason.contains(needle), "{settings}: {reason}");
+        assert_eq!(s.get("/bad/_count").0, 404);
+    }
+}
