@@ -26,9 +26,9 @@ pub use error::{Error, Result};
 pub use events::{EventIds, Mode};
 pub use manifest::{MANIFEST_MAGIC, MANIFEST_NAME, MANIFEST_VERSION};
 pub use partition::{
-    CounterStats, FAILPOINT_ENV, MaintainReport, PARTITIONS_MAGIC, PARTITIONS_NAME,
-    PARTITIONS_VERSION, PartitionConfig, PartitionInfo, PartitionStats, PartitionedEngine, Piece,
-    Postings, RollupStats, counter_step, dim_value_text,
+    CounterStats, DOC_COUNT_COLUMN, FAILPOINT_ENV, MaintainReport, PARTITIONS_MAGIC,
+    PARTITIONS_NAME, PARTITIONS_VERSION, PartitionConfig, PartitionInfo, PartitionStats,
+    PartitionedEngine, Piece, Postings, RollupRow, RollupStats, counter_step, dim_value_text,
 };
 pub use shared::{SharedEngine, Writer};
 pub use stats::DedupStats;

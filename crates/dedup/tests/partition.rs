@@ -635,3 +635,295 @@ fn append_rejects_what_a_partition_refuses_and_applies_the_rest() {
     assert!(matches!(out[1], Outcome::Created { .. }));
     assert_eq!(store.live_count(), 2);
 }
+
+/// Rollups 5m (kept 3 days) and 1h (kept 4 days), raw rows kept 2 days.
+fn rollup_retention_config() -> PartitionConfig {
+    config()
+        .with_retention_ms(Some(2 * DAY))
+        .with_rollup_retention_ms(5 * 60_000, 3 * DAY)
+        .with_rollup_retention_ms(HOUR, 4 * DAY)
+}
+
+/// Days 0, 1 and 2 (300 points each), day 0 sealed; returns the rollup stats of days 0
+/// and 1 at both resolutions, as they were with every raw row there.
+fn rollup_retention_store(dir: &Path) -> Vec<BTreeMap<(Tsid, i64), RollupStats>> {
+    let mut store =
+        PartitionedEngine::create(dir, engine_config(), rollup_retention_config()).unwrap();
+    for day in 0..3 {
+        let ops: Vec<Op> = (0..300)
+            .map(|k| Op::Create(point(1, day * DAY + k * 60_000)))
+            .collect();
+        store.batch(ops).unwrap();
+    }
+    store.seal(0).unwrap();
+    store.seal(DAY).unwrap();
+    let mut before = Vec::new();
+    for day in [0, DAY] {
+        for res in [5 * 60_000, HOUR] {
+            before.push(rollup_stats(&store, "cpu", day, res));
+        }
+    }
+    store.close().unwrap();
+    before
+}
+
+/// The rollup-retention child: a point on day 4 moves the clock past the raw retention of
+/// days 0 and 1; `enforce_retention` aborts at the failpoint named in the environment.
+#[test]
+fn rollup_retention_child() {
+    let Some(dir) = std::env::var_os("TIDEMARK_ROLLUP_RETENTION_CHILD") else {
+        return;
+    };
+    let mut store = PartitionedEngine::open(Path::new(&dir), engine_config()).unwrap();
+    let out = store
+        .batch(vec![Op::Create(point(1, 4 * DAY + 60_000))])
+        .unwrap();
+    assert!(matches!(out[0], Outcome::Created { .. }));
+    store.enforce_retention().unwrap();
+}
+
+fn listed_dirs(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("p-") {
+            continue;
+        }
+        let mut inner: Vec<String> = std::fs::read_dir(e.path())
+            .unwrap()
+            .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        inner.sort();
+        out.push(format!("{name}: {}", inner.join(" ")));
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn rollup_retention_keeps_rollups_and_drops_raw_rows_atomically_across_crashes() {
+    let five = 5 * 60_000;
+    for (failpoint, switched) in [
+        ("retention-before-manifest", false),
+        ("retention-after-manifest", true),
+        ("retention-mid-remove", true),
+        ("", true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let before = rollup_retention_store(dir.path());
+        let status = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "rollup_retention_child", "--nocapture"])
+            .env("TIDEMARK_ROLLUP_RETENTION_CHILD", dir.path())
+            .env(FAILPOINT_ENV, failpoint)
+            .status()
+            .unwrap();
+        assert_eq!(status.success(), failpoint.is_empty(), "{failpoint}");
+        let mut store = PartitionedEngine::open(dir.path(), engine_config()).unwrap();
+        if !switched {
+            // All as it was: every raw row of days 0 and 1 still there.
+            assert!(store.partitions().iter().all(|p| !p.raw_expired));
+            assert_eq!(store.live_count(), 3 * 300 + 1, "{failpoint}");
+            assert_eq!(store.enforce_retention().unwrap(), (0, 0));
+        }
+        // Day 0 keeps its 1h rollup only (past the 5m rollup's 3 days), day 1 both;
+        // neither has raw rows; days 2 and 4 are whole.
+        let parts = store.partitions();
+        let shape: Vec<(i64, bool, Vec<i64>, u64)> = parts
+            .iter()
+            .map(|p| {
+                (
+                    p.start_ms,
+                    p.raw_expired,
+                    p.rollups.iter().map(|r| r.0).collect(),
+                    p.rows,
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (0, true, vec![HOUR], 0),
+                (DAY, true, vec![five, HOUR], 0),
+                (2 * DAY, false, vec![], 300),
+                (4 * DAY, false, vec![], 1),
+            ],
+            "{failpoint}"
+        );
+        assert_eq!(store.live_count(), 301);
+        let s = store.partition_stats();
+        assert_eq!((s.expired_partitions, s.expired_rows), (2, 600));
+        assert_eq!((s.dropped_partitions, s.dropped_rows), (0, 0));
+        // On disk: no raw engine and no unkept rollup file is left, even after a crash
+        // in the middle of removing them.
+        assert_eq!(
+            listed_dirs(dir.path()),
+            {
+                let mut v = vec![
+                    "p-0: rollup-3600000ms.tms".to_owned(),
+                    format!("p-{DAY}: rollup-300000ms.tms rollup-3600000ms.tms"),
+                    format!("p-{}: engine", 2 * DAY),
+                    format!("p-{}: engine", 4 * DAY),
+                ];
+                v.sort();
+                v
+            },
+            "{failpoint}"
+        );
+        // The kept rollups are unchanged.
+        assert_eq!(rollup_stats(&store, "cpu", 0, HOUR), before[1]);
+        assert_eq!(rollup_stats(&store, "cpu", DAY, five), before[2]);
+        assert_eq!(rollup_stats(&store, "cpu", DAY, HOUR), before[3]);
+        // Plans: hours of day 0 from its rollup; 10-minute buckets there have no answer.
+        assert_eq!(
+            store.plan(0, DAY - 1, 2 * HOUR),
+            vec![Piece::Rollup {
+                partition: 0,
+                resolution_ms: HOUR,
+                from: 0,
+                to: DAY - 1
+            }]
+        );
+        assert_eq!(
+            store.plan(30 * 60_000, 2 * DAY - 1, 10 * 60_000),
+            vec![
+                Piece::Expired {
+                    from: 30 * 60_000,
+                    to: DAY - 1
+                },
+                Piece::Rollup {
+                    partition: DAY,
+                    resolution_ms: five,
+                    from: DAY,
+                    to: 2 * DAY - 1
+                },
+            ]
+        );
+        // A bucket the range cuts cannot be answered either.
+        assert_eq!(
+            store.plan(30 * 60_000, HOUR * 3 - 1, HOUR)[0],
+            Piece::Expired {
+                from: 30 * 60_000,
+                to: HOUR - 1
+            }
+        );
+        // Writes there are refused as past the retention; raw reads find nothing.
+        let out = store
+            .batch(vec![Op::Create(point(1, DAY + 60_000))])
+            .unwrap();
+        assert!(
+            matches!(
+                out[0],
+                Outcome::Rejected {
+                    reason: Rejection::TooOld {
+                        rule: "retention",
+                        ..
+                    },
+                    ..
+                }
+            ),
+            "{out:?}"
+        );
+        let mut n = 0;
+        store
+            .scan_live(0, 2 * DAY - 1, |_, _| true, |_, _| n += 1)
+            .unwrap();
+        assert_eq!(n, 0);
+        store.close().unwrap();
+
+        // A day later: day 0 is past its last rollup's retention (dropped whole), day 1
+        // past the 5m one's (shrinks to 1h), day 2 past the raw retention (sealed, then
+        // keeps both rollups).
+        let mut store = PartitionedEngine::open(dir.path(), engine_config()).unwrap();
+        store
+            .batch(vec![Op::Create(point(1, 5 * DAY + 60_000))])
+            .unwrap();
+        let report = store.maintain_at(0).unwrap();
+        assert_eq!(
+            (report.dropped, report.dropped_rows, report.raw_expired),
+            (1, 0, 1)
+        );
+        let shape: Vec<(i64, bool, Vec<i64>)> = store
+            .partitions()
+            .iter()
+            .map(|p| {
+                (
+                    p.start_ms,
+                    p.raw_expired,
+                    p.rollups.iter().map(|r| r.0).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (DAY, true, vec![HOUR]),
+                (2 * DAY, true, vec![five, HOUR]),
+                (4 * DAY, false, vec![]),
+                (5 * DAY, false, vec![]),
+            ]
+        );
+        let s = store.partition_stats();
+        assert_eq!((s.expired_partitions, s.expired_rows), (3, 900));
+        assert_eq!((s.dropped_partitions, s.dropped_rows), (1, 0));
+        assert_eq!(rollup_stats(&store, "cpu", DAY, HOUR), before[3]);
+        assert!(!dir.path().join("p-0").exists());
+        assert!(
+            !dir.path()
+                .join(format!("p-{DAY}"))
+                .join("rollup-300000ms.tms")
+                .exists()
+        );
+    }
+}
+
+#[test]
+fn rollup_retention_needs_a_longer_raw_retention_and_a_configured_resolution() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = [
+        config().with_rollup_retention_ms(HOUR, 10 * DAY),
+        config()
+            .with_retention_ms(Some(30 * DAY))
+            .with_rollup_retention_ms(HOUR, 10 * DAY),
+        config()
+            .with_retention_ms(Some(DAY))
+            .with_rollup_retention_ms(2 * HOUR, 10 * DAY),
+    ];
+    for cfg in bad {
+        let err = PartitionedEngine::create(dir.path(), engine_config(), cfg).unwrap_err();
+        assert!(err.to_string().contains("rollup_retention"), "{err}");
+    }
+}
+
+#[test]
+fn a_partition_without_writes_for_the_seal_grace_is_sealed_by_the_wall_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    // Sealing by event time would wait for a point 1 day past day 0's end.
+    let cfg = config().with_seal_grace_ms(DAY);
+    let mut store = PartitionedEngine::create(dir.path(), engine_config(), cfg).unwrap();
+    let t0 = 1_000_000_000_000;
+    store
+        .batch((0..100).map(|k| Op::Create(point(1, k * 60_000))).collect())
+        .unwrap();
+    // The newest partition is never sealed by the wall clock, however idle.
+    assert_eq!(store.maintain_at(t0).unwrap().sealed, 0);
+    assert_eq!(store.maintain_at(t0 + 2 * DAY).unwrap().sealed, 0);
+    // A late write to day 0, then a point in day 1: day 0 is now behind the high-water
+    // mark, and its idle time starts at the first call after its last write.
+    store
+        .batch(vec![Op::Create(point(1, 200 * 60_000))])
+        .unwrap();
+    store.batch(vec![Op::Create(point(1, DAY + 5))]).unwrap();
+    assert_eq!(store.maintain_at(t0 + 2 * DAY + 1).unwrap().sealed, 0);
+    assert_eq!(store.maintain_at(t0 + 3 * DAY).unwrap().sealed, 0);
+    // A grace after that call: sealed, with its rollups.
+    let report = store.maintain_at(t0 + 3 * DAY + 1).unwrap();
+    assert_eq!(report.sealed, 1);
+    let parts = store.partitions();
+    assert!(parts[0].sealed && !parts[1].sealed, "{parts:?}");
+    assert_eq!(parts[0].rollups.len(), 2);
+    assert_eq!(parts[0].rows, 101);
+    // A retry meets its original in the sealed partition.
+    let out = store.batch(vec![Op::Create(point(1, 60_000))]).unwrap();
+    assert!(matches!(out[0], Outcome::Conflict { .. }), "{out:?}");
+}

@@ -100,6 +100,9 @@ impl Error {
                 }
                 tidemark::Error::AlreadyExists { .. } => (400, "resource_already_exists_exception"),
                 tidemark::Error::NoIndex { .. } => (404, "index_not_found_exception"),
+                tidemark::Error::Engine(tidemark::dedup::Error::InvalidConfig { .. }) => {
+                    (400, "illegal_argument_exception")
+                }
                 _ => (500, "exception"),
             },
             Error::Io { .. } | Error::Net(_) => (500, "exception"),

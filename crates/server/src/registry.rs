@@ -25,6 +25,9 @@ pub const TEMPLATES_FILE: &str = "templates.json";
 const MAX_GROUP_JOBS: usize = 64;
 /// The counters file is saved at most this often (each save is an fsync).
 const COUNTERS_EVERY: Duration = Duration::from_secs(1);
+/// Partitions are sealed and retention applied at most this often (`Index::maintain`: it
+/// also seals a partition that had no write for its seal grace, by the wall clock).
+const MAINTAIN_EVERY: Duration = Duration::from_secs(10);
 
 /// What a writer answers: the items' results, or the reason the whole group failed.
 pub(crate) type WriteReply = std::result::Result<Vec<ItemResult>, String>;
@@ -182,8 +185,13 @@ impl IndexHandle {
 /// them as one group (one log write, one fsync) and answers each.
 fn write_loop(index: &RwLock<Option<Index>>, rx: &Receiver<WriteJob>) {
     let mut last_save = Instant::now();
+    let mut last_maintain = Instant::now();
     let mut unsaved = false;
     loop {
+        if last_maintain.elapsed() >= MAINTAIN_EVERY {
+            maintain(index);
+            last_maintain = Instant::now();
+        }
         let first = match rx.recv_timeout(COUNTERS_EVERY) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -242,6 +250,27 @@ fn write_loop(index: &RwLock<Option<Index>>, rx: &Receiver<WriteJob>) {
     }
     if unsaved {
         save_counters(index);
+    }
+}
+
+/// Seals partitions and applies retention (a no-op for an unpartitioned index).
+fn maintain(index: &RwLock<Option<Index>>) {
+    if let Ok(mut guard) = index.write()
+        && let Some(index) = guard.as_mut()
+        && index.engine().is_partitioned()
+    {
+        match index.maintain() {
+            Ok(r) if r.sealed + r.dropped + r.raw_expired > 0 => {
+                tracing::info!(
+                    sealed = r.sealed,
+                    dropped = r.dropped,
+                    raw_expired = r.raw_expired,
+                    "partitions maintained"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "partition maintenance failed"),
+        }
     }
 }
 
@@ -349,19 +378,47 @@ impl Registry {
     pub fn create(&self, name: &str, body: &Value) -> Result<Arc<IndexHandle>> {
         protocol::check_index_name(name)?;
         let mapping = protocol::mapping_from_body(body)?;
+        let partitions = partitions_from_body(body)?;
         let _admin = self.admin.lock();
         if self.get(name).is_some() {
             return Err(already_exists(name));
         }
-        self.create_locked(name, mapping)
+        self.create_locked_with(name, mapping, partitions)
     }
 
     fn create_locked(&self, name: &str, mapping: Mapping) -> Result<Arc<IndexHandle>> {
+        self.create_locked_with(name, mapping, None)
+    }
+
+    fn create_locked_with(
+        &self,
+        name: &str,
+        mapping: Mapping,
+        partitions: Option<tidemark::dedup::PartitionConfig>,
+    ) -> Result<Arc<IndexHandle>> {
         let dir = self.root.join(INDICES_DIR).join(name);
         if dir.exists() {
             return Err(already_exists(name));
         }
-        let index = Index::create(&dir, mapping)?;
+        let index = match partitions {
+            None => Index::create(&dir, mapping)?,
+            Some(p) => {
+                match Index::create_partitioned(
+                    &dir,
+                    mapping,
+                    tidemark::dedup::EngineConfig::new(),
+                    p,
+                ) {
+                    Ok(index) => index,
+                    Err(e) => {
+                        // Refused settings (or a failed creation) leave no index behind:
+                        // the directory did not exist before.
+                        let _ = std::fs::remove_dir_all(&dir);
+                        return Err(e.into());
+                    }
+                }
+            }
+        };
         tracing::info!(index = %name, "created");
         let handle = Arc::new(IndexHandle::start(name.to_owned(), index));
         if let Ok(mut m) = self.indices.write() {
@@ -524,6 +581,78 @@ impl Registry {
             }
         }
     }
+}
+
+/// Tidemark's time-partition settings in a create-index body, if any:
+/// `settings.index.tidemark.partitions` (or `settings["index.tidemark.partitions"]`) =
+/// `{"width": "1d", "retention": "30d", "late_window": "2d", "seal_grace": "1h",
+/// "rollups": ["5m", "1h"], "rollup_retention": {"1h": "365d"}}` (`width` required).
+///
+/// # Errors
+/// `400 illegal_argument_exception` naming the bad setting.
+fn partitions_from_body(body: &Value) -> Result<Option<tidemark::dedup::PartitionConfig>> {
+    let settings = body.get("settings");
+    let spec = settings
+        .and_then(|s| s.get("index"))
+        .and_then(|i| i.get("tidemark"))
+        .and_then(|t| t.get("partitions"))
+        .or_else(|| settings.and_then(|s| s.get("index.tidemark.partitions")))
+        .or_else(|| {
+            settings
+                .and_then(|s| s.get("tidemark"))
+                .and_then(|t| t.get("partitions"))
+        });
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    let bad = |detail: String| {
+        Error::bad(
+            "illegal_argument_exception",
+            format!("[index.tidemark.partitions] {detail}"),
+        )
+    };
+    let Value::Object(spec) = spec else {
+        return Err(bad("must be an object".to_owned()));
+    };
+    let duration = |key: &str, v: &Value| -> Result<i64> {
+        let text = v
+            .as_str()
+            .ok_or_else(|| bad(format!("[{key}] must be a duration such as \"1d\"")))?;
+        tidemark::parse_interval(text).map_err(|e| bad(format!("[{key}]: {e}")))
+    };
+    let mut p = tidemark::dedup::PartitionConfig::new();
+    let mut width = None;
+    for (k, v) in spec {
+        match k.as_str() {
+            "width" => width = Some(duration(k, v)?),
+            "retention" => p = p.with_retention_ms(Some(duration(k, v)?)),
+            "late_window" => p = p.with_late_window_ms(Some(duration(k, v)?)),
+            "seal_grace" => p = p.with_seal_grace_ms(duration(k, v)?),
+            "rollups" => {
+                let list = v
+                    .as_array()
+                    .ok_or_else(|| bad("[rollups] must be a list".to_owned()))?;
+                let r = list
+                    .iter()
+                    .map(|x| duration(k, x))
+                    .collect::<Result<Vec<i64>>>()?;
+                p = p.with_rollups(r);
+            }
+            "rollup_retention" => {
+                let map = v.as_object().ok_or_else(|| {
+                    bad("[rollup_retention] must map resolutions to retentions".to_owned())
+                })?;
+                for (res, keep) in map {
+                    let res = tidemark::parse_interval(res)
+                        .map_err(|e| bad(format!("[rollup_retention]: {e}")))?;
+                    p = p.with_rollup_retention_ms(res, duration(k, keep)?);
+                }
+            }
+            other => return Err(bad(format!("unknown setting [{other}]"))),
+        }
+    }
+    let width = width.ok_or_else(|| bad("needs [width]".to_owned()))?;
+    Ok(Some(p.with_width_ms(width)))
 }
 
 fn already_exists(name: &str) -> Error {

@@ -632,20 +632,39 @@ pub mod dsl {
                     .ok_or_else(|| bad("[ids] needs [values]"))?;
                 Filter::Ids(strings(values, "ids")?)
             }
-            "prefix" => {
-                let (field, v) = single(&body, "prefix")?;
-                if field != "_id" {
-                    return Err(unsupported(format!(
-                        "[prefix] on [{field}] (only on [_id])"
-                    )));
-                }
+            "prefix" | "regexp" | "wildcard" => {
+                let (field, v) = single(&body, &kind)?;
                 let v = match v {
-                    Value::Object(o) => o.get("value").cloned().unwrap_or(Value::Null),
+                    Value::Object(o) => {
+                        for (k, x) in &o {
+                            match k.as_str() {
+                                "value" | "wildcard" | "boost" | "rewrite" => {}
+                                "case_insensitive" if x == &Value::Bool(false) => {}
+                                "flags" if kind == "regexp" && x.as_str() == Some("ALL") => {}
+                                "max_determinized_states" if kind == "regexp" => {}
+                                other => {
+                                    return Err(unsupported(format!("[{kind}.{other}] = {x}")));
+                                }
+                            }
+                        }
+                        o.get("value")
+                            .or_else(|| o.get("wildcard"))
+                            .cloned()
+                            .unwrap_or(Value::Null)
+                    }
                     other => other,
                 };
-                match v {
-                    Value::String(s) => Filter::IdPrefix(s),
-                    other => return Err(bad(format!("[prefix] expects a string, found {other}"))),
+                let Value::String(v) = v else {
+                    return Err(bad(format!("[{kind}] expects a string, found {v}")));
+                };
+                match (kind.as_str(), field == "_id") {
+                    ("prefix", true) => Filter::IdPrefix(v),
+                    (_, true) => {
+                        return Err(unsupported(format!("[{kind}] on [_id] (only [prefix])")));
+                    }
+                    ("prefix", false) => Filter::Prefix { field, prefix: v },
+                    ("regexp", false) => Filter::Regex { field, pattern: v },
+                    _ => Filter::Wildcard { field, pattern: v },
                 }
             }
             "exists" => match body.get("field") {
@@ -866,6 +885,14 @@ pub mod dsl {
                 "from" => req.from = as_usize(v, "from")?,
                 "aggs" | "aggregations" => req.aggs = aggs(v, mapping, now_ms)?,
                 "sort" => req.order = sort(v, mapping)?,
+                // Tidemark's own: hits are the rollup documents of this resolution.
+                "rollup" => {
+                    let text = v
+                        .as_str()
+                        .ok_or_else(|| bad("[rollup] must be a resolution such as \"1h\""))?;
+                    req.rollup =
+                        Some(tidemark::parse_interval(text).map_err(|e| bad(e.to_string()))?);
+                }
                 "_source"
                 | "track_total_hits"
                 | "timeout"
@@ -1005,6 +1032,9 @@ fn merge_params(mut body: Value, params: &HashMap<String, String>) -> Result<Val
         body = json!({});
     }
     if let Value::Object(o) = &mut body {
+        if let Some(r) = params.get("rollup") {
+            o.insert("rollup".into(), json!(r));
+        }
         for k in ["size", "from"] {
             if let Some(v) = params.get(k) {
                 o.insert(k.into(), json!(v));
@@ -1093,6 +1123,15 @@ async fn search_handler(
         "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
         "hits": {"total": total, "max_score": null, "hits": hits},
     });
+    if !result.expired.is_empty() {
+        // Not Elasticsearch's: time the answer leaves out because retention dropped its
+        // raw documents and no kept rollup answers there.
+        out["tidemark_expired"] = json!(result
+            .expired
+            .iter()
+            .map(|(a, b)| json!({"from": tidemark::format_time(*a), "to": tidemark::format_time(*b), "from_ms": a, "to_ms": b}))
+            .collect::<Vec<_>>());
+    }
     if !result.aggs.is_empty() {
         let mut aggs = Map::new();
         for (n, a) in &result.aggs {

@@ -37,7 +37,9 @@ pub use query::{
     Agg, AggOutput, Bucket, BucketKey, CalendarUnit, Filter, Hit, Interval, MetricKind,
     SearchRequest, SearchResult,
 };
-pub use search::{AggBucket, AggQuery, AggResult, GroupAgg, Matcher, Order, Query, SeriesAgg};
+pub use search::{
+    AggBucket, AggQuery, AggResult, GroupAgg, Matcher, Order, Query, RollupSearch, SeriesAgg,
+};
 pub use stats::{ComponentUsage, DiskUsage, IndexStats};
 pub use time::{format_time, parse_interval, parse_time};
 

@@ -70,6 +70,12 @@ enum Command {
         /// partition width; needs `--partition`).
         #[arg(long, value_delimiter = ',')]
         rollups: Vec<String>,
+        /// Keep a rollup longer than the raw rows, `resolution=retention`
+        /// comma-separated (e.g. `1h=365d,5m=90d`; each resolution one of `--rollups`,
+        /// each retention longer than `--retention`): a partition past `--retention` but
+        /// within a rollup's keeps that rollup, its raw rows and other rollups dropped.
+        #[arg(long, value_delimiter = ',')]
+        rollup_retention: Vec<String>,
     },
     /// List the dimension names of the series with data in a time range.
     Labels {
@@ -179,6 +185,11 @@ enum Command {
         /// Newest first.
         #[arg(long)]
         desc: bool,
+        /// Search the rollup documents of this resolution (one of the index's
+        /// rollups, e.g. `1h`) instead of raw documents: per series and bucket, the
+        /// dimensions, the bucket start, `_doc_count` and per metric its stats.
+        #[arg(long)]
+        rollup: Option<String>,
     },
     /// Aggregate a metric per interval: min, max, sum, count, avg, overall and per series (JSON out).
     Agg {
@@ -358,6 +369,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             late_window,
             seal_grace,
             rollups,
+            rollup_retention,
         } => {
             let text = std::fs::read_to_string(&mapping)
                 .with_context(|| format!("reading the mapping {}", mapping.display()))?;
@@ -369,9 +381,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         || late_window.is_some()
                         || seal_grace.is_some()
                         || !rollups.is_empty()
+                        || !rollup_retention.is_empty()
                     {
                         bail!(
-                            "--retention, --late-window, --seal-grace and --rollups need --partition"
+                            "--retention, --late-window, --seal-grace, --rollups and --rollup-retention need --partition"
                         );
                     }
                     Index::create(&dir, m)?
@@ -390,6 +403,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         );
                     if let Some(g) = opt(&seal_grace)? {
                         p = p.with_seal_grace_ms(g);
+                    }
+                    for spec in &rollup_retention {
+                        let Some((res, keep)) = spec.split_once('=') else {
+                            bail!(
+                                "invalid --rollup-retention `{spec}`: expected resolution=retention, e.g. 1h=365d"
+                            );
+                        };
+                        p = p.with_rollup_retention_ms(
+                            parse_interval(res.trim())?,
+                            parse_interval(keep.trim())?,
+                        );
                     }
                     Index::create_partitioned(&dir, m, tidemark::dedup::EngineConfig::new(), p)?
                 }
@@ -440,8 +464,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 writeln!(
                     out,
-                    "{:<22}{:<22}{:>12}{:>10}{:>14}  {:<7}rollups (resolution:rows)",
-                    "start", "end", "rows", "segments", "bytes", "sealed"
+                    "{:<22}{:<22}{:>12}{:>10}{:>14}  {:<13}rollups (resolution:rows)",
+                    "start", "end", "rows", "segments", "bytes", "state"
                 )?;
                 for p in &parts {
                     let rollups: Vec<String> = p
@@ -451,23 +475,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         .collect();
                     writeln!(
                         out,
-                        "{:<22}{:<22}{:>12}{:>10}{:>14}  {:<7}{}",
+                        "{:<22}{:<22}{:>12}{:>10}{:>14}  {:<13}{}",
                         tidemark::format_time(p.start_ms),
                         tidemark::format_time(p.end_ms),
                         p.rows,
                         p.segments,
                         p.bytes,
-                        if p.sealed { "yes" } else { "no" },
+                        if p.raw_expired {
+                            "rollups-only"
+                        } else if p.sealed {
+                            "sealed"
+                        } else {
+                            "active"
+                        },
                         rollups.join(" ")
                     )?;
                 }
                 let s = index.engine().partition_stats();
                 writeln!(
                     out,
-                    "{} partitions; dropped by retention: {} partitions, {} rows",
+                    "{} partitions; dropped by retention: {} partitions, {} rows; raw rows expired (rollups kept): {} partitions, {} rows",
                     parts.len(),
                     s.dropped_partitions,
-                    s.dropped_rows
+                    s.dropped_rows,
+                    s.expired_partitions,
+                    s.expired_rows
                 )?;
             }
         }
@@ -588,8 +620,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             id_prefix,
             limit,
             desc,
+            rollup,
         } => {
             let index = Index::open(&dir)?;
+            let raw_expired = if rollup.is_none() {
+                index.expired_ranges(time_arg(&from)?, time_arg(&to)?)
+            } else {
+                Vec::new()
+            };
+            for (a, b) in raw_expired {
+                eprintln!(
+                    "note: raw data from {} to {} has expired (retention): no documents there",
+                    tidemark::format_time(a),
+                    tidemark::format_time(b)
+                );
+            }
             let query = Query {
                 from: time_arg(&from)?,
                 to: time_arg(&to)?,
@@ -599,8 +644,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 limit,
                 order: if desc { Order::Desc } else { Order::Asc },
             };
-            for doc in index.search(&query)? {
-                writeln!(out, "{doc}")?;
+            match rollup {
+                None => {
+                    for doc in index.search(&query)? {
+                        writeln!(out, "{doc}")?;
+                    }
+                }
+                Some(r) => {
+                    let found = index.search_rollup(&query, parse_interval(&r)?)?;
+                    for doc in &found.docs {
+                        writeln!(out, "{doc}")?;
+                    }
+                    for (a, b) in &found.expired {
+                        eprintln!(
+                            "note: raw data from {} to {} has expired (retention) and no kept rollup is as fine as {r}: no documents there",
+                            tidemark::format_time(*a),
+                            tidemark::format_time(*b)
+                        );
+                    }
+                }
             }
         }
         Command::Agg {
@@ -627,6 +689,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let result = index.aggregate(&query)?;
             writeln!(out, "{}", serde_json::to_string_pretty(&result.to_json())?)?;
+            for (from, to) in &result.expired {
+                eprintln!(
+                    "note: raw data from {} to {} has expired (retention) and no kept rollup answers a {interval} interval there: left out of the answer",
+                    tidemark::format_time(*from),
+                    tidemark::format_time(*to)
+                );
+            }
         }
         Command::Stats { dir, json } => {
             let index = Index::open(&dir)?;
@@ -646,6 +715,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     out,
                     "dropped by retention      {} partitions, {} rows",
                     s.partition_stats.dropped_partitions, s.partition_stats.dropped_rows
+                )?;
+                writeln!(
+                    out,
+                    "raw expired, rollups kept {} partitions, {} rows",
+                    s.partition_stats.expired_partitions, s.partition_stats.expired_rows
                 )?;
                 for (name, v) in s.counters.pairs() {
                     writeln!(out, "{:<26}{v}", name.replace('_', " "))?;
@@ -720,6 +794,7 @@ fn partition_json(p: &tidemark::dedup::PartitionInfo) -> serde_json::Value {
         "segments": p.segments,
         "bytes": p.bytes,
         "sealed": p.sealed,
+        "raw_expired": p.raw_expired,
         "rollups": p.rollups.iter().map(|(r, rows, bytes)| serde_json::json!({
             "resolution": format_duration(*r), "resolution_ms": r, "rows": rows, "bytes": bytes,
         })).collect::<Vec<_>>(),

@@ -6,7 +6,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use roaring::RoaringBitmap;
 use serde_json::Value;
+use tidemark_dedup::{DOC_COUNT_COLUMN, Piece, Postings, RollupStats};
 use tidemark_segment::{Dim, MetricValue, Point};
 
 use crate::doc::{dim_json, dim_text, ip_text, point_to_doc};
@@ -35,6 +37,29 @@ pub enum Filter {
         field: String,
         /// Accepted values.
         values: Vec<String>,
+    },
+    /// A dimension whose value (as text) starts with `prefix`.
+    Prefix {
+        /// The dimension path.
+        field: String,
+        /// The prefix.
+        prefix: String,
+    },
+    /// A dimension whose whole value (as text) matches a regular expression (Rust
+    /// `regex` syntax, anchored at both ends as Elasticsearch's `regexp` is).
+    Regex {
+        /// The dimension path.
+        field: String,
+        /// The pattern.
+        pattern: String,
+    },
+    /// A dimension whose whole value matches a wildcard pattern: `*` any run of
+    /// characters, `?` one character, `\` escapes the next (Elasticsearch's `wildcard`).
+    Wildcard {
+        /// The dimension path.
+        field: String,
+        /// The pattern.
+        pattern: String,
     },
     /// An `_id` among these.
     Ids(Vec<String>),
@@ -216,6 +241,13 @@ pub enum AggOutput {
 }
 
 /// A query: filter, paging and sort of hits, aggregations.
+///
+/// On a time-partitioned index with rollups, a request for aggregations only (`size`
+/// 0) of date histograms with `min`, `max`, `avg`, `sum` and `value_count` of metrics,
+/// filtered on dimensions and time, reads the coarsest rollup whose resolution fits
+/// every histogram bucket where one exists (sealed partitions, buckets the range covers
+/// whole) and raw rows elsewhere: doc counts, counts, minima and maxima equal the raw
+/// answer, sums within floating-point rounding (set `raw_only` to compare).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchRequest {
     /// Which documents.
@@ -228,6 +260,12 @@ pub struct SearchRequest {
     pub order: Order,
     /// Aggregations, in request order.
     pub aggs: Vec<(String, Agg)>,
+    /// Hits are the rollup documents of this resolution (milliseconds; see
+    /// [`Index::search_rollup`]) instead of raw documents; `total` counts them. The
+    /// filter may then look at dimensions and the time range only.
+    pub rollup: Option<i64>,
+    /// Aggregate raw rows only, never rollups (to compare).
+    pub raw_only: bool,
 }
 
 impl Default for SearchRequest {
@@ -238,6 +276,8 @@ impl Default for SearchRequest {
             from: 0,
             order: Order::Asc,
             aggs: Vec::new(),
+            rollup: None,
+            raw_only: false,
         }
     }
 }
@@ -262,6 +302,14 @@ pub struct SearchResult {
     pub hits: Vec<Hit>,
     /// The aggregations, in request order.
     pub aggs: Vec<(String, AggOutput)>,
+    /// Raw rows read: those of the series the filter's dimension terms select through
+    /// each segment's dimension index (all rows in the time range when it has none).
+    pub rows_scanned: u64,
+    /// Rollup rows read (aggregations answered from rollups).
+    pub rollup_rows: u64,
+    /// Time ranges `[from, to]` (inclusive) the answer leaves out: their raw rows were
+    /// dropped by retention and no kept rollup answers there.
+    pub expired: Vec<(i64, i64)>,
 }
 
 /// A filter checked against the mapping, ready to evaluate.
@@ -269,6 +317,8 @@ enum Compiled {
     All,
     Time(i64, i64),
     Dim(String, HashSet<String>),
+    DimPrefix(String, String),
+    DimRegex(String, regex::Regex),
     Ids(HashSet<String>),
     IdPrefix(String),
     HasDim(String),
@@ -280,6 +330,39 @@ enum Compiled {
 
 fn query_error(reason: String) -> Error {
     Error::Query { reason }
+}
+
+/// Checks that `field` is a dimension, for a filter of `kind`.
+fn dimension_field(m: &Mapping, field: &str, kind: &str) -> Result<()> {
+    match m.field(field).map(|d| d.role) {
+        Some(FieldRole::Dimension) => Ok(()),
+        Some(_) => Err(query_error(format!(
+            "{kind} filters apply to dimensions; [{field}] is not a dimension"
+        ))),
+        None => Err(query_error(format!(
+            "unknown field [{field}] in a {kind} filter"
+        ))),
+    }
+}
+
+/// A wildcard pattern (`*`, `?`, `\` escapes) as an anchored regular expression.
+fn wildcard_regex(pattern: &str) -> String {
+    let mut out = String::from("^(?s:");
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' => out.push_str(".*"),
+            '?' => out.push('.'),
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    out.push_str(&regex::escape(&n.to_string()));
+                }
+            }
+            c => out.push_str(&regex::escape(&c.to_string())),
+        }
+    }
+    out.push_str(")$");
+    out
 }
 
 fn compile(f: &Filter, m: &Mapping) -> Result<Compiled> {
@@ -315,6 +398,24 @@ fn compile(f: &Filter, m: &Mapping) -> Result<Compiled> {
                 set.insert(normalized);
             }
             Compiled::Dim(field.clone(), set)
+        }
+        Filter::Prefix { field, prefix } => {
+            dimension_field(m, field, "prefix")?;
+            Compiled::DimPrefix(field.clone(), prefix.clone())
+        }
+        Filter::Regex { field, pattern } => {
+            dimension_field(m, field, "regexp")?;
+            let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+                query_error(format!("invalid regexp [{pattern}] on [{field}]: {e}"))
+            })?;
+            Compiled::DimRegex(field.clone(), re)
+        }
+        Filter::Wildcard { field, pattern } => {
+            dimension_field(m, field, "wildcard")?;
+            let re = regex::Regex::new(&wildcard_regex(pattern)).map_err(|e| {
+                query_error(format!("invalid wildcard [{pattern}] on [{field}]: {e}"))
+            })?;
+            Compiled::DimRegex(field.clone(), re)
         }
         Filter::Ids(ids) => Compiled::Ids(ids.iter().cloned().collect()),
         Filter::IdPrefix(p) => Compiled::IdPrefix(p.clone()),
@@ -363,6 +464,114 @@ impl Compiled {
         }
     }
 
+    /// Whether the filter depends on a document's dimensions only (so a series either
+    /// matches with all its documents or with none).
+    fn on_dims_only(&self) -> bool {
+        match self {
+            Compiled::All
+            | Compiled::Dim(..)
+            | Compiled::DimPrefix(..)
+            | Compiled::DimRegex(..)
+            | Compiled::HasDim(_) => true,
+            Compiled::Time(..)
+            | Compiled::Ids(_)
+            | Compiled::IdPrefix(_)
+            | Compiled::HasMetric(_) => false,
+            Compiled::And(v) | Compiled::Or(v) => v.iter().all(Compiled::on_dims_only),
+            Compiled::Not(f) => f.on_dims_only(),
+        }
+    }
+
+    /// Whether the filter is a conjunction of time ranges and filters on dimensions only
+    /// (a rollup bucket inside the range then matches whole or not at all).
+    fn on_time_and_dims(&self) -> bool {
+        match self {
+            Compiled::Time(..) => true,
+            Compiled::And(v) => v
+                .iter()
+                .all(|f| matches!(f, Compiled::Time(..)) || f.on_time_and_dims()),
+            other => other.on_dims_only(),
+        }
+    }
+
+    /// Whether [`select`](Self::select) can leave series out.
+    fn narrows(&self) -> bool {
+        match self {
+            Compiled::Dim(..)
+            | Compiled::DimPrefix(..)
+            | Compiled::DimRegex(..)
+            | Compiled::HasDim(_) => true,
+            Compiled::And(v) => v.iter().any(Compiled::narrows),
+            Compiled::Or(v) => !v.is_empty() && v.iter().all(Compiled::narrows),
+            Compiled::Not(f) => f.on_dims_only(),
+            _ => false,
+        }
+    }
+
+    /// The series of a segment that may have matching documents, from its dimension
+    /// index: exactly the matching ones where the filter is on dimensions only, a
+    /// superset where it also looks at rows (those are then checked row by row).
+    fn select(&self, p: &Postings) -> RoaringBitmap {
+        match self {
+            Compiled::Dim(field, set) => {
+                let mut out = RoaringBitmap::new();
+                for v in set {
+                    out |= p.term(field, v);
+                }
+                out
+            }
+            Compiled::DimPrefix(field, pre) => p.prefix(field, pre),
+            Compiled::DimRegex(field, re) => p.matching(field, |v| re.is_match(v)),
+            Compiled::HasDim(field) => p.has(field),
+            Compiled::And(v) => {
+                let mut it = v.iter();
+                let mut out = match it.next() {
+                    Some(f) => f.select(p),
+                    None => return p.all(),
+                };
+                for f in it {
+                    if out.is_empty() {
+                        break;
+                    }
+                    out &= f.select(p);
+                }
+                out
+            }
+            Compiled::Or(v) => {
+                let mut out = RoaringBitmap::new();
+                for f in v {
+                    out |= f.select(p);
+                }
+                out
+            }
+            // The complement of an exact set is exact; of a superset, nothing is known.
+            Compiled::Not(f) if f.on_dims_only() => p.all() - f.select(p),
+            _ => p.all(),
+        }
+    }
+
+    /// [`select`](Self::select) for one series (its dimensions): whether it may have
+    /// matching documents.
+    fn may_match(&self, dims: &[(String, Dim)]) -> bool {
+        let value = |field: &str| {
+            dims.iter()
+                .find(|(n, _)| n == field)
+                .map(|(_, d)| dim_text(d))
+        };
+        match self {
+            Compiled::Dim(field, set) => value(field).is_some_and(|v| set.contains(&v)),
+            Compiled::DimPrefix(field, pre) => {
+                value(field).is_some_and(|v| v.starts_with(pre.as_str()))
+            }
+            Compiled::DimRegex(field, re) => value(field).is_some_and(|v| re.is_match(&v)),
+            Compiled::HasDim(field) => dims.iter().any(|(n, _)| n == field),
+            Compiled::And(v) => v.iter().all(|f| f.may_match(dims)),
+            Compiled::Or(v) => v.iter().any(|f| f.may_match(dims)),
+            Compiled::Not(f) if f.on_dims_only() => !f.may_match(dims),
+            _ => true,
+        }
+    }
+
     fn matches(&self, p: &Point, id: &str) -> bool {
         match self {
             Compiled::All => true,
@@ -371,6 +580,14 @@ impl Compiled {
                 .dims
                 .iter()
                 .any(|(n, d)| n == field && set.contains(&dim_text(d))),
+            Compiled::DimPrefix(field, pre) => p
+                .dims
+                .iter()
+                .any(|(n, d)| n == field && dim_text(d).starts_with(pre.as_str())),
+            Compiled::DimRegex(field, re) => p
+                .dims
+                .iter()
+                .any(|(n, d)| n == field && re.is_match(&dim_text(d))),
             Compiled::Ids(set) => set.contains(id),
             Compiled::IdPrefix(pre) => id.starts_with(pre.as_str()),
             Compiled::HasDim(field) => p.dims.iter().any(|(n, _)| n == field),
@@ -579,6 +796,46 @@ impl Acc {
         }
     }
 
+    /// Adds a rollup row: `doc_count` raw documents of one series in the rollup bucket
+    /// starting at `bucket` (which lies inside one histogram bucket), with the stats of
+    /// each metric.
+    fn add_rollup(&mut self, bucket: i64, doc_count: u64, stats: &[(String, RollupStats)]) {
+        match self {
+            Acc::Hist {
+                interval,
+                subs,
+                buckets,
+                ..
+            } => {
+                let key = interval.bucket_start(bucket);
+                let slot = buckets
+                    .entry(key)
+                    .or_insert_with(|| (0, subs.iter().map(|(_, a)| Acc::empty(a)).collect()));
+                slot.0 += doc_count;
+                slot.1
+                    .iter_mut()
+                    .for_each(|a| a.add_rollup(bucket, doc_count, stats));
+            }
+            Acc::Metric {
+                field,
+                count,
+                sum,
+                min,
+                max,
+                ..
+            } => {
+                if let Some((_, st)) = stats.iter().find(|(n, _)| n == field) {
+                    *count += st.count;
+                    *sum += st.sum;
+                    *min = min.min(st.min);
+                    *max = max.max(st.max);
+                }
+            }
+            // Not planned on rollups (see `rollup_alignment`).
+            Acc::Terms { .. } => {}
+        }
+    }
+
     fn finish(self) -> AggOutput {
         match self {
             Acc::Hist {
@@ -783,7 +1040,19 @@ impl Index {
                     .iter()
                     .map(|(n, a)| (n.clone(), Acc::new(a, mapping).finish()))
                     .collect(),
+                rows_scanned: 0,
+                rollup_rows: 0,
+                expired: Vec::new(),
             });
+        }
+        if let Some(res) = req.rollup {
+            return self.query_rollup_docs(req, &filter, res, from, to);
+        }
+        if let Some(align) = rollup_alignment(req, &filter, mapping) {
+            let pieces = self.engine().plan(from, to, align);
+            if pieces.iter().any(|p| matches!(p, Piece::Rollup { .. })) {
+                return self.query_pieces(req, &filter, pieces);
+            }
         }
         let want_hits = req.size > 0;
         let keep = req.from.saturating_add(req.size);
@@ -796,14 +1065,14 @@ impl Index {
             Order::Asc => hits.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1))),
             Order::Desc => hits.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1))),
         };
-        self.engine().scan_live(
-            from,
-            to,
-            |_, _| true,
-            |mut p, stored| {
+        let mut rows_scanned = 0u64;
+        let mut on_row =
+            |mut p: Point,
+             stored: Option<(&tidemark_segment::Segment, tidemark_segment::RowId)>| {
                 if failure.is_some() {
                     return;
                 }
+                rows_scanned += 1;
                 let id = if needs_id {
                     match self.id_of(&p) {
                         Ok(id) => self.format_id(&id),
@@ -841,8 +1110,8 @@ impl Index {
                         hits.truncate(keep);
                     }
                 }
-            },
-        )?;
+            };
+        self.scan_compiled(&filter, from, to, &mut on_row)?;
         if let Some(e) = failure {
             return Err(e);
         }
@@ -866,8 +1135,234 @@ impl Index {
                 .map(|(n, _)| n.clone())
                 .zip(accs.into_iter().map(Acc::finish))
                 .collect(),
+            rows_scanned,
+            rollup_rows: 0,
+            expired: self
+                .engine()
+                .plan(from, to, 0)
+                .into_iter()
+                .filter_map(expired_of)
+                .collect(),
         })
     }
+
+    /// Scans raw rows in `[from, to]`: the series are chosen through each segment's
+    /// dimension index (only their rows read), unless nothing filters by dimension.
+    fn scan_compiled(
+        &self,
+        filter: &Compiled,
+        from: i64,
+        to: i64,
+        on_row: RowSink<'_>,
+    ) -> Result<()> {
+        if filter.narrows() {
+            self.engine().scan_live_indexed(
+                from,
+                to,
+                |_, dims| filter.may_match(dims),
+                |p| filter.select(p),
+                on_row,
+            )?;
+        } else {
+            self.engine().scan_live(from, to, |_, _| true, on_row)?;
+        }
+        Ok(())
+    }
+
+    /// Aggregations (no hits) over planned pieces: rollup rows where a rollup answers,
+    /// raw rows elsewhere (see [`rollup_alignment`]).
+    fn query_pieces(
+        &self,
+        req: &SearchRequest,
+        filter: &Compiled,
+        pieces: Vec<Piece>,
+    ) -> Result<SearchResult> {
+        let mapping = self.mapping();
+        let mut accs: Vec<Acc> = req.aggs.iter().map(|(_, a)| Acc::new(a, mapping)).collect();
+        let (mut total, mut rows_scanned, mut rollup_rows) = (0u64, 0u64, 0u64);
+        let mut expired = Vec::new();
+        for piece in pieces {
+            // A rollup built before rollups counted their rows cannot give doc counts:
+            // its partition's raw rows answer instead (retention rebuilds such rollups
+            // before it drops the raw rows; an empty rollup has nothing to count).
+            let piece = match piece {
+                Piece::Rollup {
+                    partition,
+                    resolution_ms,
+                    from,
+                    to,
+                } if !self
+                    .engine()
+                    .rollup_of(partition, resolution_ms)
+                    .is_some_and(|(_, s)| {
+                        s.columns().iter().any(|c| c.name == DOC_COUNT_COLUMN)
+                    }) =>
+                {
+                    Piece::Raw { from, to }
+                }
+                other => other,
+            };
+            match piece {
+                Piece::Raw { from, to } => {
+                    self.scan_compiled(filter, from, to, &mut |p, _| {
+                        rows_scanned += 1;
+                        if filter.matches(&p, "") {
+                            total += 1;
+                            for a in &mut accs {
+                                a.add(&p, mapping);
+                            }
+                        }
+                    })?;
+                }
+                Piece::Rollup { .. } => {
+                    self.engine().scan_rollup_rows(
+                        &piece,
+                        |_, dims| filter.may_match(dims),
+                        |p| filter.select(p),
+                        |row| {
+                            rollup_rows += 1;
+                            let n = row.doc_count.unwrap_or(0);
+                            total += n;
+                            for a in &mut accs {
+                                a.add_rollup(row.bucket_ms, n, &row.metrics);
+                            }
+                        },
+                    )?;
+                }
+                Piece::Expired { from, to } => expired.push((from, to)),
+            }
+        }
+        Ok(SearchResult {
+            total,
+            hits: Vec::new(),
+            aggs: req
+                .aggs
+                .iter()
+                .map(|(n, _)| n.clone())
+                .zip(accs.into_iter().map(Acc::finish))
+                .collect(),
+            rows_scanned,
+            rollup_rows,
+            expired,
+        })
+    }
+
+    /// A search whose hits are rollup documents (see [`SearchRequest::rollup`]).
+    fn query_rollup_docs(
+        &self,
+        req: &SearchRequest,
+        filter: &Compiled,
+        res: i64,
+        from: i64,
+        to: i64,
+    ) -> Result<SearchResult> {
+        if !filter.on_time_and_dims() {
+            return Err(query_error(
+                "a search of rollup documents filters on dimensions and the time range only".into(),
+            ));
+        }
+        let (found, keys) = self.rollup_docs(
+            from,
+            to,
+            res,
+            &|dims| filter.may_match(dims),
+            &|p| filter.select(p),
+            req.order,
+            Some(req.from.saturating_add(req.size)),
+        )?;
+        let aggs = if req.aggs.is_empty() {
+            SearchResult {
+                total: 0,
+                hits: Vec::new(),
+                aggs: Vec::new(),
+                rows_scanned: 0,
+                rollup_rows: 0,
+                expired: Vec::new(),
+            }
+        } else {
+            self.query(&SearchRequest {
+                rollup: None,
+                size: 0,
+                from: 0,
+                ..req.clone()
+            })?
+        };
+        let hits = found
+            .docs
+            .into_iter()
+            .zip(keys)
+            .skip(req.from)
+            .map(|(doc, (ts_millis, id))| Hit { id, ts_millis, doc })
+            .collect();
+        Ok(SearchResult {
+            total: found.total,
+            hits,
+            aggs: aggs.aggs,
+            rows_scanned: aggs.rows_scanned,
+            rollup_rows: aggs.rollup_rows,
+            expired: found.expired,
+        })
+    }
+}
+
+/// A callback given each raw row read (and where it is stored).
+type RowSink<'a> =
+    &'a mut dyn FnMut(Point, Option<(&tidemark_segment::Segment, tidemark_segment::RowId)>);
+
+fn expired_of(p: Piece) -> Option<(i64, i64)> {
+    match p {
+        Piece::Expired { from, to } => Some((from, to)),
+        _ => None,
+    }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// When rollups can answer a request: no hits wanted, a filter on dimensions and the
+/// time range only, and aggregations that are all date histograms of min, max, avg, sum
+/// and value_count of metrics. Returns the span every rollup bucket must fit in whole
+/// (so that it lies inside one histogram bucket): the gcd of the fixed intervals, a day
+/// for calendar days, weeks, months, quarters and years (they start at midnight UTC).
+fn rollup_alignment(req: &SearchRequest, filter: &Compiled, m: &Mapping) -> Option<i64> {
+    if req.raw_only || req.size > 0 || req.aggs.is_empty() || !filter.on_time_and_dims() {
+        return None;
+    }
+    let mut align = 0i64;
+    for (_, a) in &req.aggs {
+        let Agg::DateHistogram { interval, aggs, .. } = a else {
+            return None;
+        };
+        let w = match interval {
+            Interval::Fixed(w) => *w,
+            Interval::Calendar(CalendarUnit::Minute) => 60_000,
+            Interval::Calendar(CalendarUnit::Hour) => 3_600_000,
+            Interval::Calendar(_) => 86_400_000,
+        };
+        for (_, sub) in aggs {
+            let Agg::Metric { kind, field } = sub else {
+                return None;
+            };
+            let metric = matches!(
+                m.field(field).map(|f| f.role),
+                Some(FieldRole::Metric(_) | FieldRole::Value)
+            );
+            let kind_ok = matches!(
+                kind,
+                MetricKind::Min
+                    | MetricKind::Max
+                    | MetricKind::Avg
+                    | MetricKind::Sum
+                    | MetricKind::ValueCount
+            );
+            if !metric || !kind_ok {
+                return None;
+            }
+        }
+        align = gcd(align, w);
+    }
+    (align > 0).then_some(align)
 }
 
 #[cfg(test)]

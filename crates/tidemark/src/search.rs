@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use roaring::RoaringBitmap;
 use serde_json::{Map, Value, json};
-use tidemark_dedup::{Piece, Postings, counter_step};
+use tidemark_dedup::{Piece, Postings, RollupStats, counter_step};
 use tidemark_segment::{Dim, MetricValue, Point};
 use tidemark_tsid::{SyntheticId, Tsid};
 
@@ -205,6 +205,11 @@ pub struct AggResult {
     pub raw_rows: u64,
     /// Rollup rows (one series, one bucket of a rollup) read.
     pub rollup_rows: u64,
+    /// Time ranges `[from, to]` (inclusive) the answer leaves out: their raw rows were
+    /// dropped by retention and no kept rollup answers the interval there (it is not a
+    /// multiple of a kept resolution, or the range cuts a bucket). Empty when the answer
+    /// covers the whole range asked.
+    pub expired: Vec<(i64, i64)>,
 }
 
 impl AggResult {
@@ -238,6 +243,13 @@ impl AggResult {
                 })
             }).collect::<Vec<_>>(),
             "read": {"raw_rows": self.raw_rows, "rollup_rows": self.rollup_rows},
+            "expired": self.expired.iter().map(|(from, to)| json!({
+                "from": format_time(*from),
+                "to": format_time(*to),
+                "from_ms": from,
+                "to_ms": to,
+                "reason": "raw data there has expired (retention) and no kept rollup answers this interval: left out",
+            })).collect::<Vec<_>>(),
         })
     }
 }
@@ -459,6 +471,34 @@ fn compile(mapping: &Mapping, m: &Matcher) -> Result<Compiled> {
     })
 }
 
+/// Rollup documents: per series and bucket of one resolution, as Elasticsearch's
+/// downsampled indices hold them (see [`Index::search_rollup`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RollupSearch {
+    /// The resolution, milliseconds.
+    pub resolution_ms: i64,
+    /// The documents, by bucket start (then `_tsid`), at most the limit.
+    pub docs: Vec<Value>,
+    /// Matching documents before the limit.
+    pub total: u64,
+    /// Time ranges `[from, to]` (inclusive) left out: their raw rows were dropped by
+    /// retention and no kept rollup is as fine as the resolution there.
+    pub expired: Vec<(i64, i64)>,
+}
+
+/// Whether a series (by its dimensions) may match.
+type DimsPredicate<'a> = &'a dyn Fn(&[(String, Dim)]) -> bool;
+
+/// One rollup document being gathered: dimensions, raw rows, stats by metric.
+type RollupAcc = (
+    Vec<(String, Dim)>,
+    Option<u64>,
+    BTreeMap<String, RollupStats>,
+);
+
+/// Raw rows of one (bucket, series): dimensions, rows, `(ts, metric, value)`.
+type RawBucket = (Vec<(String, Dim)>, u64, Vec<(i64, String, MetricValue)>);
+
 /// A series' dimensions, its buckets by key, and its last counter value so far.
 struct SeriesBuckets {
     dims: Vec<(String, Dim)>,
@@ -603,14 +643,17 @@ impl Index {
         let bucket_of = |ts: i64| ts.div_euclid(interval) * interval;
         let store = self.engine();
         let pieces = if query.raw_only {
-            vec![Piece::Raw { from, to }]
+            // No interval is a multiple of 0: raw rows everywhere, and what has none.
+            store.plan(from, to, 0)
         } else {
             store.plan(from, to, interval)
         };
         let mut per_series: BTreeMap<Tsid, SeriesBuckets> = BTreeMap::new();
         let (mut raw_rows, mut rollup_rows) = (0u64, 0u64);
+        let mut expired = Vec::new();
         for piece in &pieces {
             match *piece {
+                Piece::Expired { from, to } => expired.push((from, to)),
                 Piece::Raw { from, to } => {
                     // A counter's increase needs each series' values in time order; a
                     // partition's rows come so only once it is merged: sorted here.
@@ -742,11 +785,181 @@ impl Index {
             groups: groups.into_values().collect(),
             raw_rows,
             rollup_rows,
+            expired,
         })
     }
 }
 
 impl Index {
+    /// Searches the rollup documents of resolution `resolution_ms` (one of the index's
+    /// rollups): one document per series and bucket whose start is in the query's time
+    /// range, with the series' dimensions, the timestamp field set to the bucket start,
+    /// `_tsid`, `_doc_count` (raw documents in the bucket) and per metric an object:
+    /// `min`, `max`, `sum`, `value_count` for gauges; `first`, `last`, `increase`
+    /// (reset-aware) and `value_count` for counters. Sealed partitions answer from their
+    /// rollup at that resolution, partitions past the raw retention from a kept rollup
+    /// as fine or finer (folded), active partitions from their raw rows (computed the
+    /// same way): the documents are the same whichever answers. Filters and matchers
+    /// select series through the rollups' dimension indexes; `id_prefix` does not
+    /// apply.
+    ///
+    /// # Errors
+    /// [`Error::Query`] for an index without that rollup, an `_id` prefix, bad filters;
+    /// segment read errors.
+    pub fn search_rollup(&self, query: &Query, resolution_ms: i64) -> Result<RollupSearch> {
+        if query.id_prefix.is_some() {
+            return Err(Error::Query {
+                reason: "an `_id` prefix does not apply to rollup documents".to_owned(),
+            });
+        }
+        let filters = Filters::with_matchers(self.mapping(), &query.filters, &query.matchers)?;
+        let (from, to) = range(query.from, query.to);
+        let (found, _) = self.rollup_docs(
+            from,
+            to,
+            resolution_ms,
+            &|dims| filters.matches(dims),
+            &|p| filters.select(p),
+            query.order,
+            query.limit,
+        )?;
+        Ok(found)
+    }
+
+    /// The rollup documents of `resolution_ms` with bucket starts in `[from, to]` of the
+    /// series `may_match` accepts (`select`: the same through a dimension index), and
+    /// each document's bucket start and `_id`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn rollup_docs(
+        &self,
+        from: i64,
+        to: i64,
+        resolution_ms: i64,
+        may_match: DimsPredicate<'_>,
+        select: &dyn Fn(&Postings) -> RoaringBitmap,
+        order: Order,
+        limit: Option<usize>,
+    ) -> Result<(RollupSearch, Vec<(i64, String)>)> {
+        let res = resolution_ms;
+        let store = self.engine();
+        let configured = store
+            .partition_config()
+            .map(|c| c.rollups().to_vec())
+            .unwrap_or_default();
+        if !configured.contains(&res) {
+            return Err(Error::Query {
+                reason: format!(
+                    "no rollup at {res} ms: the index's rollups are {:?} ms{}",
+                    configured,
+                    if store.is_partitioned() {
+                        ""
+                    } else {
+                        " (it is not partitioned)"
+                    }
+                ),
+            });
+        }
+        let mut out = RollupSearch {
+            resolution_ms: res,
+            docs: Vec::new(),
+            total: 0,
+            expired: Vec::new(),
+        };
+        // Buckets starting in [from, to].
+        // In i128: the bucket before i64::MIN does not fit an i64.
+        let r = i128::from(res);
+        let ceil = (i128::from(from) + r - 1).div_euclid(r) * r;
+        let first = i64::try_from(ceil).unwrap_or(i64::MAX);
+        let last = i64::try_from(i128::from(to).div_euclid(r) * r).unwrap_or(i64::MIN);
+        if first > last {
+            return Ok((out, Vec::new()));
+        }
+        let mut docs: BTreeMap<(i64, Tsid), RollupAcc> = BTreeMap::new();
+        let mut raw: BTreeMap<(i64, Tsid), RawBucket> = BTreeMap::new();
+        for piece in store.plan(first, last.saturating_add(res - 1), res) {
+            match piece {
+                Piece::Expired { from, to } => out.expired.push((from, to)),
+                Piece::Rollup { .. } => store.scan_rollup_rows(
+                    &piece,
+                    |_, dims| may_match(dims),
+                    select,
+                    |row| {
+                        // A finer kept rollup folds into the resolution, in time order.
+                        let key = (row.bucket_ms.div_euclid(res) * res, *row.tsid);
+                        let slot = docs
+                            .entry(key)
+                            .or_insert_with(|| (row.dims.to_vec(), Some(0), BTreeMap::new()));
+                        slot.1 = match (slot.1, row.doc_count) {
+                            (Some(a), Some(b)) => Some(a + b),
+                            _ => None,
+                        };
+                        for (m, st) in row.metrics {
+                            match slot.2.get_mut(&m) {
+                                Some(s) => s.then(&st),
+                                None => {
+                                    slot.2.insert(m, st);
+                                }
+                            }
+                        }
+                    },
+                )?,
+                Piece::Raw { from, to } => {
+                    let filters_all = |p: &Postings| select(p);
+                    let mut on_row = |p: Point, _: Option<(&tidemark_segment::Segment, _)>| {
+                        let key = (p.ts_millis.div_euclid(res) * res, p.tsid);
+                        let slot = raw.entry(key).or_insert_with(|| (p.dims, 0, Vec::new()));
+                        let ts = p.ts_millis;
+                        slot.1 += 1;
+                        slot.2
+                            .extend(p.metrics.into_iter().map(|(m, v)| (ts, m, v)));
+                    };
+                    store.scan_live_indexed(
+                        from,
+                        to,
+                        |_, dims| may_match(dims),
+                        filters_all,
+                        &mut on_row,
+                    )?;
+                }
+            }
+        }
+        // Raw buckets: values in timestamp order, as a rollup is built.
+        for (key, (dims, rows, mut values)) in raw {
+            values.sort_by_key(|v| v.0);
+            let mut stats: BTreeMap<String, RollupStats> = BTreeMap::new();
+            for (_, m, v) in values {
+                match stats.get_mut(&m) {
+                    Some(s) => s.add(v),
+                    None => {
+                        stats.insert(m, RollupStats::of(v));
+                    }
+                }
+            }
+            docs.insert(key, (dims, Some(rows), stats));
+        }
+        out.total = docs.len() as u64;
+        let keep = limit.unwrap_or(usize::MAX);
+        let mapping = self.mapping();
+        let mut keys = Vec::new();
+        let mut doc_of = |(bucket, tsid): &(i64, Tsid), acc: &RollupAcc| -> Value {
+            // The `_id` of a rollup document: its series and bucket start.
+            let id = SyntheticId::new(*tsid, *bucket).to_string();
+            let doc = rollup_doc(mapping, *bucket, tsid, &id, res, acc);
+            keys.push((*bucket, id));
+            doc
+        };
+        out.docs = match order {
+            Order::Asc => docs.iter().take(keep).map(|(k, a)| doc_of(k, a)).collect(),
+            Order::Desc => docs
+                .iter()
+                .rev()
+                .take(keep)
+                .map(|(k, a)| doc_of(k, a))
+                .collect(),
+        };
+        Ok((out, keys))
+    }
+
     /// Scans live rows in `[from, to]` of the series `filters` and `keep_tsid` accept:
     /// through each segment's dimension index when there are filters (only the chosen
     /// series' rows are read), else every series.
@@ -766,6 +979,21 @@ impl Index {
             store.scan_live_indexed(from, to, &mut keep, |p| filters.select(p), f)?;
         }
         Ok(())
+    }
+
+    /// The time ranges `[from, to]` (inclusive) within `[from, to)` whose raw rows
+    /// retention has dropped (partitions that keep only rollups): raw documents there
+    /// are gone, so a search of them answers without those ranges.
+    pub fn expired_ranges(&self, from: Option<i64>, to: Option<i64>) -> Vec<(i64, i64)> {
+        let (from, to) = range(from, to);
+        self.engine()
+            .plan(from, to, 0)
+            .into_iter()
+            .filter_map(|p| match p {
+                Piece::Expired { from, to } => Some((from, to)),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The dimension names of the series with data in `[from, to)` (what a query UI lists
@@ -798,6 +1026,53 @@ impl Index {
             .into_iter()
             .collect())
     }
+}
+
+/// A rollup document (see [`Index::search_rollup`]).
+fn rollup_doc(
+    mapping: &Mapping,
+    bucket: i64,
+    tsid: &Tsid,
+    id: &str,
+    res: i64,
+    acc: &RollupAcc,
+) -> Value {
+    let (dims, rows, stats) = acc;
+    let mut root = Map::new();
+    root.insert("_id".to_owned(), Value::String(id.to_owned()));
+    root.insert("_tsid".to_owned(), Value::String(tsid.to_string()));
+    let ts_field = mapping.timestamp_field();
+    let ts = if mapping.field(ts_field).is_some_and(|f| f.epoch_millis) {
+        Value::from(bucket)
+    } else {
+        Value::String(format_time(bucket))
+    };
+    crate::doc::insert_path(&mut root, ts_field, ts);
+    root.insert("_rollup_interval_ms".to_owned(), json!(res));
+    if let Some(n) = rows {
+        root.insert("_doc_count".to_owned(), json!(n));
+    }
+    for (n, d) in dims {
+        crate::doc::insert_path(&mut root, n, dim_json(d));
+    }
+    for (m, s) in stats {
+        let v = match s.counter {
+            Some(c) => json!({
+                "first": c.first,
+                "last": c.last,
+                "increase": c.increase,
+                "value_count": s.count,
+            }),
+            None => json!({
+                "min": s.min,
+                "max": s.max,
+                "sum": s.sum,
+                "value_count": s.count,
+            }),
+        };
+        crate::doc::insert_path(&mut root, m, v);
+    }
+    Value::Object(root)
 }
 
 /// Folds `add` (sorted by key) into `into` (sorted by key).

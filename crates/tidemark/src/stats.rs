@@ -47,6 +47,8 @@ impl IndexStats {
             "partitions": self.partitions,
             "dropped_partitions": self.partition_stats.dropped_partitions,
             "dropped_rows": self.partition_stats.dropped_rows,
+            "expired_partitions": self.partition_stats.expired_partitions,
+            "expired_rows": self.partition_stats.expired_rows,
             "rejected_too_old": self.partition_stats.rejected_too_old,
             "rollup_rebuilds": self.partition_stats.rollup_rebuilds,
         })

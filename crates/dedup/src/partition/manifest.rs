@@ -2,14 +2,17 @@
 //! switched atomically (docs/partitions.md has the layout).
 //!
 //! ```text
-//! magic "TMPT" | version u32
+//! magic "TMPT" | version u32 (2)
 //! | width_ms i64 | retention_ms i64 (0: none) | late_window_ms i64 (0: none)
 //! | seal_grace_ms i64 | high_water_ms i64 | dropped_partitions u64 | dropped_rows u64
-//! | rollups u32 | rollups × resolution_ms i64
-//! | partitions u32 | partitions × (start_ms i64 | state u8)
+//! | expired_partitions u64 | expired_rows u64
+//! | rollups u32 (<= 32) | rollups × (resolution_ms i64 | retention_ms i64 (0: the raw one))
+//! | partitions u32 | partitions × (start_ms i64 | state u8 | kept_rollups u32)
 //! | crc32 u32 of every byte before it | magic "TMPT"
 //! ```
-//! Written to a temporary file, fsynced, renamed over `PARTITIONS`, directory fsynced.
+//! Version 1 (still read) lacks the two `expired_*` counters, the rollup retentions and
+//! `kept_rollups`. Written to a temporary file, fsynced, renamed over `PARTITIONS`,
+//! directory fsynced.
 
 use std::path::Path;
 
@@ -19,13 +22,18 @@ use crate::le::{put_i64, put_u8, put_u32, put_u64};
 /// Magic at both ends of the partition manifest.
 pub const PARTITIONS_MAGIC: [u8; 4] = *b"TMPT";
 /// Partition manifest format version written and read.
-pub const PARTITIONS_VERSION: u32 = 1;
+pub const PARTITIONS_VERSION: u32 = 2;
+/// The oldest partition manifest version read.
+const OLDEST_VERSION: u32 = 1;
 /// File name of the partition manifest in a partitioned store's directory.
 pub const PARTITIONS_NAME: &str = "PARTITIONS";
 
 /// Most partitions or rollup resolutions a manifest may list (a hard cap checked before
 /// any allocation).
 const MAX_ENTRIES: u32 = 1 << 20;
+
+/// Most rollup resolutions (a partition's kept rollups are a 32-bit mask over them).
+pub(crate) const MAX_ROLLUPS: usize = 32;
 
 /// The state of a partition, as persisted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +44,12 @@ pub(crate) enum PartState {
     Sealed,
     /// Sealed, but a write reached it and its rollups may be behind: rebuilt on open.
     Dirty,
+    /// Past the raw retention but within a rollup's: its raw rows are dropped, only the
+    /// rollups in `kept` remain (bit `i`: the manifest's `i`-th resolution).
+    RawExpired {
+        /// Mask of the rollups kept (never 0: the partition is dropped then).
+        kept: u32,
+    },
 }
 
 impl PartState {
@@ -44,6 +58,14 @@ impl PartState {
             PartState::Active => 0,
             PartState::Sealed => 1,
             PartState::Dirty => 2,
+            PartState::RawExpired { .. } => 3,
+        }
+    }
+
+    fn kept(self) -> u32 {
+        match self {
+            PartState::RawExpired { kept } => kept,
+            _ => 0,
         }
     }
 }
@@ -57,14 +79,21 @@ pub(crate) struct PartManifest {
     pub(crate) high_water_ms: i64,
     pub(crate) dropped_partitions: u64,
     pub(crate) dropped_rows: u64,
+    /// Partitions whose raw rows retention dropped while a rollup was kept, ever.
+    pub(crate) expired_partitions: u64,
+    /// Raw rows those held.
+    pub(crate) expired_rows: u64,
     pub(crate) rollups: Vec<i64>,
+    /// Per rollup (same order): how long it outlives the raw rows (`None`: it does not).
+    pub(crate) rollup_retention_ms: Vec<Option<i64>>,
     /// By start, ascending.
     pub(crate) partitions: Vec<(i64, PartState)>,
 }
 
 impl PartManifest {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(80 + self.rollups.len() * 8 + self.partitions.len() * 9);
+        let mut out =
+            Vec::with_capacity(100 + self.rollups.len() * 16 + self.partitions.len() * 13);
         out.extend_from_slice(&PARTITIONS_MAGIC);
         put_u32(&mut out, PARTITIONS_VERSION);
         put_i64(&mut out, self.width_ms);
@@ -74,14 +103,19 @@ impl PartManifest {
         put_i64(&mut out, self.high_water_ms);
         put_u64(&mut out, self.dropped_partitions);
         put_u64(&mut out, self.dropped_rows);
+        put_u64(&mut out, self.expired_partitions);
+        put_u64(&mut out, self.expired_rows);
         put_u32(&mut out, self.rollups.len() as u32);
-        for r in &self.rollups {
+        for (i, r) in self.rollups.iter().enumerate() {
             put_i64(&mut out, *r);
+            let kept = self.rollup_retention_ms.get(i).copied().flatten();
+            put_i64(&mut out, kept.unwrap_or(0));
         }
         put_u32(&mut out, self.partitions.len() as u32);
         for (start, state) in &self.partitions {
             put_i64(&mut out, *start);
             put_u8(&mut out, state.tag());
+            put_u32(&mut out, state.kept());
         }
         let crc = crc32fast::hash(&out);
         put_u32(&mut out, crc);
@@ -90,13 +124,25 @@ impl PartManifest {
     }
 
     pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<PartManifest> {
-        let mut r = crate::manifest::open_frame(
+        let fields_min = 7 * 8 + 4 + 4;
+        let (mut r, version) = match crate::manifest::open_frame(
             bytes,
             path,
             PARTITIONS_MAGIC,
             PARTITIONS_VERSION,
-            7 * 8 + 4 + 4,
-        )?;
+            fields_min,
+        ) {
+            Ok(r) => (r, PARTITIONS_VERSION),
+            Err(Error::UnsupportedVersion { found, .. })
+                if (OLDEST_VERSION..PARTITIONS_VERSION).contains(&found) =>
+            {
+                let r =
+                    crate::manifest::open_frame(bytes, path, PARTITIONS_MAGIC, found, fields_min)?;
+                (r, found)
+            }
+            Err(e) => return Err(e),
+        };
+        let v2 = version >= 2;
         let width_ms = r.i64()?;
         let opt = |v: i64| (v > 0).then_some(v);
         let retention_ms = opt(r.i64()?);
@@ -105,27 +151,38 @@ impl PartManifest {
         let high_water_ms = r.i64()?;
         let dropped_partitions = r.u64()?;
         let dropped_rows = r.u64()?;
+        let (expired_partitions, expired_rows) = if v2 { (r.u64()?, r.u64()?) } else { (0, 0) };
         let n = r.u32()?;
-        if n > MAX_ENTRIES {
+        let cap = if v2 { MAX_ROLLUPS as u32 } else { MAX_ENTRIES };
+        if n > cap {
             return Err(r.corrupt_at(r.offset(), format!("{n} rollup resolutions")));
         }
         let mut rollups = Vec::new();
+        let mut rollup_retention_ms = Vec::new();
         for _ in 0..n {
             rollups.push(r.i64()?);
+            rollup_retention_ms.push(if v2 { opt(r.i64()?) } else { None });
         }
         let n = r.u32()?;
         if n > MAX_ENTRIES {
             return Err(r.corrupt_at(r.offset(), format!("{n} partitions")));
         }
+        // Bits of rollups that exist.
+        let all_kept = u32::MAX.checked_shr(32 - rollups.len() as u32).unwrap_or(0);
         let mut partitions = Vec::new();
         for _ in 0..n {
             let start = r.i64()?;
             let at = r.offset();
-            let state = match r.u8()? {
-                0 => PartState::Active,
-                1 => PartState::Sealed,
-                2 => PartState::Dirty,
-                t => return Err(r.corrupt_at(at, format!("partition state {t}"))),
+            let tag = r.u8()?;
+            let kept = if v2 { r.u32()? } else { 0 };
+            let state = match (tag, kept) {
+                (0, 0) => PartState::Active,
+                (1, 0) => PartState::Sealed,
+                (2, 0) => PartState::Dirty,
+                (3, k) if k != 0 && k & !all_kept == 0 => PartState::RawExpired { kept: k },
+                (t, k) => {
+                    return Err(r.corrupt_at(at, format!("partition state {t} keeping {k:#x}")));
+                }
             };
             partitions.push((start, state));
         }
@@ -143,7 +200,10 @@ impl PartManifest {
             high_water_ms,
             dropped_partitions,
             dropped_rows,
+            expired_partitions,
+            expired_rows,
             rollups,
+            rollup_retention_ms,
             partitions,
         })
     }
@@ -177,8 +237,12 @@ mod tests {
             high_water_ms: 1_764_460_800_000,
             dropped_partitions: 2,
             dropped_rows: 77,
+            expired_partitions: 3,
+            expired_rows: 99,
             rollups: vec![300_000, 3_600_000],
+            rollup_retention_ms: vec![None, Some(365 * 86_400_000)],
             partitions: vec![
+                (-2 * 86_400_000, PartState::RawExpired { kept: 2 }),
                 (-86_400_000, PartState::Sealed),
                 (0, PartState::Dirty),
                 (86_400_000, PartState::Active),
@@ -193,6 +257,54 @@ mod tests {
             PartManifest::decode(&m.encode(), Path::new("P")).unwrap(),
             m
         );
+    }
+
+    /// A version 1 manifest, as written before rollup retention existed.
+    fn v1_bytes() -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&PARTITIONS_MAGIC);
+        put_u32(&mut out, 1);
+        for v in [86_400_000i64, 0, 0, 3_600_000, 7_200_000] {
+            put_i64(&mut out, v);
+        }
+        put_u64(&mut out, 1);
+        put_u64(&mut out, 10);
+        put_u32(&mut out, 1);
+        put_i64(&mut out, 3_600_000);
+        put_u32(&mut out, 2);
+        for (s, t) in [(0i64, 1u8), (86_400_000, 0)] {
+            put_i64(&mut out, s);
+            put_u8(&mut out, t);
+        }
+        let crc = crc32fast::hash(&out);
+        put_u32(&mut out, crc);
+        out.extend_from_slice(&PARTITIONS_MAGIC);
+        out
+    }
+
+    #[test]
+    fn reads_version_1() {
+        let m = PartManifest::decode(&v1_bytes(), Path::new("P")).unwrap();
+        assert_eq!(m.rollups, vec![3_600_000]);
+        assert_eq!(m.rollup_retention_ms, vec![None]);
+        assert_eq!((m.dropped_partitions, m.dropped_rows), (1, 10));
+        assert_eq!((m.expired_partitions, m.expired_rows), (0, 0));
+        assert_eq!(
+            m.partitions,
+            vec![(0, PartState::Sealed), (86_400_000, PartState::Active)]
+        );
+        // Rewritten as the current version, it reads back equal.
+        assert_eq!(
+            PartManifest::decode(&m.encode(), Path::new("P")).unwrap(),
+            m
+        );
+    }
+
+    #[test]
+    fn rejects_a_kept_mask_naming_no_rollup() {
+        let mut m = sample();
+        m.partitions[0].1 = PartState::RawExpired { kept: 4 };
+        assert!(PartManifest::decode(&m.encode(), Path::new("P")).is_err());
     }
 
     #[test]

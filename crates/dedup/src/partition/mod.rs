@@ -24,7 +24,7 @@ mod rollup;
 
 pub use manifest::{PARTITIONS_MAGIC, PARTITIONS_NAME, PARTITIONS_VERSION};
 pub use postings::{Postings, dim_value_text};
-pub use rollup::{CounterStats, RollupStats, counter_step};
+pub use rollup::{CounterStats, DOC_COUNT_COLUMN, RollupStats, counter_step};
 
 use manifest::{PartManifest, PartState};
 
@@ -54,6 +54,8 @@ pub struct PartitionConfig {
     late_window_ms: Option<i64>,
     seal_grace_ms: i64,
     rollups: Vec<i64>,
+    /// `(resolution, retention)`: rollups kept longer than the raw rows.
+    rollup_retention: Vec<(i64, i64)>,
 }
 
 impl Default for PartitionConfig {
@@ -64,6 +66,7 @@ impl Default for PartitionConfig {
             late_window_ms: None,
             seal_grace_ms: HOUR_MS,
             rollups: Vec::new(),
+            rollup_retention: Vec::new(),
         }
     }
 }
@@ -106,6 +109,29 @@ impl PartitionConfig {
         resolutions_ms.dedup();
         self.rollups = resolutions_ms;
         self
+    }
+
+    /// Keeps the rollup at `resolution_ms` for `retention_ms` (longer than the raw
+    /// retention): a partition past the raw retention but within this one keeps that
+    /// rollup and loses its raw rows and the rollups not kept as long. Setting a
+    /// resolution again replaces its retention.
+    pub fn with_rollup_retention_ms(
+        mut self,
+        resolution_ms: i64,
+        retention_ms: i64,
+    ) -> PartitionConfig {
+        self.rollup_retention.retain(|(r, _)| *r != resolution_ms);
+        self.rollup_retention.push((resolution_ms, retention_ms));
+        self.rollup_retention.sort_unstable();
+        self
+    }
+
+    /// How long the rollup at `resolution_ms` is kept when longer than the raw rows.
+    pub fn rollup_retention_ms(&self, resolution_ms: i64) -> Option<i64> {
+        self.rollup_retention
+            .iter()
+            .find(|(r, _)| *r == resolution_ms)
+            .map(|(_, ms)| *ms)
     }
 
     /// Partition width in milliseconds.
@@ -163,6 +189,44 @@ impl PartitionConfig {
         if self.seal_grace_ms < 0 {
             return bad("seal_grace", "must not be negative".to_owned());
         }
+        if self.rollups.len() > manifest::MAX_ROLLUPS {
+            return bad(
+                "rollups",
+                format!(
+                    "at most {} resolutions, found {}",
+                    manifest::MAX_ROLLUPS,
+                    self.rollups.len()
+                ),
+            );
+        }
+        for (r, ms) in &self.rollup_retention {
+            if !self.rollups.contains(r) {
+                return bad(
+                    "rollup_retention",
+                    format!(
+                        "{r} ms is not one of the rollup resolutions {:?}",
+                        self.rollups
+                    ),
+                );
+            }
+            match self.retention_ms {
+                None => {
+                    return bad(
+                        "rollup_retention",
+                        "needs a retention for the raw rows (rollups outlive it)".to_owned(),
+                    );
+                }
+                Some(raw) if *ms <= raw => {
+                    return bad(
+                        "rollup_retention",
+                        format!(
+                            "the rollup at {r} ms must be kept longer than the raw rows ({raw} ms), found {ms} ms"
+                        ),
+                    );
+                }
+                Some(_) => {}
+            }
+        }
         Ok(())
     }
 }
@@ -182,6 +246,8 @@ pub struct PartitionInfo {
     pub bytes: u64,
     /// Whether it is sealed (merged, rollups built).
     pub sealed: bool,
+    /// Whether retention dropped its raw rows and other rollups, keeping `rollups`.
+    pub raw_expired: bool,
     /// Its rollups: `(resolution_ms, rows, bytes)`.
     pub rollups: Vec<(i64, u64, u64)>,
 }
@@ -195,6 +261,8 @@ pub struct MaintainReport {
     pub dropped: usize,
     /// Rows they held.
     pub dropped_rows: u64,
+    /// Partitions whose raw rows were dropped, a rollup kept.
+    pub raw_expired: usize,
 }
 
 /// Counters of a partitioned store: cumulative ones from the manifest and this session's.
@@ -204,6 +272,10 @@ pub struct PartitionStats {
     pub dropped_partitions: u64,
     /// Rows they held.
     pub dropped_rows: u64,
+    /// Partitions whose raw rows retention dropped while keeping a rollup, ever.
+    pub expired_partitions: u64,
+    /// Raw rows those held.
+    pub expired_rows: u64,
     /// Points rejected this session as older than the late window or the retention.
     pub rejected_too_old: u64,
     /// Late writes that changed a sealed partition (its rollups rebuilt) this session.
@@ -232,6 +304,15 @@ pub enum Piece {
         /// Last millisecond covered (inclusive).
         to: i64,
     },
+    /// `[from, to]` lies in partitions whose raw rows retention dropped, and no kept
+    /// rollup answers it (the interval is not a multiple of one, or a bucket is cut by
+    /// the range): nothing there can be read.
+    Expired {
+        /// First millisecond.
+        from: i64,
+        /// Last millisecond (inclusive).
+        to: i64,
+    },
 }
 
 struct Part {
@@ -244,6 +325,18 @@ struct Part {
     rollups: Vec<(i64, Option<Arc<Segment>>)>,
     /// The store's series and column refs translated to this engine's.
     refs: append::PartRefs,
+}
+
+/// A partition past the raw retention: only some rollups remain.
+#[derive(Debug)]
+struct ExpiredPart {
+    start: i64,
+    end: i64,
+    dir: PathBuf,
+    /// The kept rollups by resolution (`None`: built, empty).
+    rollups: Vec<(i64, Option<Arc<Segment>>)>,
+    /// Mask over the manifest's resolutions.
+    kept: u32,
 }
 
 impl std::fmt::Debug for Part {
@@ -281,6 +374,11 @@ pub struct PartitionedEngine {
     /// `None`: the single-engine layout.
     manifest: Option<PartManifest>,
     parts: BTreeMap<i64, Part>,
+    /// Partitions past the raw retention that keep rollups (never also in `parts`).
+    expired: BTreeMap<i64, ExpiredPart>,
+    /// Per partition: the write fingerprint the last `maintain` saw and the wall-clock
+    /// time it first saw it (for sealing after a period without writes).
+    idle: HashMap<i64, (WriteMark, i64)>,
     /// Stats of partitions dropped this session.
     retired: DedupStats,
     rejected_too_old: u64,
@@ -326,6 +424,13 @@ impl PartitionedEngine {
             high_water_ms: i64::MIN,
             dropped_partitions: 0,
             dropped_rows: 0,
+            expired_partitions: 0,
+            expired_rows: 0,
+            rollup_retention_ms: config
+                .rollups
+                .iter()
+                .map(|r| config.rollup_retention_ms(*r))
+                .collect(),
             rollups: config.rollups,
             partitions: Vec::new(),
         };
@@ -336,6 +441,8 @@ impl PartitionedEngine {
             engine_config,
             manifest: Some(manifest),
             parts: BTreeMap::new(),
+            expired: BTreeMap::new(),
+            idle: HashMap::new(),
             retired: DedupStats::default(),
             rejected_too_old: 0,
             rollup_rebuilds: 0,
@@ -377,6 +484,8 @@ impl PartitionedEngine {
             engine_config,
             manifest: None,
             parts,
+            expired: BTreeMap::new(),
+            idle: HashMap::new(),
             retired: DedupStats::default(),
             rejected_too_old: 0,
             rollup_rebuilds: 0,
@@ -442,6 +551,8 @@ impl PartitionedEngine {
             engine_config,
             manifest: Some(manifest.clone()),
             parts: BTreeMap::new(),
+            expired: BTreeMap::new(),
+            idle: HashMap::new(),
             retired: DedupStats::default(),
             rejected_too_old: 0,
             rollup_rebuilds: 0,
@@ -453,6 +564,11 @@ impl PartitionedEngine {
         let mut dirty = Vec::new();
         for (start, state) in &manifest.partitions {
             let pdir = dir.join(part_dir_name(*start));
+            if let PartState::RawExpired { kept } = *state {
+                let part = store.open_expired(&manifest, *start, pdir, kept)?;
+                store.expired.insert(*start, part);
+                continue;
+            }
             let engine = Engine::open(pdir.join("engine"), store.engine_config.clone())?;
             let mut rollups = Vec::new();
             if *state == PartState::Sealed {
@@ -506,6 +622,12 @@ impl PartitionedEngine {
             late_window_ms: m.late_window_ms,
             seal_grace_ms: m.seal_grace_ms,
             rollups: m.rollups.clone(),
+            rollup_retention: m
+                .rollups
+                .iter()
+                .zip(&m.rollup_retention_ms)
+                .filter_map(|(r, k)| k.map(|k| (*r, k)))
+                .collect(),
         })
     }
 
@@ -527,6 +649,8 @@ impl PartitionedEngine {
         PartitionStats {
             dropped_partitions: self.manifest.as_ref().map_or(0, |m| m.dropped_partitions),
             dropped_rows: self.manifest.as_ref().map_or(0, |m| m.dropped_rows),
+            expired_partitions: self.manifest.as_ref().map_or(0, |m| m.expired_partitions),
+            expired_rows: self.manifest.as_ref().map_or(0, |m| m.expired_rows),
             rejected_too_old: self.rejected_too_old,
             rollup_rebuilds: self.rollup_rebuilds,
         }
@@ -884,89 +1008,183 @@ impl PartitionedEngine {
         self.set_state(start, PartState::Sealed)
     }
 
-    /// Seals every active partition the high-water mark is past by the seal grace, and
-    /// applies retention.
+    /// Seals every active partition the high-water mark is past by the seal grace, or
+    /// that the high-water mark is past and that has had no write for the seal grace of
+    /// wall-clock time (see [`maintain_at`](Self::maintain_at)), and applies retention.
     ///
     /// # Errors
     /// As [`seal`](Self::seal) and [`enforce_retention`](Self::enforce_retention).
     pub fn maintain(&mut self) -> Result<MaintainReport> {
+        self.maintain_at(wall_clock_ms())
+    }
+
+    /// [`maintain`](Self::maintain) with the wall-clock time given (epoch milliseconds;
+    /// tests inject it). A partition counts as without writes from the first call that
+    /// saw its current write fingerprint (rows, checks, deletes): so the wall-clock rule
+    /// seals it one seal grace after the first call that followed its last write, at the
+    /// granularity of the calls (the server calls this every few seconds).
+    ///
+    /// # Errors
+    /// As [`maintain`](Self::maintain).
+    pub fn maintain_at(&mut self, now_ms: i64) -> Result<MaintainReport> {
         let Some(m) = &self.manifest else {
             return Ok(MaintainReport::default());
         };
         let high = m.high_water_ms;
         let grace = m.seal_grace_ms;
-        let due: Vec<i64> = self
-            .parts
-            .values()
-            .filter(|p| p.state == PartState::Active && p.end.saturating_add(grace) <= high)
-            .map(|p| p.start)
-            .collect();
-        let (dropped, dropped_rows) = self.enforce_retention()?;
+        let mut due = Vec::new();
+        let mut idle = HashMap::new();
+        for p in self.parts.values() {
+            if p.state != PartState::Active {
+                continue;
+            }
+            let mark = WriteMark::of(&p.engine);
+            let since = match self.idle.get(&p.start) {
+                Some((m, t)) if *m == mark => *t,
+                _ => now_ms,
+            };
+            idle.insert(p.start, (mark, since));
+            let by_event_time = p.end.saturating_add(grace) <= high;
+            let by_wall_clock = p.end <= high && now_ms.saturating_sub(since) >= grace;
+            if by_event_time || by_wall_clock {
+                due.push(p.start);
+            }
+        }
+        self.idle = idle;
+        let report = self.retention_pass()?;
         let mut sealed = 0;
         for start in due {
             if self.parts.contains_key(&start) {
                 self.seal(start)?;
+                self.idle.remove(&start);
                 sealed += 1;
             }
         }
-        Ok(MaintainReport {
-            sealed,
-            dropped,
-            dropped_rows,
-        })
+        Ok(MaintainReport { sealed, ..report })
     }
 
-    /// Drops every partition that ends at least the retention before the high-water
-    /// mark, all in one manifest switch: a crash before it keeps them all, a crash after
-    /// it loses them all (their directories, no longer listed, are removed on open).
-    /// Returns the partitions and rows dropped.
+    /// Applies retention, in **one** manifest switch: drops every partition that ends at
+    /// least the retention before the high-water mark, except that a partition within
+    /// a rollup's own retention (see [`PartitionConfig::with_rollup_retention_ms`])
+    /// keeps those rollups and loses its raw rows and other rollups instead (sealed
+    /// first if it was not), and a partition so kept is dropped once past every kept
+    /// rollup's retention. A crash before the switch keeps everything as it was, a crash
+    /// after it leaves the new state (files no longer listed are removed on open).
+    /// Returns the partitions dropped whole and the raw rows they held.
     ///
     /// Failpoints (see [`FAILPOINT_ENV`]): `retention-before-manifest`,
     /// `retention-after-manifest`, `retention-mid-remove` (here; and
     /// `late-write-before-rebuild` in [`batch`](Self::batch)).
     ///
     /// # Errors
-    /// I/O errors.
+    /// I/O errors; seal errors.
     pub fn enforce_retention(&mut self) -> Result<(usize, u64)> {
+        let r = self.retention_pass()?;
+        Ok((r.dropped, r.dropped_rows))
+    }
+
+    /// The mask of the rollups (over the manifest's resolutions) a partition ending at
+    /// `end` keeps when past the raw cutoff.
+    fn kept_mask(m: &PartManifest, end: i64) -> u32 {
+        let mut mask = 0u32;
+        for (i, keep) in m.rollup_retention_ms.iter().enumerate().take(32) {
+            if let Some(k) = keep
+                && end > m.high_water_ms.saturating_sub(*k)
+            {
+                mask |= 1 << i;
+            }
+        }
+        mask
+    }
+
+    fn retention_pass(&mut self) -> Result<MaintainReport> {
+        let mut report = MaintainReport::default();
         let Some(m) = &self.manifest else {
-            return Ok((0, 0));
+            return Ok(report);
         };
         let Some(r) = m.retention_ms else {
-            return Ok((0, 0));
+            return Ok(report);
         };
         if m.high_water_ms == i64::MIN {
-            return Ok((0, 0));
+            return Ok(report);
         }
         let cutoff = m.high_water_ms.saturating_sub(r);
-        let doomed: Vec<i64> = self
-            .parts
-            .values()
-            .filter(|p| p.end <= cutoff)
-            .map(|p| p.start)
-            .collect();
-        if doomed.is_empty() {
-            return Ok((0, 0));
+        let mut doomed: Vec<i64> = Vec::new();
+        let mut expiring: Vec<(i64, u32)> = Vec::new();
+        for p in self.parts.values().filter(|p| p.end <= cutoff) {
+            match Self::kept_mask(m, p.end) {
+                0 => doomed.push(p.start),
+                mask => expiring.push((p.start, mask)),
+            }
         }
-        let rows: u64 = doomed
-            .iter()
-            .filter_map(|s| self.parts.get(s))
-            .map(|p| p.engine.live_count())
-            .sum();
+        let mut doomed_expired: Vec<i64> = Vec::new();
+        let mut shrinking: Vec<(i64, u32)> = Vec::new();
+        for p in self.expired.values() {
+            match Self::kept_mask(m, p.end) & p.kept {
+                0 => doomed_expired.push(p.start),
+                mask if mask != p.kept => shrinking.push((p.start, mask)),
+                _ => {}
+            }
+        }
+        if doomed.is_empty()
+            && expiring.is_empty()
+            && doomed_expired.is_empty()
+            && shrinking.is_empty()
+        {
+            return Ok(report);
+        }
+        // A partition that keeps rollups has them built first (its own manifest switch:
+        // a crash after it leaves a sealed partition, still past the retention).
+        // Rollups written before they counted their rows are rebuilt too, as nothing
+        // could count them once the raw rows are gone.
+        for (start, _) in &expiring {
+            let stale = self.parts.get(start).is_some_and(|p| {
+                p.state != PartState::Sealed
+                    || p.rollups.iter().any(|(_, s)| {
+                        s.as_ref().is_some_and(|s| {
+                            !s.columns().iter().any(|c| c.name == DOC_COUNT_COLUMN)
+                        })
+                    })
+            });
+            if stale {
+                self.seal(*start)?;
+            }
+        }
+        let Some(m) = &self.manifest else {
+            return Ok(report);
+        };
+        let rows_of = |starts: &mut dyn Iterator<Item = &i64>| -> u64 {
+            starts
+                .filter_map(|s| self.parts.get(s))
+                .map(|p| p.engine.live_count())
+                .sum()
+        };
+        let dropped_rows = rows_of(&mut doomed.iter());
+        let expired_rows = rows_of(&mut expiring.iter().map(|(s, _)| s));
         let mut next = m.clone();
-        next.partitions.retain(|(s, _)| !doomed.contains(s));
-        next.dropped_partitions += doomed.len() as u64;
-        next.dropped_rows += rows;
+        next.partitions
+            .retain(|(s, _)| !doomed.contains(s) && !doomed_expired.contains(s));
+        for (s, st) in &mut next.partitions {
+            if let Some((_, kept)) = expiring.iter().chain(&shrinking).find(|(x, _)| x == s) {
+                *st = PartState::RawExpired { kept: *kept };
+            }
+        }
+        next.dropped_partitions += (doomed.len() + doomed_expired.len()) as u64;
+        next.dropped_rows += dropped_rows;
+        next.expired_partitions += expiring.len() as u64;
+        next.expired_rows += expired_rows;
         failpoint("retention-before-manifest");
         next.write(&self.dir)?;
         self.clock_unsaved = false;
-        self.manifest = Some(next);
+        self.manifest = Some(next.clone());
         failpoint("retention-after-manifest");
-        for (k, start) in doomed.iter().enumerate() {
+        let mut first = true;
+        for start in &doomed {
             if let Some(part) = self.parts.remove(start) {
                 absorb(&mut self.retired, part.engine.stats());
                 let dir = part.dir.clone();
                 part.engine.close()?;
-                if k == 0 {
+                if std::mem::take(&mut first) {
                     // Half of one partition's files gone: still invisible, still dropped.
                     remove_some(&dir.join("engine"))?;
                     failpoint("retention-mid-remove");
@@ -974,13 +1192,80 @@ impl PartitionedEngine {
                 std::fs::remove_dir_all(&dir).map_err(Error::io(&dir))?;
             }
         }
+        for (start, kept) in &expiring {
+            if let Some(part) = self.parts.remove(start) {
+                absorb(&mut self.retired, part.engine.stats());
+                let Part { dir, engine, .. } = part;
+                engine.close()?;
+                if std::mem::take(&mut first) {
+                    remove_some(&dir.join("engine"))?;
+                    failpoint("retention-mid-remove");
+                }
+                let expired = self.open_expired(&next, *start, dir, *kept)?;
+                self.expired.insert(*start, expired);
+            }
+        }
+        for start in &doomed_expired {
+            if let Some(part) = self.expired.remove(start) {
+                std::fs::remove_dir_all(&part.dir).map_err(Error::io(&part.dir))?;
+            }
+        }
+        for (start, kept) in &shrinking {
+            if let Some(part) = self.expired.remove(start) {
+                let expired = self.open_expired(&next, *start, part.dir, *kept)?;
+                self.expired.insert(*start, expired);
+            }
+        }
         crate::fsutil::sync_dir(&self.dir)?;
-        Ok((doomed.len(), rows))
+        report.dropped = doomed.len() + doomed_expired.len();
+        report.dropped_rows = dropped_rows;
+        report.raw_expired = expiring.len();
+        Ok(report)
+    }
+
+    /// Opens a partition past the raw retention that keeps the rollups in `kept`,
+    /// finishing what a crash after its manifest switch left: its raw engine and the
+    /// rollup files it does not keep are removed.
+    fn open_expired(
+        &self,
+        m: &PartManifest,
+        start: i64,
+        dir: PathBuf,
+        kept: u32,
+    ) -> Result<ExpiredPart> {
+        let engine_dir = dir.join("engine");
+        if engine_dir.exists() {
+            std::fs::remove_dir_all(&engine_dir).map_err(Error::io(&engine_dir))?;
+        }
+        let mut rollups = Vec::new();
+        for (i, r) in m.rollups.iter().enumerate() {
+            let path = rollup::rollup_path(&dir, *r);
+            let keep = i < 32 && kept & (1 << i) != 0;
+            if keep {
+                let seg = if path.exists() {
+                    Some(Arc::new(Segment::open(&path)?))
+                } else {
+                    None
+                };
+                rollups.push((*r, seg));
+            } else if path.exists() {
+                std::fs::remove_file(&path).map_err(Error::io(&path))?;
+            }
+        }
+        crate::fsutil::sync_dir(&dir)?;
+        Ok(ExpiredPart {
+            start,
+            end: start.saturating_add(m.width_ms),
+            dir,
+            rollups,
+            kept,
+        })
     }
 
     /// The partitions, oldest first.
     pub fn partitions(&self) -> Vec<PartitionInfo> {
-        self.parts
+        let mut list = self
+            .parts
             .values()
             .map(|p| {
                 let seg_bytes: u64 = p
@@ -1009,10 +1294,38 @@ impl PartitionedEngine {
                     segments: p.engine.segment_count(),
                     bytes: seg_bytes + rollups.iter().map(|r| r.2).sum::<u64>(),
                     sealed: p.state == PartState::Sealed,
+                    raw_expired: false,
                     rollups,
                 }
             })
-            .collect()
+            .chain(self.expired.values().map(|p| {
+                let rollups: Vec<(i64, u64, u64)> = p
+                    .rollups
+                    .iter()
+                    .map(|(r, seg)| match seg {
+                        Some(s) => (
+                            *r,
+                            s.row_count(),
+                            std::fs::metadata(rollup::rollup_path(&p.dir, *r))
+                                .map_or(0, |m| m.len()),
+                        ),
+                        None => (*r, 0, 0),
+                    })
+                    .collect();
+                PartitionInfo {
+                    start_ms: p.start,
+                    end_ms: p.end,
+                    rows: 0,
+                    segments: 0,
+                    bytes: rollups.iter().map(|r| r.2).sum(),
+                    sealed: true,
+                    raw_expired: true,
+                    rollups,
+                }
+            }))
+            .collect::<Vec<PartitionInfo>>();
+        list.sort_by_key(|p| p.start_ms);
+        list
     }
 
     /// The stored point `id`.
@@ -1145,14 +1458,35 @@ impl PartitionedEngine {
 
     /// Rollup files of all partitions, with their segments.
     pub fn rollup_segments(&self) -> Vec<(i64, i64, &Segment)> {
-        self.parts
+        let mut out: Vec<(i64, i64, &Segment)> = self
+            .parts
             .values()
-            .flat_map(|p| {
-                p.rollups
+            .map(|p| (p.start, &p.rollups))
+            .chain(self.expired.values().map(|p| (p.start, &p.rollups)))
+            .flat_map(|(start, rollups)| {
+                rollups
                     .iter()
-                    .filter_map(move |(r, s)| s.as_deref().map(|s| (p.start, *r, s)))
+                    .filter_map(move |(r, s)| s.as_deref().map(|s| (start, *r, s)))
             })
-            .collect()
+            .collect();
+        out.sort_by_key(|(start, r, _)| (*start, *r));
+        out
+    }
+
+    /// The rollup segment at `resolution_ms` of the partition starting at `partition`
+    /// (sealed, or past the raw retention and keeping it), with its file.
+    pub fn rollup_of(&self, partition: i64, resolution_ms: i64) -> Option<(PathBuf, &Segment)> {
+        let (dir, rollups) = match self.parts.get(&partition) {
+            Some(p) if p.state == PartState::Sealed => (&p.dir, &p.rollups),
+            Some(_) => return None,
+            None => {
+                let p = self.expired.get(&partition)?;
+                (&p.dir, &p.rollups)
+            }
+        };
+        let (_, seg) = rollups.iter().find(|(r, _)| *r == resolution_ms)?;
+        seg.as_deref()
+            .map(|s| (rollup::rollup_path(dir, resolution_ms), s))
     }
 
     /// [`Engine::scan_live`] over the partitions overlapping `[from, to]`, oldest first.
@@ -1300,7 +1634,8 @@ impl PartitionedEngine {
                 }
             }
             if p.engine.buffered() > 0 {
-                // Segments answer `None`: nothing of them is read twice.
+                // Segments answer `None`: nothing of them is read twice (the buffered
+                // series are listed once).
                 p.engine.scan_live_selected(
                     from,
                     to,
@@ -1315,13 +1650,34 @@ impl PartitionedEngine {
                 )?;
             }
         }
+        // Past the raw retention, the series are those of a kept rollup (the same
+        // dimensions, one row per series and bucket).
+        for p in self.expired.values() {
+            if p.end <= from || p.start > to {
+                continue;
+            }
+            let finest = p
+                .rollups
+                .iter()
+                .find_map(|(r, s)| s.as_ref().map(|s| (*r, s)));
+            if let Some((r, segment)) = finest {
+                let lo = from.div_euclid(r) * r;
+                let overlaps = segment.min_timestamp().is_some_and(|a| a <= to)
+                    && segment.max_timestamp().is_some_and(|b| b >= lo);
+                if overlaps {
+                    seg(&self.postings(&rollup::rollup_path(&p.dir, r), segment));
+                }
+            }
+        }
         Ok(())
     }
 
     /// Plans a scan of `[from, to]` for buckets of `interval_ms`: each sealed partition
     /// reads its coarsest rollup whose resolution divides the interval, over the buckets
     /// the range covers whole; everything else (active partitions, edges, no dividing
-    /// rollup) reads raw rows. Pieces come in time order.
+    /// rollup) reads raw rows. A partition past the raw retention reads its kept rollups
+    /// the same way, and what they cannot answer is a [`Piece::Expired`]. Pieces come in
+    /// time order.
     pub fn plan(&self, from: i64, to: i64, interval_ms: i64) -> Vec<Piece> {
         let mut out = Vec::new();
         if from > to {
@@ -1337,43 +1693,122 @@ impl PartitionedEngine {
             }
         };
         let mut cursor = from;
-        for p in self.parts.values() {
-            if p.end <= from || p.start > to {
+        // Live and expired partitions, in time order: (start, end, kept rollups or the
+        // sealed ones, whether raw rows remain).
+        let mut spans: Vec<(i64, i64, &[RollupSlot], bool)> = self
+            .parts
+            .values()
+            .map(|p| {
+                let rollups: &[RollupSlot] = if p.state == PartState::Sealed {
+                    &p.rollups
+                } else {
+                    &[]
+                };
+                (p.start, p.end, rollups, true)
+            })
+            .chain(
+                self.expired
+                    .values()
+                    .map(|p| (p.start, p.end, p.rollups.as_slice(), false)),
+            )
+            .collect();
+        spans.sort_by_key(|s| s.0);
+        for (start, end, rollups, has_raw) in spans {
+            if end <= from || start > to {
                 continue;
             }
-            let lo = from.max(p.start);
-            let hi = to.min(p.end.saturating_sub(1));
+            let lo = from.max(start);
+            let hi = to.min(end.saturating_sub(1));
             // Time between partitions holds no rows: planned raw (empty) to stay whole.
             raw(&mut out, cursor, lo.saturating_sub(1));
             cursor = hi.saturating_add(1);
-            let res = p
-                .rollups
+            // What reads what a rollup cannot: raw rows, or nothing (expired).
+            let rest = |out: &mut Vec<Piece>, a: i64, b: i64| {
+                if has_raw {
+                    raw(out, a, b);
+                } else if a <= b {
+                    match out.last_mut() {
+                        Some(Piece::Expired { to, .. }) if to.checked_add(1) == Some(a) => *to = b,
+                        _ => out.push(Piece::Expired { from: a, to: b }),
+                    }
+                }
+            };
+            let res = rollups
                 .iter()
                 .map(|(r, _)| *r)
                 .filter(|r| interval_ms > 0 && interval_ms % r == 0)
                 .max();
             match res {
-                Some(r) if p.state == PartState::Sealed => {
+                Some(r) => {
                     let a = lo.div_euclid(r) * r + if lo.rem_euclid(r) == 0 { 0 } else { r };
                     let b = (hi.saturating_add(1)).div_euclid(r) * r; // exclusive
                     if a < b {
-                        raw(&mut out, lo, a - 1);
+                        rest(&mut out, lo, a - 1);
                         out.push(Piece::Rollup {
-                            partition: p.start,
+                            partition: start,
                             resolution_ms: r,
                             from: a,
                             to: b - 1,
                         });
-                        raw(&mut out, b, hi);
+                        rest(&mut out, b, hi);
                     } else {
-                        raw(&mut out, lo, hi);
+                        rest(&mut out, lo, hi);
                     }
                 }
-                _ => raw(&mut out, lo, hi),
+                None => rest(&mut out, lo, hi),
             }
         }
         raw(&mut out, cursor, to);
         out
+    }
+
+    /// Reads whole rollup rows of a [`Piece::Rollup`] (every metric, and the row count):
+    /// `f` per series and bucket, in (tsid, bucket) order, for the series `select`
+    /// picks through the rollup segment's dimension index and `keep_series` accepts. A
+    /// piece whose partition or rollup is gone reads nothing.
+    ///
+    /// # Errors
+    /// Segment read errors.
+    pub fn scan_rollup_rows(
+        &self,
+        piece: &Piece,
+        mut keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
+        select: impl FnOnce(&Postings) -> roaring::RoaringBitmap,
+        mut f: impl FnMut(RollupRow<'_>),
+    ) -> Result<()> {
+        let Piece::Rollup {
+            partition,
+            resolution_ms,
+            from,
+            to,
+        } = *piece
+        else {
+            return Ok(());
+        };
+        let Some((path, seg)) = self.rollup_of(partition, resolution_ms) else {
+            return Ok(());
+        };
+        let chosen = select(&self.postings(&path, seg));
+        let cols = rollup::RowColumns::of(seg);
+        for ord in &chosen {
+            let Some(s) = seg.series().get(ord as usize) else {
+                continue;
+            };
+            if s.max_ts < from || s.min_ts > to || !keep_series(&s.tsid, &s.dims) {
+                continue;
+            }
+            seg.scan_series(&s.tsid, from, to, |rv| {
+                let (doc_count, metrics) = cols.read(rv.metrics);
+                f(RollupRow {
+                    tsid: &s.tsid,
+                    dims: &s.dims,
+                    bucket_ms: rv.ts_millis,
+                    doc_count,
+                    metrics,
+                });
+            })?;
+        }
+        Ok(())
     }
 
     /// Reads the rollup rows of a [`Piece::Rollup`] for `metric`: `f(tsid, dims, bucket
@@ -1398,10 +1833,7 @@ impl PartitionedEngine {
         else {
             return Ok(());
         };
-        let Some(part) = self.parts.get(&partition) else {
-            return Ok(());
-        };
-        let Some((_, Some(seg))) = part.rollups.iter().find(|(r, _)| *r == resolution_ms) else {
+        let Some((_, seg)) = self.rollup_of(partition, resolution_ms) else {
             return Ok(());
         };
         let cols = rollup::StatColumns::of(seg, metric);
@@ -1422,6 +1854,53 @@ impl PartitionedEngine {
         Ok(())
     }
 }
+
+/// What tells whether a partition was written to between two `maintain` calls: any
+/// write (create, index, delete) moves one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WriteMark {
+    checks: u64,
+    live: u64,
+    deleted: u64,
+    buffered: usize,
+}
+
+impl WriteMark {
+    fn of(e: &Engine) -> WriteMark {
+        WriteMark {
+            checks: e.stats().checks,
+            live: e.live_count(),
+            deleted: e.deleted_rows(),
+            buffered: e.buffered(),
+        }
+    }
+}
+
+/// The wall-clock time, epoch milliseconds (0 if the clock is before the epoch).
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// One row of a rollup (a series and bucket), as
+/// [`PartitionedEngine::scan_rollup_rows`] reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RollupRow<'a> {
+    /// The series.
+    pub tsid: &'a Tsid,
+    /// Its dimensions.
+    pub dims: &'a [(String, Dim)],
+    /// The bucket start.
+    pub bucket_ms: i64,
+    /// Raw rows in the bucket (`None`: a rollup built before this count was kept).
+    pub doc_count: Option<u64>,
+    /// The stats of each metric with values in the bucket, by name.
+    pub metrics: Vec<(String, RollupStats)>,
+}
+
+/// A partition's rollup at one resolution (`None`: built, empty).
+type RollupSlot = (i64, Option<Arc<Segment>>);
 
 /// A callback given a series' dimensions.
 type DimsSink<'a> = &'a mut dyn FnMut(&[(String, Dim)]);

@@ -52,7 +52,8 @@ pub fn counter_step(prev: i64, next: i64) -> i64 {
 }
 
 impl RollupStats {
-    fn of(v: MetricValue) -> RollupStats {
+    /// The stats of one value.
+    pub fn of(v: MetricValue) -> RollupStats {
         let (f, counter) = match v {
             MetricValue::Gauge(f) => (f, None),
             MetricValue::Counter(i) => (
@@ -73,7 +74,8 @@ impl RollupStats {
         }
     }
 
-    fn add(&mut self, v: MetricValue) {
+    /// Adds the next value (in timestamp order).
+    pub fn add(&mut self, v: MetricValue) {
         let f = match v {
             MetricValue::Gauge(f) => f,
             MetricValue::Counter(i) => {
@@ -91,6 +93,33 @@ impl RollupStats {
     }
 }
 
+impl RollupStats {
+    /// Folds in the stats of the bucket that follows (the same series, later in time):
+    /// the counter increase adds the step from this bucket's last value to that one's
+    /// first (a drop counting as a reset).
+    pub fn then(&mut self, later: &RollupStats) {
+        self.count += later.count;
+        self.min = self.min.min(later.min);
+        self.max = self.max.max(later.max);
+        self.sum += later.sum;
+        self.counter = match (self.counter, later.counter) {
+            (Some(a), Some(b)) => Some(CounterStats {
+                first: a.first,
+                last: b.last,
+                increase: a
+                    .increase
+                    .saturating_add(counter_step(a.last, b.first))
+                    .saturating_add(b.increase),
+            }),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// The column holding the number of raw rows of each (series, bucket) of a rollup (as
+/// Elasticsearch's downsampled documents have one).
+pub const DOC_COUNT_COLUMN: &str = "_doc_count";
+
 const STATS: [&str; 7] = ["count", "first", "increase", "last", "max", "min", "sum"];
 
 /// File of the rollup at `resolution_ms` in partition directory `dir`.
@@ -102,10 +131,15 @@ fn to_point(
     tsid: Tsid,
     dims: &[(String, Dim)],
     bucket: i64,
+    rows: u64,
     stats: &[(String, RollupStats)],
 ) -> Point {
     let mut p = Point::new(tsid, bucket);
     p.dims = dims.to_vec();
+    p.metrics.push((
+        DOC_COUNT_COLUMN.to_owned(),
+        MetricValue::Counter(i64::try_from(rows).unwrap_or(i64::MAX)),
+    ));
     for (name, s) in stats {
         p.metrics.push((
             format!("{name}.count"),
@@ -154,15 +188,19 @@ pub(crate) fn compute(
     // The (series, bucket) being accumulated: its metrics by name.
     let mut cur: Option<Current> = None;
     let mut acc: BTreeMap<String, RollupStats> = BTreeMap::new();
+    let mut rows = 0u64;
     let flush = |cur: &Option<Current>,
                  acc: &mut BTreeMap<String, RollupStats>,
+                 rows: &mut u64,
                  emit: &mut dyn FnMut(Point)| {
         if let Some((tsid, dims, bucket)) = cur
-            && !acc.is_empty()
+            && *rows > 0
         {
             let stats: Vec<(String, RollupStats)> = std::mem::take(acc).into_iter().collect();
-            emit(to_point(*tsid, dims, *bucket, &stats));
+            emit(to_point(*tsid, dims, *bucket, *rows, &stats));
         }
+        acc.clear();
+        *rows = 0;
     };
     engine.scan_live(
         from,
@@ -174,9 +212,10 @@ pub(crate) fn compute(
                 .as_ref()
                 .is_some_and(|(t, _, b)| *t == p.tsid && *b == bucket);
             if !same {
-                flush(&cur, &mut acc, emit);
+                flush(&cur, &mut acc, &mut rows, emit);
                 cur = Some((p.tsid, p.dims.clone(), bucket));
             }
+            rows += 1;
             for (name, v) in p.metrics {
                 match acc.get_mut(&name) {
                     Some(s) => s.add(v),
@@ -187,7 +226,7 @@ pub(crate) fn compute(
             }
         },
     )?;
-    flush(&cur, &mut acc, emit);
+    flush(&cur, &mut acc, &mut rows, emit);
     Ok(())
 }
 
@@ -308,6 +347,56 @@ impl StatColumns {
             sum: float(6)?,
             counter,
         })
+    }
+}
+
+/// How to read every metric of a rollup segment's rows: the stat columns of each
+/// metric, and the row-count column.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RowColumns {
+    metrics: Vec<(String, StatColumns)>,
+    doc_count: Option<usize>,
+}
+
+impl RowColumns {
+    pub(crate) fn of(seg: &Segment) -> RowColumns {
+        let mut names: Vec<&str> = seg
+            .columns()
+            .iter()
+            .filter_map(|c| c.name.rsplit_once('.'))
+            .filter(|(_, stat)| *stat == "count")
+            .map(|(m, _)| m)
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        RowColumns {
+            metrics: names
+                .into_iter()
+                .map(|m| (m.to_owned(), StatColumns::of(seg, m)))
+                .collect(),
+            doc_count: seg
+                .columns()
+                .iter()
+                .position(|c| c.name == DOC_COUNT_COLUMN),
+        }
+    }
+
+    /// The raw rows of the bucket (`None` for a rollup built before the column existed)
+    /// and the stats of every metric it has a value of.
+    pub(crate) fn read(
+        &self,
+        values: &[Option<MetricValue>],
+    ) -> (Option<u64>, Vec<(String, RollupStats)>) {
+        let rows = self.doc_count.and_then(|i| match values.get(i) {
+            Some(Some(MetricValue::Counter(n))) => u64::try_from(*n).ok(),
+            _ => None,
+        });
+        let stats = self
+            .metrics
+            .iter()
+            .filter_map(|(m, c)| c.read(values).map(|s| (m.clone(), s)))
+            .collect();
+        (rows, stats)
     }
 }
 

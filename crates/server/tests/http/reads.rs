@@ -79,6 +79,28 @@ fn filters_count_and_page() {
         2
     );
     assert_eq!(count(json!({"prefix": {"_id": &ids[0][..26]}})), 100);
+    // Prefix, regexp and wildcard on a keyword dimension (through its dimension index).
+    assert_eq!(count(json!({"prefix": {"k8s.pod.name": "pod-1"}})), 100);
+    assert_eq!(
+        count(json!({"prefix": {"k8s.pod.name": {"value": "pod-"}}})),
+        600
+    );
+    assert_eq!(count(json!({"regexp": {"k8s.pod.name": "pod-[12]"}})), 200);
+    assert_eq!(
+        count(json!({"regexp": {"k8s.pod.name": {"value": "pod", "flags": "ALL"}}})),
+        0
+    );
+    assert_eq!(count(json!({"wildcard": {"k8s.pod.name": "pod-?"}})), 600);
+    assert_eq!(
+        count(json!({"wildcard": {"k8s.pod.name": {"value": "*-5"}}})),
+        100
+    );
+    assert_eq!(
+        count(
+            json!({"bool": {"must": [{"wildcard": {"k8s.namespace.name": "ns-*"}}], "must_not": [{"regexp": {"k8s.pod.name": "pod-[0-3]"}}, {"prefix": {"k8s.namespace.name": "ns-2"}}]}})
+        ),
+        100
+    );
     assert_eq!(
         count(json!({"exists": {"field": "k8s.pod.cpu.utilization"}})),
         600
@@ -173,9 +195,18 @@ fn unsupported_clauses_are_400s_naming_them() {
             "[range] on [k8s.pod.cpu.utilization]",
         ),
         (
-            json!({"query": {"prefix": {"k8s.pod.name": "po"}}}),
-            "[prefix] on [k8s.pod.name]",
+            json!({"query": {"regexp": {"k8s.pod.name": {"value": "po.*", "flags": "INTERSECTION"}}}}),
+            "[regexp.flags]",
         ),
+        (
+            json!({"query": {"wildcard": {"_id": "x*"}}}),
+            "[wildcard] on [_id]",
+        ),
+        (
+            json!({"query": {"prefix": {"k8s.pod.cpu.utilization": "1"}}}),
+            "not a dimension",
+        ),
+        (json!({"rollup": "1h"}), "no rollup"),
         (
             json!({"query": {"term": {"k8s.pod.status": "Running"}}}),
             "not a dimension",
@@ -219,4 +250,93 @@ fn unsupported_clauses_are_400s_naming_them() {
     );
     assert_eq!(s.get("/k8s/_search?q=pod").0, 400);
     assert_eq!(s.get("/missing/_search").0, 404);
+}
+
+/// A time-partitioned index (made by the library, then served): `_search` with
+/// `"rollup"` returns rollup documents, and a `date_histogram` answer equals the raw one.
+#[test]
+fn rollup_documents_and_histograms_of_a_partitioned_index() {
+    use tidemark::dedup::{EngineConfig, PartitionConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let ix = dir
+        .path()
+        .join("data")
+        .join(tidemark_server::INDICES_DIR)
+        .join("px");
+    let parts = PartitionConfig::new()
+        .with_width_ms(3_600_000)
+        .with_rollups(vec![60_000]);
+    let mapping = tidemark::Mapping::from_value(k8s_mapping()).unwrap();
+    tidemark::Index::create_partitioned(&ix, mapping, EngineConfig::new(), parts)
+        .unwrap()
+        .close()
+        .unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    let (_, resp) = s.bulk("/px/_bulk", &k8s_bulk(600, 6, T0, None));
+    assert_eq!(resp["errors"], false, "{}", resp["items"][0]);
+    // 100 samples of pod-1, 10 s apart from a whole minute: 17 one-minute documents.
+    let (status, resp) = s.post_json(
+        "/px/_search?rollup=1m",
+        &json!({"size": 2, "query": {"term": {"k8s.pod.name": "pod-1"}}}),
+    );
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(resp["hits"]["total"]["value"], 17);
+    let first = &resp["hits"]["hits"][0]["_source"];
+    assert_eq!(first["_doc_count"], 6);
+    assert_eq!(first["k8s"]["pod"]["name"], "pod-1");
+    assert_eq!(first["k8s"]["pod"]["cpu"]["utilization"]["value_count"], 6);
+    assert_eq!(resp["hits"]["hits"][1]["sort"], json!([T0 + 60_000]));
+    let (_, body_form) = s.post_json(
+        "/px/_search",
+        &json!({"rollup": "1m", "size": 0, "query": {"term": {"k8s.pod.name": "pod-1"}}}),
+    );
+    assert_eq!(body_form["hits"]["total"]["value"], 17);
+    let hist = json!({"size": 0, "aggs": {"m": {"date_histogram": {"field": "@timestamp", "fixed_interval": "2m"},
+        "aggs": {"avg": {"avg": {"field": "k8s.pod.cpu.utilization"}}}}}});
+    let (status, resp) = s.post_json("/px/_search", &hist);
+    assert_eq!(status, 200, "{resp}");
+    let buckets = resp["aggregations"]["m"]["buckets"].as_array().unwrap();
+    assert_eq!(buckets.len(), 9);
+    assert_eq!(buckets[0]["doc_count"], 72);
+    assert!(resp.get("tidemark_expired").is_none());
+}
+
+/// `PUT /<index>` with `settings.index.tidemark.partitions` creates a partitioned index;
+/// bad settings are 400s that leave no index behind.
+#[test]
+fn create_index_takes_partition_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    let mut body = k8s_mapping();
+    body["settings"]["index"]["tidemark"] = json!({"partitions": {
+        "width": "1h", "retention": "2h", "rollups": ["1m", "10m"],
+        "rollup_retention": {"10m": "30d"}, "seal_grace": "5m"}});
+    let (status, resp) = s.put_json("/pz", &body);
+    assert_eq!(status, 200, "{resp}");
+    let (_, resp) = s.bulk("/pz/_bulk", &k8s_bulk(600, 6, T0, None));
+    assert_eq!(resp["errors"], false);
+    let (status, resp) = s.post_json("/pz/_search?rollup=10m", &json!({"size": 0}));
+    assert_eq!(status, 200, "{resp}");
+    // 1000 s of 6 pods: two 10-minute buckets each.
+    assert_eq!(resp["hits"]["total"]["value"], 12);
+    for (settings, needle) in [
+        (json!({"width": "1h", "rollups": ["7m"]}), "rollups"),
+        (json!({"retention": "1d"}), "needs [width]"),
+        (
+            json!({"width": "1h", "colour": "red"}),
+            "unknown setting [colour]",
+        ),
+        (
+            json!({"width": "1h", "rollups": ["1m"], "rollup_retention": {"1m": "1d"}}),
+            "rollup_retention",
+        ),
+    ] {
+        let mut body = k8s_mapping();
+        body["settings"]["index.tidemark.partitions"] = settings.clone();
+        let (status, resp) = s.put_json("/bad", &body);
+        assert_eq!(status, 400, "{settings} -> {resp}");
+        let reason = resp["error"]["reason"].as_str().unwrap();
+        assert!(reason.contains(needle), "{settings}: {reason}");
+        assert_eq!(s.get("/bad/_count").0, 404);
+    }
 }
