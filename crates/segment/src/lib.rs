@@ -26,17 +26,19 @@ pub use atomic::{AtomicFile, sync_dir};
 pub use bloom::{SegmentBloom, SegmentBloomRef};
 pub use dump::dump;
 pub use error::{Error, Place, Result};
+pub use format::directory::BlockRef;
+pub use format::meta::{ColumnInfo, ExtraInfo};
+pub use format::series::{Presence, Series};
 pub use format::{
     DEFAULT_BLOCK_ROWS, DIR_ENTRY_LEN, FOOTER_LEN, FORMAT_VERSION, Footer, HEADER_LEN, MAGIC,
     MAX_BLOCK_ROWS, MIN_FORMAT_VERSION, SectionRef,
 };
 pub use intern::{DimsInterner, SharedDims};
 pub use point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point, RowId};
-pub use reader::{BlockRef, RowCursor, RowView, Segment, SizeBreakdown};
+pub use reader::{RowCursor, RowView, Segment, SizeBreakdown};
 pub use slots::TimeSlots;
 pub use stream::{SegmentStreamWriter, StreamSchema, span_shift};
 pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
-pub use v1::{ColumnInfo, ExtraInfo, Presence, Series};
 pub use writer::{
     FoldBuildHasher, FoldHasher, RowBatch, SegmentMeta, SegmentOptions, SegmentWriter,
     is_zstd_level, write_batch,
