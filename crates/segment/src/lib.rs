@@ -20,6 +20,7 @@ mod slots;
 mod stream;
 mod tombstone;
 mod v1;
+mod validate;
 mod writer;
 
 pub use atomic::{AtomicFile, sync_dir};
@@ -39,6 +40,7 @@ pub use reader::{RowCursor, RowView, Segment, SizeBreakdown};
 pub use slots::TimeSlots;
 pub use stream::{SegmentStreamWriter, StreamSchema, span_shift};
 pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
+pub use validate::{MAX_NAME_LEN, PointViolation, validate_point};
 pub use writer::{
     FoldBuildHasher, FoldHasher, RowBatch, SegmentMeta, SegmentOptions, SegmentWriter,
     is_zstd_level, write_batch,

@@ -24,9 +24,8 @@ use crate::format::{
 };
 use crate::point::{Dim, Extra, MetricKind, MetricValue};
 use crate::slots::{MAX_SLOT_ROWS, TimeSlots};
-use crate::writer::{
-    BLOOM_HEADROOM_DEN, BLOOM_HEADROOM_NUM, MAX_EXTRA_KEYWORD_LEN, SegmentMeta, SegmentOptions,
-};
+use crate::validate::{MAX_NAME_LEN, dim_len};
+use crate::writer::{BLOOM_HEADROOM_DEN, BLOOM_HEADROOM_NUM, SegmentMeta, SegmentOptions};
 
 /// The columns of a streamed segment, declared before the first row: metric columns and
 /// extra columns, each sorted by name (names unique across both), with the span shift of
@@ -92,11 +91,11 @@ impl StreamSchema {
                      {block_rows} rows"
                 )));
             }
-            if name.len() > usize::from(u16::MAX) {
+            if name.len() > MAX_NAME_LEN {
                 return Err(Error::TooLarge {
                     what: "name bytes",
                     found: name.len() as u64,
-                    max: u64::from(u16::MAX),
+                    max: MAX_NAME_LEN as u64,
                 });
             }
         }
@@ -393,15 +392,12 @@ impl<W: Write> SegmentStreamWriter<W> {
             }
         }
         for (name, value) in &dims {
-            let long = match value {
-                Dim::Keyword(k) => k.len().max(name.len()),
-                _ => name.len(),
-            };
-            if long > usize::from(u16::MAX) {
+            let long = dim_len(name, value);
+            if long > MAX_NAME_LEN {
                 return Err(Error::TooLarge {
                     what: "name bytes",
                     found: long as u64,
-                    max: u64::from(u16::MAX),
+                    max: MAX_NAME_LEN as u64,
                 });
             }
         }
@@ -535,11 +531,11 @@ impl<W: Write> SegmentStreamWriter<W> {
                 }
             }
             if let Extra::Keyword(k) = v {
-                if k.len() > MAX_EXTRA_KEYWORD_LEN {
+                if k.len() > MAX_NAME_LEN {
                     return Err(Error::TooLarge {
                         what: "extra keyword bytes",
                         found: k.len() as u64,
-                        max: MAX_EXTRA_KEYWORD_LEN as u64,
+                        max: MAX_NAME_LEN as u64,
                     });
                 }
             }

@@ -15,9 +15,7 @@ use crate::format::series::Presence;
 use crate::format::{DEFAULT_BLOCK_ROWS, MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS};
 use crate::point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point};
 use crate::stream::{SegmentStreamWriter, StreamSchema, span_shift};
-
-/// Longest extra keyword value, in bytes.
-pub const MAX_EXTRA_KEYWORD_LEN: usize = 65_535;
+use crate::validate::{MAX_NAME_LEN, first_duplicate};
 
 /// Sizing headroom of the bloom filter: it is built for `rows × 5 / 4` items so that its
 /// bit set stays under half full, which lets merges OR bit sets of equal shape.
@@ -433,10 +431,8 @@ impl SegmentWriter {
             }
             None => {
                 dims.sort();
-                if let Some(w) = dims.windows(2).find(|w| w[0].0 == w[1].0) {
-                    return Err(Error::DuplicateDimension {
-                        name: w[0].0.clone(),
-                    });
+                if let Some(name) = first_duplicate(&dims) {
+                    return Err(Error::DuplicateDimension { name: name.into() });
                 }
                 let s = u32::try_from(self.series.len()).map_err(|_| Error::TooLarge {
                     what: "series",
@@ -535,11 +531,11 @@ impl SegmentWriter {
         let start = self.extra_values.len();
         for (name, value) in extras {
             if let Extra::Keyword(k) = &value {
-                if k.len() > MAX_EXTRA_KEYWORD_LEN {
+                if k.len() > MAX_NAME_LEN {
                     return Err(Error::TooLarge {
                         what: "extra keyword bytes",
                         found: k.len() as u64,
-                        max: MAX_EXTRA_KEYWORD_LEN as u64,
+                        max: MAX_NAME_LEN as u64,
                     });
                 }
             }

@@ -13,7 +13,7 @@ use crate::codec::{
 };
 use crate::error::{Error, Place, Result};
 use crate::point::{Extra, ExtraKind, MetricKind, MetricValue};
-use crate::writer::MAX_EXTRA_KEYWORD_LEN;
+use crate::validate::MAX_NAME_LEN;
 
 /// A block's presence header: a bitmap of its rows with a value when a series partial
 /// for the column has rows in it, else none (every row of a full series has one).
@@ -120,10 +120,10 @@ pub(crate) fn best(
 /// The largest decoded size a block of `rows` rows may claim. A timestamp or metric
 /// block holds at most 10 bytes per row (varints) or 8 per value (byte planes), a
 /// presence bitmap and headers; an extra block (`extra`) keyword strings of up to
-/// [`MAX_EXTRA_KEYWORD_LEN`] bytes.
+/// [`MAX_NAME_LEN`] bytes.
 pub(crate) fn max_raw_len(rows: u64, extra: bool) -> u64 {
     if extra {
-        rows * (10 + MAX_EXTRA_KEYWORD_LEN as u64) + 8 * 1024 + 64
+        rows * (10 + MAX_NAME_LEN as u64) + 8 * 1024 + 64
     } else {
         rows * 10 + 8 * 1024 + 64
     }
