@@ -4,7 +4,6 @@
 // memory map in `mmap.rs`, which is the only module allowed to use it.
 #![deny(unsafe_code)]
 
-mod atomic;
 mod bloom;
 mod codec;
 mod dump;
@@ -23,7 +22,6 @@ mod v1;
 mod validate;
 mod writer;
 
-pub use atomic::{AtomicFile, sync_dir};
 pub use bloom::{SegmentBloom, SegmentBloomRef};
 pub use dump::dump;
 pub use error::{Error, Place, Result};
@@ -39,6 +37,9 @@ pub use point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point, RowId};
 pub use reader::{RowCursor, RowView, Segment, SizeBreakdown};
 pub use slots::TimeSlots;
 pub use stream::{SegmentStreamWriter, StreamSchema, span_shift};
+/// The workspace's one atomic-write helper, defined in `tidemark-bloom` (the crate with no
+/// internal dependencies) and re-exported here for the crates above.
+pub use tidemark_bloom::{AtomicFile, is_temp_name, sync_dir};
 pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
 pub use validate::{MAX_NAME_LEN, PointViolation, validate_point};
 pub use writer::{

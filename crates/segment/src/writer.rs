@@ -7,7 +7,6 @@ use std::path::Path;
 
 use tidemark_tsid::{SyntheticId, Tsid};
 
-use crate::atomic::AtomicFile;
 use crate::bloom::SegmentBloom;
 use crate::error::{Error, Result};
 use crate::format::meta::{ColumnInfo, ExtraInfo};
@@ -16,6 +15,7 @@ use crate::format::{DEFAULT_BLOCK_ROWS, MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS};
 use crate::point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point};
 use crate::stream::{SegmentStreamWriter, StreamSchema, span_shift};
 use crate::validate::{MAX_NAME_LEN, first_duplicate};
+use tidemark_bloom::AtomicFile;
 
 /// Sizing headroom of the bloom filter: it is built for `rows × 5 / 4` items so that its
 /// bit set stays under half full, which lets merges OR bit sets of equal shape.
