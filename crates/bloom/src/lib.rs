@@ -5,13 +5,14 @@
 #![deny(unsafe_code)]
 
 mod atomic;
+mod atomic_file;
 mod dump;
 mod error;
 mod filter;
 mod format;
 mod hash;
 mod layout;
-mod le;
+pub mod le;
 pub mod math;
 mod scalable;
 mod simd;
@@ -19,6 +20,7 @@ mod split;
 mod words;
 
 pub use atomic::{AtomicBlockedBloomFilter, AtomicBloomFilter, AtomicFilter};
+pub use atomic_file::{AtomicFile, is_temp_name, sync_dir};
 pub use dump::dump;
 pub use error::{Error, Result};
 pub use filter::{BATCH, BlockedBloomFilter, BloomFilter, Filter};

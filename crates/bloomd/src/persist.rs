@@ -20,10 +20,13 @@
 //! warning; a checksum mismatch anywhere stops the start.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
+
+use tidemark_bloom::AtomicFile;
+use tidemark_bloom::le::{LeReader, Truncated};
 
 use crate::config::AppendFsync;
 use crate::error::{Error, Result};
@@ -116,28 +119,18 @@ impl<W: Write> Write for CrcWriter<W> {
     }
 }
 
-fn sync_dir(dir: &Path) {
-    // Directory fsync makes the rename durable; some file systems refuse it, which is
-    // harmless there.
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-}
-
 /// Writes `image` to `path` atomically (temporary file, fsync, rename, directory fsync).
 ///
 /// # Errors
 /// [`Error::Io`].
 pub fn write_snapshot(image: &Image, path: &Path) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let ctx = |what: &str| format!("{what} {}", tmp.display());
-    let file = File::create(&tmp).map_err(|e| Error::io(ctx("creating"), e))?;
+    let ctx = |what: &str| format!("{what} {}", path.display());
+    let file = AtomicFile::create(path).map_err(|e| Error::io(ctx("creating"), e))?;
     let mut w = CrcWriter {
-        inner: BufWriter::with_capacity(1 << 20, file),
+        inner: file,
         hasher: crc32fast::Hasher::new(),
     };
-    let write = |w: &mut CrcWriter<BufWriter<File>>| -> std::io::Result<()> {
+    let write = |w: &mut CrcWriter<AtomicFile>| -> std::io::Result<()> {
         w.write_all(SNAPSHOT_MAGIC)?;
         w.write_all(&SNAPSHOT_VERSION.to_le_bytes())?;
         w.write_all(&image.aof_id.to_le_bytes())?;
@@ -155,58 +148,47 @@ pub fn write_snapshot(image: &Image, path: &Path) -> Result<()> {
         }
         Ok(())
     };
-    let result = write(&mut w).and_then(|()| {
-        let crc = w.hasher.clone().finalize();
-        let mut inner = w.inner;
-        inner.write_all(&crc.to_le_bytes())?;
-        inner.write_all(SNAPSHOT_MAGIC)?;
-        let file = inner.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()
-    });
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(ctx("writing"), e));
-    }
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(
-            format!("renaming {} to {}", tmp.display(), path.display()),
-            e,
-        )
-    })?;
-    sync_dir(dir);
-    Ok(())
+    // On any error the dropped `AtomicFile` removes its temporary file and `path` keeps
+    // the old snapshot; `commit` fsyncs, renames and fsyncs the directory.
+    write(&mut w)
+        .and_then(|()| {
+            let crc = w.hasher.clone().finalize();
+            let mut inner = w.inner;
+            inner.write_all(&crc.to_le_bytes())?;
+            inner.write_all(SNAPSHOT_MAGIC)?;
+            inner.commit()
+        })
+        .map_err(|e| Error::io(ctx("writing"), e))
 }
 
+/// The workspace's little-endian reader, naming the field and its file offset in errors.
 struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+    inner: LeReader<'a>,
+    /// File offset of the reader's first byte.
+    base: usize,
 }
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize, what: &str) -> std::result::Result<&'a [u8], String> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.bytes.len())
-            .ok_or_else(|| format!("truncated {what} at offset {}", self.pos))?;
-        let s = &self.bytes[self.pos..end];
-        self.pos = end;
-        Ok(s)
+        self.inner.take(n).map_err(truncated(self.base, what))
     }
     fn u8(&mut self, what: &str) -> std::result::Result<u8, String> {
-        Ok(self.take(1, what)?[0])
+        self.inner.u8().map_err(truncated(self.base, what))
     }
     fn u32(&mut self, what: &str) -> std::result::Result<u32, String> {
-        let mut b = [0u8; 4];
-        b.copy_from_slice(self.take(4, what)?);
-        Ok(u32::from_le_bytes(b))
+        self.inner.u32().map_err(truncated(self.base, what))
     }
     fn u64(&mut self, what: &str) -> std::result::Result<u64, String> {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.take(8, what)?);
-        Ok(u64::from_le_bytes(b))
+        self.inner.u64().map_err(truncated(self.base, what))
     }
+    fn i64(&mut self, what: &str) -> std::result::Result<i64, String> {
+        self.inner.i64().map_err(truncated(self.base, what))
+    }
+}
+
+/// The message of a read past the end of `what`, at its file offset.
+fn truncated(base: usize, what: &str) -> impl Fn(Truncated) -> String + '_ {
+    move |t| format!("truncated {what} at offset {}", base + t.offset)
 }
 
 /// What a snapshot held, before it is put into a [`Db`].
@@ -246,8 +228,8 @@ pub fn decode_snapshot(bytes: &[u8]) -> std::result::Result<LoadedSnapshot, Stri
         ));
     }
     let mut r = Reader {
-        bytes: &bytes[..body_end],
-        pos: 8,
+        inner: LeReader::new(&bytes[8..body_end]),
+        base: 8,
     };
     let version = r.u32("version")?;
     if version != SNAPSHOT_VERSION {
@@ -262,11 +244,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> std::result::Result<LoadedSnapshot, Stri
     for i in 0..count {
         let key_len = r.u32("key length")? as usize;
         let key = r.take(key_len, "key")?.to_vec();
-        let expire = i64::from_le_bytes({
-            let mut b = [0u8; 8];
-            b.copy_from_slice(r.take(8, "expiry")?);
-            b
-        });
+        let expire = r.i64("expiry")?;
         let kind = r.u8("kind")?;
         let len = usize::try_from(r.u64("value length")?)
             .map_err(|_| format!("value length of key #{i} too large"))?;
@@ -282,10 +260,10 @@ pub fn decode_snapshot(bytes: &[u8]) -> std::result::Result<LoadedSnapshot, Stri
         };
         entries.push((key, expire, value));
     }
-    if r.pos != body_end {
+    if !r.inner.is_empty() {
         return Err(format!(
             "{} unexpected bytes after the last key",
-            body_end - r.pos
+            r.inner.remaining()
         ));
     }
     Ok(LoadedSnapshot {
@@ -353,16 +331,13 @@ fn new_aof_id() -> u64 {
 }
 
 fn create_aof(path: &Path, id: u64, body: &[u8]) -> Result<AofFile> {
-    let tmp = path.with_extension("new");
-    let ctx = |what: &str| format!("{what} {}", tmp.display());
-    let mut file = File::create(&tmp).map_err(|e| Error::io(ctx("creating"), e))?;
+    let ctx = |what: &str| format!("{what} {}", path.display());
+    let mut file = AtomicFile::create(path).map_err(|e| Error::io(ctx("creating"), e))?;
     file.write_all(AOF_MAGIC)
         .and_then(|()| file.write_all(&id.to_le_bytes()))
         .and_then(|()| file.write_all(body))
-        .and_then(|()| file.sync_all())
+        .and_then(|()| file.commit())
         .map_err(|e| Error::io(ctx("writing"), e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(ctx("renaming"), e))?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")));
     let mut file = OpenOptions::new()
         .append(true)
         .open(path)
@@ -416,9 +391,9 @@ pub fn read_aof(path: &Path, snapshot_id: u64, offset: u64) -> Result<Option<Aof
             "bad header (not a tidemark-bloomd append-only log)".into(),
         ));
     }
-    let mut idb = [0u8; 8];
-    idb.copy_from_slice(&bytes[8..16]);
-    let id = u64::from_le_bytes(idb);
+    let Ok(id) = LeReader::new(&bytes[8..]).u64() else {
+        return Err(corrupt("truncated header".into()));
+    };
     let start = if id == snapshot_id {
         usize::try_from(offset.max(AOF_HEADER_LEN)).unwrap_or(usize::MAX)
     } else {
@@ -434,14 +409,12 @@ pub fn read_aof(path: &Path, snapshot_id: u64, offset: u64) -> Result<Option<Aof
     let mut commands = Vec::new();
     let mut ranges = Vec::new();
     while pos < bytes.len() {
-        if bytes.len() - pos < 8 {
+        // A header cut short at the end is a torn write: dropped, as a short payload is.
+        let mut h = LeReader::new(&bytes[pos..]);
+        let (Ok(len), Ok(crc)) = (h.u32(), h.u32()) else {
             break;
-        }
-        let mut h = [0u8; 4];
-        h.copy_from_slice(&bytes[pos..pos + 4]);
-        let len = u32::from_le_bytes(h) as usize;
-        h.copy_from_slice(&bytes[pos + 4..pos + 8]);
-        let crc = u32::from_le_bytes(h);
+        };
+        let len = len as usize;
         if bytes.len() - pos - 8 < len {
             break;
         }

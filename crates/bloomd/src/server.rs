@@ -460,9 +460,7 @@ async fn serve(sh: Arc<Shared>) -> Result<()> {
         .map_err(|e| Error::io("reading the bound address", e))?;
     sh.port.store(local.port(), Ordering::Relaxed);
     if let Some(path) = &sh.config.port_file {
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, format!("{}\n", local.port()))
-            .and_then(|()| std::fs::rename(&tmp, path))
+        tidemark_bloom::AtomicFile::write_all_to(path, format!("{}\n", local.port()).as_bytes())
             .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
     }
     eprintln!("tidemark-bloomd: ready to accept connections on {local}");

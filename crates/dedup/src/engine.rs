@@ -35,8 +35,9 @@ pub(crate) use merging::ored_bloom;
 pub use merging::{MergeJob, MergedSegment};
 pub(crate) use recovery::keyer_of;
 
-/// The longest name or keyword a segment can store (its strings are u16-length-prefixed).
-pub const MAX_STRING_LEN: usize = u16::MAX as usize;
+/// The longest name or keyword a segment can store (its strings are u16-length-prefixed):
+/// the segment format's [`tidemark_segment::MAX_NAME_LEN`].
+pub const MAX_STRING_LEN: usize = tidemark_segment::MAX_NAME_LEN;
 
 /// The most metric columns a segment (hence the buffer) may have.
 pub const MAX_COLUMNS: usize = 65_535;
@@ -297,6 +298,19 @@ pub enum Rejection {
         /// The rule: `"late_window"` or `"retention"`.
         rule: &'static str,
     },
+}
+
+impl From<tidemark_segment::PointViolation> for Rejection {
+    /// The rejection of a point that breaks the segment format's rules.
+    fn from(v: tidemark_segment::PointViolation) -> Rejection {
+        use tidemark_segment::PointViolation as V;
+        match v {
+            V::TooLong { len_bytes } => Rejection::TooLong { len_bytes },
+            V::DuplicateDimension { name } => Rejection::DuplicateDimension { name },
+            V::DuplicateMetric { name } => Rejection::DuplicateMetric { name },
+            V::DuplicateExtra { name } => Rejection::DuplicateExtra { name },
+        }
+    }
 }
 
 impl std::fmt::Display for Rejection {

@@ -3,22 +3,13 @@
 
 use std::path::Path;
 
+use tidemark_bloom::le::{LeReader, Truncated};
+pub(crate) use tidemark_bloom::le::{put_i64, put_u32, put_u64};
+
 use crate::error::{Error, Result};
 
 pub(crate) fn put_u8(out: &mut Vec<u8>, v: u8) {
     out.push(v);
-}
-
-pub(crate) fn put_u32(out: &mut Vec<u8>, v: u32) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-pub(crate) fn put_i64(out: &mut Vec<u8>, v: i64) {
-    out.extend_from_slice(&v.to_le_bytes());
 }
 
 /// A length-prefixed (u32) byte string.
@@ -28,10 +19,10 @@ pub(crate) fn put_bytes(out: &mut Vec<u8>, v: &[u8]) {
     out.extend_from_slice(v);
 }
 
-/// A cursor over borrowed bytes that names its file and absolute offset in errors.
+/// A cursor over borrowed bytes that names its file and absolute offset in errors: the
+/// workspace's [`LeReader`] with this crate's error context.
 pub(crate) struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+    inner: LeReader<'a>,
     base: u64,
     path: &'a Path,
 }
@@ -40,61 +31,55 @@ impl<'a> Reader<'a> {
     /// `base` is the file offset of `bytes[0]`, for error messages.
     pub(crate) fn new(bytes: &'a [u8], base: u64, path: &'a Path) -> Reader<'a> {
         Reader {
-            bytes,
-            pos: 0,
+            inner: LeReader::new(bytes),
             base,
             path,
         }
     }
 
     pub(crate) fn offset(&self) -> u64 {
-        self.base + self.pos as u64
+        self.base + self.inner.position() as u64
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.pos >= self.bytes.len()
+        self.inner.is_empty()
     }
 
     pub(crate) fn remaining(&self) -> usize {
-        self.bytes.len().saturating_sub(self.pos)
+        self.inner.remaining()
     }
 
-    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n);
-        match end.and_then(|e| self.bytes.get(self.pos..e)) {
-            Some(s) => {
-                self.pos += n;
-                Ok(s)
-            }
-            None => Err(Error::Truncated {
-                path: self.path.to_path_buf(),
-                offset: self.offset(),
-                needed: n as u64,
-                available: self.remaining() as u64,
-            }),
+    fn truncated(&self, t: Truncated) -> Error {
+        Error::Truncated {
+            path: self.path.to_path_buf(),
+            offset: self.base + t.offset as u64,
+            needed: t.needed as u64,
+            available: t.available as u64,
         }
     }
 
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        self.inner.take(n).map_err(|t| self.truncated(t))
+    }
+
     pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
-        let mut a = [0u8; N];
-        a.copy_from_slice(self.take(N)?);
-        Ok(a)
+        self.inner.array().map_err(|t| self.truncated(t))
     }
 
     pub(crate) fn u8(&mut self) -> Result<u8> {
-        Ok(self.array::<1>()?[0])
+        self.inner.u8().map_err(|t| self.truncated(t))
     }
 
     pub(crate) fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.array()?))
+        self.inner.u32().map_err(|t| self.truncated(t))
     }
 
     pub(crate) fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.array()?))
+        self.inner.u64().map_err(|t| self.truncated(t))
     }
 
     pub(crate) fn i64(&mut self) -> Result<i64> {
-        Ok(i64::from_le_bytes(self.array()?))
+        self.inner.i64().map_err(|t| self.truncated(t))
     }
 
     pub(crate) fn bytes(&mut self) -> Result<&'a [u8]> {

@@ -1,21 +1,24 @@
-//! Little-endian and varint field codecs. Readers return [`Error::Truncated`] or
-//! [`Error::Corrupt`] on short or malformed input instead of panicking.
+//! Little-endian and varint field codecs over the workspace's one little-endian reader
+//! ([`tidemark_bloom::le`]). Readers return [`Error::Truncated`] or [`Error::Corrupt`] on
+//! short or malformed input instead of panicking.
+
+use tidemark_bloom::le::{LeReader, Truncated};
+pub(crate) use tidemark_bloom::le::{put_i64, put_u16, put_u32, put_u64};
 
 use crate::error::{Error, Place, Result};
 
-/// A cursor over encoded bytes, naming its [`Place`] in errors.
+/// A cursor over encoded bytes, naming its [`Place`] in errors: the workspace's
+/// [`LeReader`] plus this format's varints.
 #[derive(Debug, Clone)]
 pub(crate) struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+    inner: LeReader<'a>,
     place: Place,
 }
 
 impl<'a> Reader<'a> {
     pub(crate) fn new(bytes: &'a [u8], place: Place) -> Self {
         Reader {
-            bytes,
-            pos: 0,
+            inner: LeReader::new(bytes),
             place,
         }
     }
@@ -25,62 +28,44 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn remaining(&self) -> usize {
-        self.bytes.len().saturating_sub(self.pos)
+        self.inner.remaining()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.remaining() == 0
+        self.inner.is_empty()
     }
 
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let available = self.remaining();
-        let end = self.pos.checked_add(n).filter(|_| n <= available);
-        match end.and_then(|end| self.bytes.get(self.pos..end)) {
-            Some(out) => {
-                self.pos += n;
-                Ok(out)
-            }
-            None => Err(Error::Truncated {
-                place: self.place,
-                needed: n as u64,
-                available: available as u64,
-            }),
-        }
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
+        self.inner.take(n).map_err(truncated(self.place))
     }
 
     pub(crate) fn magic(&mut self) -> Result<[u8; 4]> {
-        self.array()
+        self.inner.array().map_err(truncated(self.place))
     }
 
+    #[inline]
     pub(crate) fn u8(&mut self) -> Result<u8> {
-        let [b] = self.array::<1>()?;
-        Ok(b)
+        self.inner.u8().map_err(truncated(self.place))
     }
 
     pub(crate) fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_le_bytes(self.array()?))
+        self.inner.u16().map_err(truncated(self.place))
     }
 
     pub(crate) fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.array()?))
+        self.inner.u32().map_err(truncated(self.place))
     }
 
     pub(crate) fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.array()?))
+        self.inner.u64().map_err(truncated(self.place))
     }
 
     pub(crate) fn i64(&mut self) -> Result<i64> {
-        Ok(i64::from_le_bytes(self.array()?))
+        self.inner.i64().map_err(truncated(self.place))
     }
 
     pub(crate) fn f64(&mut self) -> Result<f64> {
-        Ok(f64::from_bits(self.u64()?))
+        self.inner.f64().map_err(truncated(self.place))
     }
 
     /// An unsigned LEB128 varint of at most 10 bytes.
@@ -102,7 +87,7 @@ impl<'a> Reader<'a> {
 
     /// Skips `n` varints.
     pub(crate) fn skip_varints(&mut self, n: usize) -> Result<()> {
-        let rest = self.bytes.get(self.pos..).unwrap_or(&[]);
+        let rest = self.inner.rest();
         let mut left = n;
         let mut used = 0usize;
         for &b in rest {
@@ -121,7 +106,7 @@ impl<'a> Reader<'a> {
                 available: 0,
             });
         }
-        self.pos += used;
+        self.take(used)?;
         Ok(())
     }
 
@@ -141,6 +126,15 @@ impl<'a> Reader<'a> {
             ));
         }
         usize::try_from(v).map_err(|_| Error::corrupt(self.place, format!("{what} {v} too large")))
+    }
+}
+
+/// The error of a read past the end, in `place`.
+fn truncated(place: Place) -> impl Fn(Truncated) -> Error {
+    move |t| Error::Truncated {
+        place,
+        needed: t.needed as u64,
+        available: t.available as u64,
     }
 }
 
@@ -168,22 +162,6 @@ pub(crate) fn zigzag(v: i64) -> u64 {
 #[inline]
 pub(crate) fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
-}
-
-pub(crate) fn put_u16(out: &mut Vec<u8>, v: u16) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-pub(crate) fn put_u32(out: &mut Vec<u8>, v: u32) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-pub(crate) fn put_i64(out: &mut Vec<u8>, v: i64) {
-    out.extend_from_slice(&v.to_le_bytes());
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 // memory map in `mmap.rs`, which is the only module allowed to use it.
 #![deny(unsafe_code)]
 
-mod atomic;
 mod bloom;
 mod codec;
 mod dump;
@@ -20,23 +19,29 @@ mod slots;
 mod stream;
 mod tombstone;
 mod v1;
+mod validate;
 mod writer;
 
-pub use atomic::{AtomicFile, sync_dir};
 pub use bloom::{SegmentBloom, SegmentBloomRef};
 pub use dump::dump;
 pub use error::{Error, Place, Result};
+pub use format::directory::BlockRef;
+pub use format::meta::{ColumnInfo, ExtraInfo};
+pub use format::series::{Presence, Series};
 pub use format::{
     DEFAULT_BLOCK_ROWS, DIR_ENTRY_LEN, FOOTER_LEN, FORMAT_VERSION, Footer, HEADER_LEN, MAGIC,
     MAX_BLOCK_ROWS, MIN_FORMAT_VERSION, SectionRef,
 };
 pub use intern::{DimsInterner, SharedDims};
 pub use point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point, RowId};
-pub use reader::{BlockRef, RowCursor, RowView, Segment, SizeBreakdown};
+pub use reader::{RowCursor, RowView, Segment, SizeBreakdown};
 pub use slots::TimeSlots;
 pub use stream::{SegmentStreamWriter, StreamSchema, span_shift};
+/// The workspace's one atomic-write helper, defined in `tidemark-bloom` (the crate with no
+/// internal dependencies) and re-exported here for the crates above.
+pub use tidemark_bloom::{AtomicFile, is_temp_name, sync_dir};
 pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
-pub use v1::{ColumnInfo, ExtraInfo, Presence, Series};
+pub use validate::{MAX_NAME_LEN, PointViolation, validate_point};
 pub use writer::{
     FoldBuildHasher, FoldHasher, RowBatch, SegmentMeta, SegmentOptions, SegmentWriter,
     is_zstd_level, write_batch,

@@ -10,17 +10,19 @@ use tidemark_tsid::{SyntheticId, Tsid};
 use crate::bloom::{SegmentBloom, SegmentBloomRef};
 use crate::codec::{
     Values, decode_presence, decode_timestamps, decode_timestamps_run, decode_values,
-    decompress_block, decompress_block_into,
+    decompress_block_into,
 };
 use crate::error::{Error, Place, Result};
+use crate::format::directory::{self, BlockRef, ColumnLayout};
+use crate::format::meta::{self, ColumnInfo, ExtraInfo, Meta};
+use crate::format::series::{self, Presence, Series};
 use crate::format::{
-    DIR_ENTRY_LEN, FLAG_BLOOM, FLAG_EVENTS, FLAG_ID_INDEX, FOOTER_LEN, Footer, HEADER_LEN, MAGIC,
-    MAX_SECTION_RAW, SECTION_PLACES, SectionRef,
+    FLAG_BLOOM, FLAG_EVENTS, FLAG_ID_INDEX, FOOTER_LEN, Footer, HEADER_LEN, MAGIC, SECTION_PLACES,
+    blocks, check_header, section, section_bytes,
 };
 use crate::intern::DimsInterner;
 use crate::le::Reader;
 use crate::point::{Extra, MetricKind, MetricValue, Point, RowId};
-use crate::v1::{ColumnInfo, ExtraInfo, Meta, Presence, Series, parse_meta, parse_series};
 
 enum Backing {
     Vec(Vec<u8>),
@@ -43,19 +45,6 @@ impl std::fmt::Debug for Backing {
             Backing::Mmap(m) => write!(f, "Mmap({} bytes)", m.len()),
         }
     }
-}
-
-/// One entry of the block directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BlockRef {
-    /// Offset of the block in the file.
-    pub offset: u64,
-    /// Stored length (0: the column has no value in this block).
-    pub len: u32,
-    /// Decoded length.
-    pub raw_len: u32,
-    /// CRC32 of the stored bytes.
-    pub crc: u32,
 }
 
 /// Bytes of each component of a segment, for disk-usage reports.
@@ -149,13 +138,6 @@ pub struct Segment {
     layout: Vec<ColumnLayout>,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct ColumnLayout {
-    first_entry: u64,
-    blocks: u32,
-    span: u64,
-}
-
 impl Segment {
     /// Memory-maps and opens the segment at `path`.
     ///
@@ -200,8 +182,8 @@ impl Segment {
 
     fn new(data: Backing, path: Option<PathBuf>, interner: &mut DimsInterner) -> Result<Segment> {
         let bytes = data.bytes();
-        let mut h = Reader::new(bytes, Place::Header);
-        let magic = h.magic()?;
+        // The header's magic is checked before the footer, its version after.
+        let magic = Reader::new(bytes, Place::Header).magic()?;
         if magic != MAGIC {
             return Err(Error::BadMagic {
                 place: Place::Header,
@@ -209,57 +191,12 @@ impl Segment {
                 found: magic,
             });
         }
-        let version = h.u32()?;
         let footer = Footer::decode(bytes)?;
-        if version != footer.version {
-            return Err(Error::corrupt(
-                Place::Header,
-                format!("version {version}, footer says {}", footer.version),
-            ));
-        }
-        let (flags, reserved) = (h.u32()?, h.u32()?);
-        if flags != 0 || reserved != 0 {
-            return Err(Error::corrupt(
-                Place::Header,
-                format!("flags {flags:#x} and reserved {reserved:#x}, expected 0"),
-            ));
-        }
+        check_header(bytes, &footer)?;
         let meta_bytes = section(bytes, &footer, 0)?;
-        let meta = parse_meta(meta_bytes, &footer)?;
-        let series_bytes = section(bytes, &footer, 1)?;
-        let mut sr = Reader::new(series_bytes, Place::SeriesTable);
-        let raw_len = sr.u64()?;
-        let raw = decompress_block(
-            series_bytes.get(8..).unwrap_or(&[]),
-            raw_len,
-            MAX_SECTION_RAW,
-            Place::SeriesTable,
-        )?;
-        let series = parse_series(&raw, &footer, &meta, interner)?;
-        let dir = section(bytes, &footer, 2)?;
-        let mut layout = Vec::with_capacity(meta.columns.len() + 1);
-        let mut entries = 0u64;
-        let spans = std::iter::once(0u8)
-            .chain(meta.columns.iter().map(|c| c.span_shift))
-            .chain(meta.extras.iter().map(|e| e.span_shift));
-        for shift in spans {
-            let span = u64::from(footer.block_rows) << shift;
-            let blocks = u32::try_from(footer.row_count.div_ceil(span))
-                .map_err(|_| Error::corrupt(Place::Meta, "too many blocks"))?;
-            layout.push(ColumnLayout {
-                first_entry: entries,
-                blocks,
-                span,
-            });
-            entries += u64::from(blocks);
-        }
-        let expected = entries * DIR_ENTRY_LEN as u64;
-        if dir.len() as u64 != expected {
-            return Err(Error::corrupt(
-                Place::Directory,
-                format!("{} bytes, expected {expected}", dir.len()),
-            ));
-        }
+        let meta = meta::decode(meta_bytes, &footer)?;
+        let series = series::decode(section(bytes, &footer, 1)?, &footer, &meta, interner)?;
+        let layout = directory::layout(&footer, &meta, section(bytes, &footer, 2)?.len())?;
         if footer.flags & FLAG_BLOOM != 0 {
             SegmentBloomRef::new(section(bytes, &footer, 3)?, true)?;
         }
@@ -837,21 +774,7 @@ impl Segment {
             });
         };
         let dir = section_bytes(self.bytes(), &self.footer, 2)?;
-        let at = (l.first_entry + u64::from(block)) * DIR_ENTRY_LEN as u64;
-        let entry = dir
-            .get(at as usize..at as usize + DIR_ENTRY_LEN)
-            .ok_or(Error::Truncated {
-                place: Place::Directory,
-                needed: at + DIR_ENTRY_LEN as u64,
-                available: dir.len() as u64,
-            })?;
-        let mut r = Reader::new(entry, Place::Directory);
-        Ok(BlockRef {
-            offset: r.u64()?,
-            len: r.u32()?,
-            raw_len: r.u32()?,
-            crc: r.u32()?,
-        })
+        directory::entry(dir, l.first_entry + u64::from(block))
     }
 
     /// Number of blocks of column number `column` (0 = timestamps).
@@ -886,48 +809,12 @@ impl Segment {
     fn block_body(&self, column: u32, block: u32, out: &mut Vec<u8>) -> Result<bool> {
         let place = Place::Block { column, block };
         let e = self.block_ref(column, block)?;
-        if e.len == 0 {
-            if e.raw_len != 0 || e.crc != 0 {
-                return Err(Error::corrupt(
-                    place,
-                    "empty block with a length or checksum",
-                ));
-            }
+        let Some(stored) = blocks::stored(self.bytes(), &e, place)? else {
             out.clear();
             return Ok(false);
-        }
-        let data_end = self.bytes().len() as u64 - FOOTER_LEN as u64;
-        let end = e.offset.checked_add(u64::from(e.len));
-        if e.offset < HEADER_LEN as u64 || end.is_none_or(|end| end > data_end) {
-            return Err(Error::OutOfBounds {
-                place,
-                offset: e.offset,
-                len: u64::from(e.len),
-                start: HEADER_LEN as u64,
-                end: data_end,
-            });
-        }
-        let stored = self
-            .bytes()
-            .get(e.offset as usize..(e.offset + u64::from(e.len)) as usize)
-            .unwrap_or(&[]);
-        let got = crc32fast::hash(stored);
-        if got != e.crc {
-            return Err(Error::ChecksumMismatch {
-                place,
-                expected: e.crc,
-                got,
-            });
-        }
-        // A timestamp or metric block holds at most 10 bytes per row (varints) or 8 per
-        // value (byte planes), a presence bitmap and headers. Extra keyword blocks hold
-        // strings of up to MAX_EXTRA_KEYWORD_LEN bytes.
-        let rows = self.rows_in(column, block) as u64;
-        let max_raw = if column as usize > self.meta.columns.len() {
-            rows * (10 + crate::writer::MAX_EXTRA_KEYWORD_LEN as u64) + 8 * 1024 + 64
-        } else {
-            rows * 10 + 8 * 1024 + 64
         };
+        let rows = self.rows_in(column, block) as u64;
+        let max_raw = blocks::max_raw_len(rows, column as usize > self.meta.columns.len());
         decompress_block_into(stored, u64::from(e.raw_len), max_raw, place, out)?;
         Ok(true)
     }
@@ -1290,48 +1177,6 @@ impl Segment {
             None => e,
         }
     }
-}
-
-/// The bytes of section `i` after checking its range (its CRC was checked on open).
-pub(crate) fn section_bytes<'a>(bytes: &'a [u8], footer: &Footer, i: usize) -> Result<&'a [u8]> {
-    let place = SECTION_PLACES.get(i).copied().unwrap_or(Place::Footer);
-    let s: SectionRef = footer.sections.get(i).copied().unwrap_or_default();
-    if s.len == 0 {
-        return Ok(&[]);
-    }
-    let range = usize::try_from(s.offset).ok().zip(
-        s.offset
-            .checked_add(s.len)
-            .and_then(|e| usize::try_from(e).ok()),
-    );
-    range
-        .and_then(|(a, b)| bytes.get(a..b))
-        .ok_or(Error::OutOfBounds {
-            place,
-            offset: s.offset,
-            len: s.len,
-            start: HEADER_LEN as u64,
-            end: bytes.len() as u64,
-        })
-}
-
-/// The bytes of section `i` after checking its range and CRC.
-pub(crate) fn section<'a>(bytes: &'a [u8], footer: &Footer, i: usize) -> Result<&'a [u8]> {
-    let place = SECTION_PLACES.get(i).copied().unwrap_or(Place::Footer);
-    let s: SectionRef = footer.sections.get(i).copied().unwrap_or_default();
-    let out = section_bytes(bytes, footer, i)?;
-    if s.len == 0 {
-        return Ok(out);
-    }
-    let got = crc32fast::hash(out);
-    if got != s.crc {
-        return Err(Error::ChecksumMismatch {
-            place,
-            expected: s.crc,
-            got,
-        });
-    }
-    Ok(out)
 }
 
 /// A cursor over a segment's rows in row order — (tsid, timestamp) order — skipping the

@@ -9,27 +9,23 @@
 
 use std::io::{self, Write};
 
-use roaring::RoaringBitmap;
-use tidemark_tsid::{SyntheticId, TSID_LEN, Tsid};
+use tidemark_tsid::{SyntheticId, Tsid};
 
 use crate::bloom::SegmentBloom;
-use crate::codec::{
-    BlockCompressor, counter_candidates, counter_candidates_fast, encode_extras, encode_presence,
-    encode_timestamps, encode_timestamps_grid, gauge_candidates, gauge_candidates_fast,
-};
+use crate::codec::BlockCompressor;
 use crate::error::{Error, Result};
+use crate::format::blocks::{self, extra_body, metric_candidates, timestamp_candidates};
+use crate::format::directory::{self, BlockRef, EMPTY_ENTRY};
+use crate::format::meta::{self, ColumnInfo, ExtraInfo};
+use crate::format::series::{self, Presence, SeriesOut};
 use crate::format::{
-    FLAG_BLOOM, FLAG_EVENTS, FLAG_ID_INDEX, FORMAT_VERSION, Footer, HEADER_LEN, MAGIC,
-    MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS, SECTION_COUNT, SectionRef,
+    FLAG_BLOOM, FLAG_EVENTS, FLAG_ID_INDEX, FORMAT_VERSION, Footer, MAX_BLOCK_ROWS, MAX_COLUMNS,
+    MAX_ROWS, SECTION_COUNT, SectionRef, encode_header, len_u32,
 };
-use crate::le::{put_u16, put_u32, put_u64, put_varint, put_zigzag};
-use crate::point::{Dim, Extra, ExtraKind, MetricKind, MetricValue};
+use crate::point::{Dim, Extra, MetricKind, MetricValue};
 use crate::slots::{MAX_SLOT_ROWS, TimeSlots};
-use crate::v1::{ColumnInfo, ExtraInfo, Presence};
-use crate::writer::{
-    BLOOM_HEADROOM_DEN, BLOOM_HEADROOM_NUM, MAX_EXTRA_KEYWORD_LEN, STATE_FULL, STATE_PARTIAL,
-    SegmentMeta, SegmentOptions, TAG_BOOL, TAG_INT, TAG_IP, TAG_KEYWORD, TAG_UINT,
-};
+use crate::validate::{MAX_NAME_LEN, dim_len};
+use crate::writer::{BLOOM_HEADROOM_DEN, BLOOM_HEADROOM_NUM, SegmentMeta, SegmentOptions};
 
 /// The columns of a streamed segment, declared before the first row: metric columns and
 /// extra columns, each sorted by name (names unique across both), with the span shift of
@@ -95,11 +91,11 @@ impl StreamSchema {
                      {block_rows} rows"
                 )));
             }
-            if name.len() > usize::from(u16::MAX) {
+            if name.len() > MAX_NAME_LEN {
                 return Err(Error::TooLarge {
                     what: "name bytes",
                     found: name.len() as u64,
-                    max: u64::from(u16::MAX),
+                    max: MAX_NAME_LEN as u64,
                 });
             }
         }
@@ -137,29 +133,6 @@ impl<W: Write> Counting<W> {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct DirEntry {
-    offset: u64,
-    len: u32,
-    raw_len: u32,
-    crc: u32,
-}
-
-/// A series being written or written.
-struct SeriesOut {
-    tsid: Tsid,
-    dims: Vec<(String, Dim)>,
-    row_count: u64,
-    min_ts: i64,
-    max_ts: i64,
-    /// Declared presence per column index (metrics, then extras), sorted by index.
-    declared: Vec<(u32, Presence)>,
-    /// Values seen per declared column.
-    counts: Vec<u64>,
-    /// The series' time slot map, built when its last row is in.
-    slots: Option<Box<TimeSlots>>,
-}
-
 /// The open block of one metric or extra column.
 struct ColumnBuf<V> {
     span: u64,
@@ -170,7 +143,7 @@ struct ColumnBuf<V> {
     values: Vec<V>,
     /// A series declared partial for this column has rows in the open block.
     partial: bool,
-    entries: Vec<DirEntry>,
+    entries: Vec<BlockRef>,
 }
 
 impl<V> ColumnBuf<V> {
@@ -194,7 +167,7 @@ impl<V> ColumnBuf<V> {
     }
 
     /// Records a written block and takes its buffers back, emptied, for the next one.
-    fn finish_block(&mut self, entry: DirEntry, mut rows: Vec<u32>, mut values: Vec<V>) {
+    fn finish_block(&mut self, entry: BlockRef, mut rows: Vec<u32>, mut values: Vec<V>) {
         self.entries.push(entry);
         rows.clear();
         values.clear();
@@ -266,7 +239,7 @@ pub struct SegmentStreamWriter<W: Write> {
     max_ts: i64,
     ts_block: Vec<i64>,
     ts_runs: Vec<usize>,
-    ts_entries: Vec<DirEntry>,
+    ts_entries: Vec<BlockRef>,
     metrics: Vec<ColumnBuf<MetricValue>>,
     extras: Vec<ColumnBuf<Extra>>,
     bloom: Option<SegmentBloom>,
@@ -356,13 +329,7 @@ impl<W: Write> SegmentStreamWriter<W> {
             event_ids: Vec::new(),
             raw: Vec::new(),
         };
-        let mut header = Vec::with_capacity(HEADER_LEN);
-        header.extend_from_slice(&MAGIC);
-        put_u32(&mut header, FORMAT_VERSION);
-        put_u32(&mut header, 0);
-        put_u32(&mut header, 0);
-        debug_assert_eq!(header.len(), HEADER_LEN);
-        w.out.put(&header)?;
+        w.out.put(&encode_header())?;
         Ok(w)
     }
 
@@ -425,15 +392,12 @@ impl<W: Write> SegmentStreamWriter<W> {
             }
         }
         for (name, value) in &dims {
-            let long = match value {
-                Dim::Keyword(k) => k.len().max(name.len()),
-                _ => name.len(),
-            };
-            if long > usize::from(u16::MAX) {
+            let long = dim_len(name, value);
+            if long > MAX_NAME_LEN {
                 return Err(Error::TooLarge {
                     what: "name bytes",
                     found: long as u64,
-                    max: u64::from(u16::MAX),
+                    max: MAX_NAME_LEN as u64,
                 });
             }
         }
@@ -567,11 +531,11 @@ impl<W: Write> SegmentStreamWriter<W> {
                 }
             }
             if let Extra::Keyword(k) = v {
-                if k.len() > MAX_EXTRA_KEYWORD_LEN {
+                if k.len() > MAX_NAME_LEN {
                     return Err(Error::TooLarge {
                         what: "extra keyword bytes",
                         found: k.len() as u64,
-                        max: MAX_EXTRA_KEYWORD_LEN as u64,
+                        max: MAX_NAME_LEN as u64,
                     });
                 }
             }
@@ -736,8 +700,8 @@ impl<W: Write> SegmentStreamWriter<W> {
         }
     }
 
-    fn write_block(&mut self, block: &[u8], raw_len: usize) -> Result<DirEntry> {
-        let entry = DirEntry {
+    fn write_block(&mut self, block: &[u8], raw_len: usize) -> Result<BlockRef> {
+        let entry = BlockRef {
             offset: self.out.pos,
             len: len_u32(block.len(), "block bytes")?,
             raw_len: len_u32(raw_len, "decoded block bytes")?,
@@ -747,26 +711,11 @@ impl<W: Write> SegmentStreamWriter<W> {
         Ok(entry)
     }
 
-    /// Compresses each candidate body after `header` and writes the smallest (with fast
-    /// encoding: compresses only the candidate smallest before compression).
-    fn write_best(&mut self, header: &[u8], mut candidates: Vec<Vec<u8>>) -> Result<DirEntry> {
-        if self.options.fast_encoding() && candidates.len() > 1 {
-            if let Some(i) = (0..candidates.len()).min_by_key(|&i| candidates[i].len()) {
-                candidates.swap(0, i);
-                candidates.truncate(1);
-            }
-        }
-        let mut best: Option<(Vec<u8>, usize)> = None;
-        for cand in candidates {
-            self.raw.clear();
-            self.raw.extend_from_slice(header);
-            self.raw.extend_from_slice(&cand);
-            let block = self.comp.compress_block(&self.raw)?;
-            if best.as_ref().is_none_or(|(b, _)| block.len() < b.len()) {
-                best = Some((block, self.raw.len()));
-            }
-        }
-        match best {
+    /// Writes the smallest compressed block of `header` and a candidate body (see
+    /// [`blocks::best`]); the empty entry without candidates.
+    fn write_best(&mut self, header: &[u8], candidates: Vec<Vec<u8>>) -> Result<BlockRef> {
+        let fast = self.options.fast_encoding();
+        match blocks::best(header, candidates, fast, &mut self.comp, &mut self.raw)? {
             Some((block, raw_len)) => self.write_block(&block, raw_len),
             None => Ok(EMPTY_ENTRY),
         }
@@ -776,11 +725,8 @@ impl<W: Write> SegmentStreamWriter<W> {
         if self.ts_block.is_empty() {
             return Ok(());
         }
-        let mut dod = Vec::new();
-        encode_timestamps(&self.ts_block, &self.ts_runs, &mut dod);
-        let mut grid = Vec::new();
-        encode_timestamps_grid(&self.ts_block, &self.ts_runs, &mut grid);
-        let entry = self.write_best(&[], vec![dod, grid])?;
+        let candidates = timestamp_candidates(&self.ts_block, &self.ts_runs);
+        let entry = self.write_best(&[], candidates)?;
         self.ts_entries.push(entry);
         self.ts_block.clear();
         self.ts_runs.clear();
@@ -799,11 +745,9 @@ impl<W: Write> SegmentStreamWriter<W> {
             else {
                 continue;
             };
-            let kind = self
-                .schema
-                .columns
-                .get(c)
-                .map_or(MetricKind::Gauge, |i| i.kind);
+            // One open block per schema column, built from the schema.
+            debug_assert_eq!(self.metrics.len(), self.schema.columns.len());
+            let kind = self.schema.columns[c].kind;
             let entry = self.encode_metric_block(kind, &block_rows, &values, partial)?;
             if let Some(col) = self.metrics.get_mut(c) {
                 col.finish_block(entry, block_rows, values);
@@ -817,17 +761,12 @@ impl<W: Write> SegmentStreamWriter<W> {
             else {
                 continue;
             };
-            let kind = self
-                .schema
-                .extras
-                .get(e)
-                .map_or(ExtraKind::Keyword, |i| i.kind);
+            debug_assert_eq!(self.extras.len(), self.schema.extras.len());
+            let kind = self.schema.extras[e].kind;
             let entry = if block_rows.is_empty() {
                 EMPTY_ENTRY
             } else {
-                let mut raw = Vec::new();
-                presence_header(partial, &block_rows, &mut raw)?;
-                encode_extras(kind, values.iter(), &mut raw);
+                let raw = extra_body(kind, &block_rows, &values, partial)?;
                 self.write_best(&[], vec![raw])?
             };
             if let Some(col) = self.extras.get_mut(e) {
@@ -843,42 +782,14 @@ impl<W: Write> SegmentStreamWriter<W> {
         rows: &[u32],
         values: &[MetricValue],
         partial: bool,
-    ) -> Result<DirEntry> {
+    ) -> Result<BlockRef> {
         if rows.is_empty() {
             return Ok(EMPTY_ENTRY);
         }
         let mut header = Vec::new();
-        presence_header(partial, rows, &mut header)?;
-        let candidates = match kind {
-            MetricKind::Gauge => {
-                let v: Vec<f64> = values
-                    .iter()
-                    .map(|v| match v {
-                        MetricValue::Gauge(g) => *g,
-                        MetricValue::Counter(c) => *c as f64,
-                    })
-                    .collect();
-                if self.options.fast_encoding() {
-                    gauge_candidates_fast(&v)
-                } else {
-                    gauge_candidates(&v, &mut self.comp)?
-                }
-            }
-            MetricKind::Counter => {
-                let v: Vec<i64> = values
-                    .iter()
-                    .map(|v| match v {
-                        MetricValue::Counter(c) => *c,
-                        MetricValue::Gauge(g) => *g as i64,
-                    })
-                    .collect();
-                if self.options.fast_encoding() {
-                    counter_candidates_fast(&v)
-                } else {
-                    counter_candidates(&v, &mut self.comp)?
-                }
-            }
-        };
+        blocks::presence_header(partial, rows, &mut header)?;
+        let fast = self.options.fast_encoding();
+        let candidates = metric_candidates(kind, values, fast, &mut self.comp)?;
         self.write_best(&header, candidates)
     }
 
@@ -888,24 +799,51 @@ impl<W: Write> SegmentStreamWriter<W> {
     /// # Errors
     /// I/O errors; [`Error::TooLarge`] for counts the format cannot hold.
     pub fn finish(mut self) -> Result<(W, SegmentMeta)> {
+        self.write_last_blocks()?;
+        let sections = self.encode_sections()?;
+        let refs = self.write_sections(&sections)?;
+        self.write_footer(refs)
+    }
+
+    /// Step 1 of [`finish`](Self::finish): closes the last series and writes every
+    /// column's open block.
+    fn write_last_blocks(&mut self) -> Result<()> {
         self.close_series_slots();
         if self.series.last().is_some_and(|s| s.row_count == 0) {
             self.series.pop();
         }
         self.flush_ts_block()?;
         self.flush_column_blocks(true)?;
-        let n = self.rows;
-        let block_count = n.div_ceil(self.block_rows);
-        debug_assert_eq!(self.ts_entries.len() as u64, block_count);
+        debug_assert_eq!(
+            self.ts_entries.len() as u64,
+            self.rows.div_ceil(self.block_rows)
+        );
+        Ok(())
+    }
 
-        let meta = self.encode_meta()?;
-        let series_section = self.encode_series_table()?;
-        let dir = self.encode_directory();
+    /// Step 2: the meta, series, directory, bloom and id-index sections, in footer order.
+    fn encode_sections(&mut self) -> Result<[Vec<u8>; SECTION_COUNT]> {
+        let dim_names = series::dim_names(&self.series);
+        let bloom = self.options.bloom_rate().map(|f| (f, self.bloom_capacity));
+        let meta = meta::encode(bloom, &dim_names, &self.schema.columns, &self.schema.extras)?;
+        let series_section = series::encode(&self.series, &dim_names, &mut self.comp)?;
+        let dir = directory::encode(
+            std::iter::once(self.ts_entries.as_slice())
+                .chain(self.metrics.iter().map(|c| c.entries.as_slice()))
+                .chain(self.extras.iter().map(|c| c.entries.as_slice())),
+        );
         let bloom_section = match &self.bloom {
             Some(b) => b.to_bytes(),
             None => Vec::new(),
         };
-        let id_section = match self.fst.take() {
+        let id_section = self.encode_id_index()?;
+        Ok([meta, series_section, dir, bloom_section, id_section])
+    }
+
+    /// The id-index section: the FST of synthetic ids to rows (time series stream their
+    /// ids in; an event segment's are sorted here), empty without one.
+    fn encode_id_index(&mut self) -> Result<Vec<u8>> {
+        Ok(match self.fst.take() {
             Some(b) => b.into_inner()?,
             None if self.options.id_index() => {
                 let mut ids = std::mem::take(&mut self.event_ids);
@@ -917,13 +855,16 @@ impl<W: Write> SegmentStreamWriter<W> {
                 b.into_inner()?
             }
             None => Vec::new(),
-        };
-        let mut sections = [SectionRef::default(); SECTION_COUNT];
-        for (slot, bytes) in
-            sections
-                .iter_mut()
-                .zip([&meta, &series_section, &dir, &bloom_section, &id_section])
-        {
+        })
+    }
+
+    /// Step 3: writes the sections after the blocks; returns where each one is.
+    fn write_sections(
+        &mut self,
+        sections: &[Vec<u8>; SECTION_COUNT],
+    ) -> Result<[SectionRef; SECTION_COUNT]> {
+        let mut refs = [SectionRef::default(); SECTION_COUNT];
+        for (slot, bytes) in refs.iter_mut().zip(sections) {
             *slot = SectionRef {
                 offset: if bytes.is_empty() { 0 } else { self.out.pos },
                 len: bytes.len() as u64,
@@ -935,6 +876,12 @@ impl<W: Write> SegmentStreamWriter<W> {
             };
             self.out.put(bytes)?;
         }
+        Ok(refs)
+    }
+
+    /// Step 4: writes the footer, flushes, and returns the output and what was written.
+    fn write_footer(mut self, sections: [SectionRef; SECTION_COUNT]) -> Result<(W, SegmentMeta)> {
+        let n = self.rows;
         let mut flags = 0;
         if self.options.bloom_rate().is_some() {
             flags |= FLAG_BLOOM;
@@ -952,7 +899,7 @@ impl<W: Write> SegmentStreamWriter<W> {
             min_ts: if empty { 0 } else { self.min_ts },
             max_ts: if empty { 0 } else { self.max_ts },
             block_rows: self.block_rows as u32,
-            block_count: len_u32(block_count as usize, "blocks")?,
+            block_count: len_u32(n.div_ceil(self.block_rows) as usize, "blocks")?,
             column_count: len_u32(self.schema.columns.len(), "metric columns")?,
             flags,
             sections,
@@ -972,55 +919,6 @@ impl<W: Write> SegmentStreamWriter<W> {
         Ok((self.out.inner, meta))
     }
 
-    fn encode_meta(&self) -> Result<Vec<u8>> {
-        let mut meta = Vec::new();
-        let fpr = self.options.bloom_rate();
-        meta.extend_from_slice(&fpr.unwrap_or(0.0).to_bits().to_le_bytes());
-        put_u64(
-            &mut meta,
-            if fpr.is_some() {
-                self.bloom_capacity
-            } else {
-                0
-            },
-        );
-        let dim_names = self.dim_names();
-        put_u32(&mut meta, len_u32(dim_names.len(), "dimension names")?);
-        for name in &dim_names {
-            put_str(&mut meta, name)?;
-        }
-        put_u32(
-            &mut meta,
-            len_u32(self.schema.columns.len(), "metric columns")?,
-        );
-        for c in &self.schema.columns {
-            meta.push(c.kind.code());
-            meta.push(c.span_shift);
-            put_str(&mut meta, &c.name)?;
-        }
-        put_u32(
-            &mut meta,
-            len_u32(self.schema.extras.len(), "extra columns")?,
-        );
-        for e in &self.schema.extras {
-            meta.push(e.kind.code());
-            meta.push(e.span_shift);
-            put_str(&mut meta, &e.name)?;
-        }
-        Ok(meta)
-    }
-
-    fn dim_names(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self
-            .series
-            .iter()
-            .flat_map(|s| s.dims.iter().map(|(n, _)| n.as_str()))
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        names
-    }
-
     /// Builds the current series' slot map from its timestamps, now that its last row is
     /// in, and starts the next series' timestamps afresh.
     fn close_series_slots(&mut self) {
@@ -1031,133 +929,6 @@ impl<W: Write> SegmentStreamWriter<W> {
         }
         self.series_ts.clear();
         self.series_ts_overflow = false;
-    }
-
-    /// The series table, column-wise inside one compressed frame.
-    fn encode_series_table(&mut self) -> Result<Vec<u8>> {
-        let dim_names = self.dim_names();
-        let mut st = Vec::new();
-        for s in &self.series {
-            st.extend_from_slice(s.tsid.as_bytes());
-        }
-        debug_assert_eq!(st.len(), self.series.len() * TSID_LEN);
-        for s in &self.series {
-            put_varint(&mut st, s.row_count);
-        }
-        let mut prev = 0i64;
-        for s in &self.series {
-            put_zigzag(&mut st, s.min_ts.wrapping_sub(prev));
-            prev = s.min_ts;
-        }
-        let mut prev_span = 0u64;
-        for s in &self.series {
-            let span = s.max_ts.wrapping_sub(s.min_ts) as u64;
-            put_zigzag(&mut st, span.wrapping_sub(prev_span) as i64);
-            prev_span = span;
-        }
-        for s in &self.series {
-            put_varint(&mut st, s.dims.len() as u64);
-            for (name, value) in &s.dims {
-                let id = dim_names.binary_search(&name.as_str()).unwrap_or(0);
-                put_varint(&mut st, id as u64);
-                match value {
-                    Dim::Keyword(k) => {
-                        st.push(TAG_KEYWORD);
-                        put_varint(&mut st, k.len() as u64);
-                        st.extend_from_slice(k.as_bytes());
-                    }
-                    Dim::Int(v) => {
-                        st.push(TAG_INT);
-                        put_zigzag(&mut st, *v);
-                    }
-                    Dim::UInt(v) => {
-                        st.push(TAG_UINT);
-                        put_varint(&mut st, *v);
-                    }
-                    Dim::Bool(v) => {
-                        st.push(TAG_BOOL);
-                        st.push(u8::from(*v));
-                    }
-                    Dim::Ip(ip) => {
-                        st.push(TAG_IP);
-                        st.extend_from_slice(&ip.octets());
-                    }
-                }
-            }
-        }
-        // Presence as observed: a column declared partial may turn out full or absent
-        // (its blocks carry bitmaps either way, which the reader follows).
-        for s in &self.series {
-            let observed: Vec<(u32, u8)> = s
-                .declared
-                .iter()
-                .zip(&s.counts)
-                .filter(|(_, n)| **n > 0)
-                .map(|(&(c, _), &n)| {
-                    let state = if n == s.row_count {
-                        STATE_FULL
-                    } else {
-                        STATE_PARTIAL
-                    };
-                    (c, state)
-                })
-                .collect();
-            put_varint(&mut st, observed.len() as u64);
-            for (c, state) in observed {
-                put_varint(&mut st, u64::from(c));
-                st.push(state);
-            }
-        }
-        let maps = self.series.iter().filter(|s| s.slots.is_some()).count();
-        put_varint(&mut st, maps as u64);
-        let mut prev = 0usize;
-        for (i, s) in self.series.iter().enumerate() {
-            if let Some(m) = &s.slots {
-                put_varint(&mut st, (i - prev) as u64);
-                m.encode(&mut st);
-                prev = i;
-            }
-        }
-        let mut section = Vec::new();
-        put_u64(&mut section, st.len() as u64);
-        section.extend_from_slice(&self.comp.compress_block(&st)?);
-        Ok(section)
-    }
-
-    fn encode_directory(&self) -> Vec<u8> {
-        let all = std::iter::once(&self.ts_entries)
-            .chain(self.metrics.iter().map(|c| &c.entries))
-            .chain(self.extras.iter().map(|c| &c.entries));
-        let mut dir = Vec::new();
-        for entries in all {
-            for e in entries {
-                put_u64(&mut dir, e.offset);
-                put_u32(&mut dir, e.len);
-                put_u32(&mut dir, e.raw_len);
-                put_u32(&mut dir, e.crc);
-            }
-        }
-        dir
-    }
-}
-
-/// The directory entry of a column block with no value. Its offset is 0: the reader
-/// never reads an empty block's bytes.
-const EMPTY_ENTRY: DirEntry = DirEntry {
-    offset: 0,
-    len: 0,
-    raw_len: 0,
-    crc: 0,
-};
-
-/// A block's presence header: a bitmap of its rows with a value when a series partial
-/// for the column has rows in it, else none (every row of a full series has one).
-fn presence_header(partial: bool, rows: &[u32], out: &mut Vec<u8>) -> Result<()> {
-    if partial {
-        let bitmap: RoaringBitmap = rows.iter().copied().collect();
-        encode_presence(Some(&bitmap), out)
-    } else {
-        encode_presence(None, out)
     }
 }
 
@@ -1180,23 +951,4 @@ fn kind_error(
             detail: format!("{what} column {index} is not in the schema"),
         },
     }
-}
-
-fn len_u32(len: usize, what: &'static str) -> Result<u32> {
-    u32::try_from(len).map_err(|_| Error::TooLarge {
-        what,
-        found: len as u64,
-        max: u64::from(u32::MAX),
-    })
-}
-
-fn put_str(out: &mut Vec<u8>, s: &str) -> Result<()> {
-    let len = u16::try_from(s.len()).map_err(|_| Error::TooLarge {
-        what: "name bytes",
-        found: s.len() as u64,
-        max: u64::from(u16::MAX),
-    })?;
-    put_u16(out, len);
-    out.extend_from_slice(s.as_bytes());
-    Ok(())
 }

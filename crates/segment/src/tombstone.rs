@@ -200,7 +200,7 @@ impl Tombstones {
     /// I/O errors naming the file.
     pub fn write_beside(&self, segment: &Path) -> Result<PathBuf> {
         let path = Tombstones::path_for(segment, self.generation);
-        crate::atomic::AtomicFile::write_all_to(&path, &self.to_bytes()?)
+        tidemark_bloom::AtomicFile::write_all_to(&path, &self.to_bytes()?)
             .map_err(|e| Error::from(e).in_file(&path))?;
         Ok(path)
     }

@@ -7,28 +7,15 @@ use std::path::Path;
 
 use tidemark_tsid::{SyntheticId, Tsid};
 
-use crate::atomic::AtomicFile;
 use crate::bloom::SegmentBloom;
 use crate::error::{Error, Result};
+use crate::format::meta::{ColumnInfo, ExtraInfo};
+use crate::format::series::Presence;
 use crate::format::{DEFAULT_BLOCK_ROWS, MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS};
 use crate::point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point};
 use crate::stream::{SegmentStreamWriter, StreamSchema, span_shift};
-use crate::v1::{ColumnInfo, ExtraInfo, Presence};
-
-/// Longest extra keyword value, in bytes.
-pub const MAX_EXTRA_KEYWORD_LEN: usize = 65_535;
-
-/// Presence of a metric in all rows of a series.
-pub(crate) const STATE_FULL: u8 = 1;
-/// Presence of a metric in some rows of a series (a block bitmap tells which).
-pub(crate) const STATE_PARTIAL: u8 = 2;
-
-/// Dimension value tags in the series table.
-pub(crate) const TAG_KEYWORD: u8 = 1;
-pub(crate) const TAG_INT: u8 = 2;
-pub(crate) const TAG_UINT: u8 = 3;
-pub(crate) const TAG_BOOL: u8 = 4;
-pub(crate) const TAG_IP: u8 = 5;
+use crate::validate::{MAX_NAME_LEN, first_duplicate};
+use tidemark_bloom::AtomicFile;
 
 /// Sizing headroom of the bloom filter: it is built for `rows × 5 / 4` items so that its
 /// bit set stays under half full, which lets merges OR bit sets of equal shape.
@@ -444,10 +431,8 @@ impl SegmentWriter {
             }
             None => {
                 dims.sort();
-                if let Some(w) = dims.windows(2).find(|w| w[0].0 == w[1].0) {
-                    return Err(Error::DuplicateDimension {
-                        name: w[0].0.clone(),
-                    });
+                if let Some(name) = first_duplicate(&dims) {
+                    return Err(Error::DuplicateDimension { name: name.into() });
                 }
                 let s = u32::try_from(self.series.len()).map_err(|_| Error::TooLarge {
                     what: "series",
@@ -546,11 +531,11 @@ impl SegmentWriter {
         let start = self.extra_values.len();
         for (name, value) in extras {
             if let Extra::Keyword(k) = &value {
-                if k.len() > MAX_EXTRA_KEYWORD_LEN {
+                if k.len() > MAX_NAME_LEN {
                     return Err(Error::TooLarge {
                         what: "extra keyword bytes",
                         found: k.len() as u64,
-                        max: MAX_EXTRA_KEYWORD_LEN as u64,
+                        max: MAX_NAME_LEN as u64,
                     });
                 }
             }
@@ -706,29 +691,25 @@ impl RowBatch for SegmentWriter {
     fn include(&self, _row: u32) -> bool {
         true
     }
+    // `write_batch` asks only for rows below `rows()`, and each row's ranges were taken
+    // from the value buffers as they were pushed: plain indexing, no silent default.
     fn row_series(&self, row: u32) -> u32 {
-        self.rows.get(row as usize).map_or(0, |r| r.series)
+        debug_assert!((row as usize) < self.rows.len());
+        self.rows[row as usize].series
     }
     fn row_ts(&self, row: u32) -> i64 {
-        self.rows.get(row as usize).map_or(0, |r| r.ts)
+        debug_assert!((row as usize) < self.rows.len());
+        self.rows[row as usize].ts
     }
     fn row_metrics(&self, row: u32) -> &[(u32, MetricValue)] {
-        self.rows
-            .get(row as usize)
-            .and_then(|r| {
-                self.values
-                    .get(r.start as usize..(r.start + r.len) as usize)
-            })
-            .unwrap_or(&[])
+        let r = &self.rows[row as usize];
+        debug_assert!(((r.start + r.len) as usize) <= self.values.len());
+        &self.values[r.start as usize..(r.start + r.len) as usize]
     }
     fn row_extras(&self, row: u32) -> &[(u32, Extra)] {
-        self.rows
-            .get(row as usize)
-            .and_then(|r| {
-                self.extra_values
-                    .get(r.extra_start as usize..(r.extra_start + r.extra_len) as usize)
-            })
-            .unwrap_or(&[])
+        let r = &self.rows[row as usize];
+        debug_assert!(((r.extra_start + r.extra_len) as usize) <= self.extra_values.len());
+        &self.extra_values[r.extra_start as usize..(r.extra_start + r.extra_len) as usize]
     }
     fn row_id(&self, row: u32) -> Option<&SyntheticId> {
         self.ids.get(row as usize)
@@ -804,34 +785,68 @@ pub fn write_batch<B: RowBatch + ?Sized, W: Write>(
     out: W,
 ) -> Result<(W, SegmentMeta)> {
     let events = options.events;
-    let columns = batch.columns();
-    let extra_columns = batch.extra_columns();
-    let mut order: Vec<u32> = (0..batch.rows() as u32)
+    let rows: Vec<u32> = (0..batch.rows() as u32)
         .filter(|&r| batch.include(r))
         .collect();
-    let n = order.len() as u64;
+    let n = rows.len() as u64;
+    let present = count_present(batch, &rows);
+    let (plan, schema) = plan_columns(batch, &present, n, options.block_rows);
+    let order = order_rows(batch, rows, events);
+    let mut writer = SegmentStreamWriter::new(out, options, schema, n)?;
+    if let Some((filter, capacity)) = bloom {
+        writer.set_bloom_filter(filter, capacity);
+    }
+    write_rows(batch, &order, &plan, events, &mut writer)?;
+    writer.finish()
+}
 
-    // Values per source column, for the span of each column's blocks and to leave out
-    // columns no row uses.
-    let mut present = vec![0u64; columns.len() + extra_columns.len()];
-    for &r in &order {
+/// Values per source column (metrics, then extras) in `rows`: for the span of each
+/// column's blocks and to leave out columns no row uses.
+fn count_present<B: RowBatch + ?Sized>(batch: &B, rows: &[u32]) -> Vec<u64> {
+    let ncols = batch.columns().len();
+    let mut present = vec![0u64; ncols + batch.extra_columns().len()];
+    for &r in rows {
         for &(c, _) in batch.row_metrics(r) {
             if let Some(p) = present.get_mut(c as usize) {
                 *p += 1;
             }
         }
         for (e, _) in batch.row_extras(r) {
-            if let Some(p) = present.get_mut(columns.len() + *e as usize) {
+            if let Some(p) = present.get_mut(ncols + *e as usize) {
                 *p += 1;
             }
         }
     }
+    present
+}
+
+/// Where each source column goes in the output: its rank among the used columns in
+/// name order, `None` when unused.
+struct ColumnPlan {
+    metric_rank: Vec<Option<u32>>,
+    extra_rank: Vec<Option<u32>>,
+    /// Used metric columns: extra column `r` is column number `metrics + r`.
+    metrics: u32,
+    /// Source metric order is name order: the ranks keep a row's values sorted.
+    metrics_monotonic: bool,
+}
+
+/// The output columns of `batch`: the used ones in name order, with the span shift
+/// their share of the `n` rows calls for.
+fn plan_columns<B: RowBatch + ?Sized>(
+    batch: &B,
+    present: &[u64],
+    n: u64,
+    block_rows: u32,
+) -> (ColumnPlan, StreamSchema) {
+    let columns = batch.columns();
+    let extra_columns = batch.extra_columns();
     let used = |i: usize| present.get(i).is_some_and(|&p| p > 0);
-    let (col_rank, sorted_columns) = rank_by_name(columns, used);
+    let (metric_rank, sorted_columns) = rank_by_name(columns, used);
     let (extra_rank, sorted_extras) = rank_by_name(extra_columns, |e| used(columns.len() + e));
-    let ncols = sorted_columns.len() as u32;
-    let block_rows = options.block_rows;
-    let shift = |i: usize| span_shift(n, present.get(i).copied().unwrap_or(0), block_rows);
+    // `present` has one count per source column, metrics then extras.
+    debug_assert_eq!(present.len(), columns.len() + extra_columns.len());
+    let shift = |i: usize| span_shift(n, present[i], block_rows);
     let schema = StreamSchema {
         columns: sorted_columns
             .iter()
@@ -850,53 +865,81 @@ pub fn write_batch<B: RowBatch + ?Sized, W: Write>(
             })
             .collect(),
     };
+    let metrics_monotonic = metric_rank
+        .iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .all(|w| w[0] < w[1]);
+    let plan = ColumnPlan {
+        metric_rank,
+        extra_rank,
+        metrics: sorted_columns.len() as u32,
+        metrics_monotonic,
+    };
+    (plan, schema)
+}
 
+impl ColumnPlan {
+    fn metric(&self, c: u32) -> Option<u32> {
+        self.metric_rank.get(c as usize).copied().flatten()
+    }
+
+    fn extra(&self, e: u32) -> Option<u32> {
+        self.extra_rank.get(e as usize).copied().flatten()
+    }
+}
+
+/// `rows` in output order: (series in tsid order, timestamp), and the row id after
+/// them in an event segment.
+fn order_rows<B: RowBatch + ?Sized>(batch: &B, mut rows: Vec<u32>, events: bool) -> Vec<u32> {
     let series_count = batch.series_count();
     let mut series_order: Vec<u32> = (0..series_count as u32).collect();
     series_order.sort_by_key(|&s| batch.series(s).map(|(t, _)| t));
     let mut series_rank = vec![0u32; series_count];
     for (rank, &s) in series_order.iter().enumerate() {
-        if let Some(slot) = series_rank.get_mut(s as usize) {
-            *slot = rank as u32;
-        }
+        series_rank[s as usize] = rank as u32;
     }
-    let rank_of = |s: u32| series_rank.get(s as usize).copied().unwrap_or(0);
+    // A row's series is one of the batch's series.
+    let rank_of = |s: u32| {
+        debug_assert!(
+            (s as usize) < series_count,
+            "row of series {s} of {series_count}"
+        );
+        series_rank[s as usize]
+    };
     if events {
-        order.sort_unstable_by_key(|&i| {
+        rows.sort_unstable_by_key(|&i| {
             (
                 rank_of(batch.row_series(i)),
                 batch.row_ts(i),
                 batch.row_id(i).map(SyntheticId::to_bytes),
             )
         });
+        rows
     } else {
-        order = group_by_series(
-            &order,
+        group_by_series(
+            &rows,
             series_count,
             |i| rank_of(batch.row_series(i)),
             |i| batch.row_ts(i),
-        );
+        )
     }
+}
 
-    let mut writer = SegmentStreamWriter::new(out, options, schema, n)?;
-    if let Some((filter, capacity)) = bloom {
-        writer.set_bloom_filter(filter, capacity);
-    }
-    let metric_rank = |c: u32| col_rank.get(c as usize).copied().flatten();
-    // Rows give their values by source column; when source order is name order (as
-    // when columns were registered sorted), the ranks keep a row's values sorted.
-    let metrics_monotonic = col_rank
-        .iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .windows(2)
-        .all(|w| w[0] < w[1]);
-    let extra_rank_of = |e: u32| extra_rank.get(e as usize).copied().flatten();
+/// Streams the rows in `order` to `writer`, one series run at a time: the run's column
+/// presence counted exactly first, then its rows with their values renumbered to the
+/// output columns.
+fn write_rows<B: RowBatch + ?Sized, W: Write>(
+    batch: &B,
+    order: &[u32],
+    plan: &ColumnPlan,
+    events: bool,
+    writer: &mut SegmentStreamWriter<W>,
+) -> Result<()> {
     let mut metrics: Vec<(u32, MetricValue)> = Vec::new();
     let mut extras: Vec<(u32, &Extra)> = Vec::new();
-    let mut counts = vec![0u64; present.len()];
-    let mut touched: Vec<u32> = Vec::new();
-    let mut presence: Vec<(u32, Presence)> = Vec::new();
+    let mut presence = SeriesPresence::new(plan.metric_rank.len() + plan.extra_rank.len());
     let mut at = 0usize;
     while let Some(&first) = order.get(at) {
         let s = batch.row_series(first);
@@ -908,54 +951,25 @@ pub fn write_batch<B: RowBatch + ?Sized, W: Write>(
                 .take_while(|&&i| batch.row_series(i) == s)
                 .count();
         let run = order.get(at..end).unwrap_or(&[]);
-        // This series' presence, counted exactly (output column numbering).
-        for &i in run {
-            let cols = batch
-                .row_metrics(i)
-                .iter()
-                .filter_map(|&(c, _)| metric_rank(c))
-                .chain(
-                    batch
-                        .row_extras(i)
-                        .iter()
-                        .filter_map(|(e, _)| extra_rank_of(*e).map(|r| ncols + r)),
-                );
-            for c in cols {
-                if let Some(k) = counts.get_mut(c as usize) {
-                    if *k == 0 {
-                        touched.push(c);
-                    }
-                    *k += 1;
-                }
-            }
-        }
-        touched.sort_unstable();
-        presence.clear();
-        for &c in &touched {
-            if let Some(k) = counts.get_mut(c as usize) {
-                let p = if *k == run.len() as u64 {
-                    Presence::Full
-                } else {
-                    Presence::Partial
-                };
-                presence.push((c, p));
-                *k = 0;
-            }
-        }
-        touched.clear();
         let Some((tsid, dims)) = batch.series(s) else {
-            break;
+            // Every row's series is in the batch; a miss is a bug in the batch, never a
+            // file missing rows.
+            debug_assert!(false, "row of series {s} missing from the batch");
+            return Err(Error::InvalidOption {
+                name: "batch",
+                detail: format!("row of series {s} missing from the batch"),
+            });
         };
-        writer.begin_series(tsid, dims.to_vec(), &presence)?;
+        writer.begin_series(tsid, dims.to_vec(), presence.of_run(batch, run, plan))?;
         for &i in run {
             metrics.clear();
             metrics.extend(
                 batch
                     .row_metrics(i)
                     .iter()
-                    .filter_map(|&(c, v)| metric_rank(c).map(|r| (r, v))),
+                    .filter_map(|&(c, v)| plan.metric(c).map(|r| (r, v))),
             );
-            if !metrics_monotonic {
+            if !plan.metrics_monotonic {
                 metrics.sort_unstable_by_key(|(c, _)| *c);
             }
             extras.clear();
@@ -963,7 +977,7 @@ pub fn write_batch<B: RowBatch + ?Sized, W: Write>(
                 batch
                     .row_extras(i)
                     .iter()
-                    .filter_map(|(e, v)| extra_rank_of(*e).map(|r| (r, v))),
+                    .filter_map(|(e, v)| plan.extra(*e).map(|r| (r, v))),
             );
             extras.sort_unstable_by_key(|(c, _)| *c);
             let id = if events { batch.row_id(i) } else { None };
@@ -971,7 +985,68 @@ pub fn write_batch<B: RowBatch + ?Sized, W: Write>(
         }
         at = end;
     }
-    writer.finish()
+    Ok(())
+}
+
+/// Counts a series run's values per output column, reusing its buffers across runs.
+struct SeriesPresence {
+    counts: Vec<u64>,
+    touched: Vec<u32>,
+    presence: Vec<(u32, Presence)>,
+}
+
+impl SeriesPresence {
+    fn new(columns: usize) -> SeriesPresence {
+        SeriesPresence {
+            counts: vec![0; columns],
+            touched: Vec::new(),
+            presence: Vec::new(),
+        }
+    }
+
+    /// The presence of each output column in `run` (output column numbering, sorted).
+    fn of_run<B: RowBatch + ?Sized>(
+        &mut self,
+        batch: &B,
+        run: &[u32],
+        plan: &ColumnPlan,
+    ) -> &[(u32, Presence)] {
+        for &i in run {
+            let cols = batch
+                .row_metrics(i)
+                .iter()
+                .filter_map(|&(c, _)| plan.metric(c))
+                .chain(
+                    batch
+                        .row_extras(i)
+                        .iter()
+                        .filter_map(|(e, _)| plan.extra(*e).map(|r| plan.metrics + r)),
+                );
+            for c in cols {
+                if let Some(k) = self.counts.get_mut(c as usize) {
+                    if *k == 0 {
+                        self.touched.push(c);
+                    }
+                    *k += 1;
+                }
+            }
+        }
+        self.touched.sort_unstable();
+        self.presence.clear();
+        for &c in &self.touched {
+            if let Some(k) = self.counts.get_mut(c as usize) {
+                let p = if *k == run.len() as u64 {
+                    Presence::Full
+                } else {
+                    Presence::Partial
+                };
+                self.presence.push((c, p));
+                *k = 0;
+            }
+        }
+        self.touched.clear();
+        &self.presence
+    }
 }
 
 /// Used columns sorted by name, each with its source position.

@@ -693,9 +693,5 @@ fn save_templates(path: &Path, t: &Templates) -> Result<()> {
     );
     let text = serde_json::to_string_pretty(&Value::Object(root))
         .map_err(|e| Error::status(500, "exception", e.to_string()))?;
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text.as_bytes()).map_err(Error::io(&tmp))?;
-    let f = std::fs::File::open(&tmp).map_err(Error::io(&tmp))?;
-    f.sync_all().map_err(Error::io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(Error::io(path))
+    tidemark::segment::AtomicFile::write_all_to(path, text.as_bytes()).map_err(Error::io(path))
 }

@@ -849,14 +849,10 @@ fn lock(dir: &Path) -> Result<File> {
     Ok(file)
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename.
+/// Writes `bytes` to `path` atomically with the workspace's one helper
+/// ([`tidemark_segment::AtomicFile`]: temporary file, fsync, rename, directory fsync).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp).map_err(Error::io(&tmp))?;
-    f.write_all(bytes).map_err(Error::io(&tmp))?;
-    f.sync_all().map_err(Error::io(&tmp))?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(Error::io(path))
+    tidemark_segment::AtomicFile::write_all_to(path, bytes).map_err(Error::io(path))
 }
 
 /// An item read through the mapping on any thread (parsing and tsid hashing are the

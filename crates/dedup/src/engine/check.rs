@@ -40,47 +40,12 @@ impl Engine {
     }
 
     /// Checks a normalized point against itself: name and keyword lengths, names given
-    /// twice.
+    /// twice — the segment format's own rules ([`tidemark_segment::validate_point`]), so
+    /// that every point accepted here is one a refresh can write.
     pub(crate) fn validate(p: &Point) -> Option<Rejection> {
-        for (name, value) in &p.dims {
-            let long = match value {
-                Dim::Keyword(s) => s.len().max(name.len()),
-                _ => name.len(),
-            };
-            if long > MAX_STRING_LEN {
-                return Some(Rejection::TooLong { len_bytes: long });
-            }
-        }
-        if let Some((name, _)) = p.metrics.iter().find(|(n, _)| n.len() > MAX_STRING_LEN) {
-            return Some(Rejection::TooLong {
-                len_bytes: name.len(),
-            });
-        }
-        for (name, value) in &p.extras {
-            let long = match value {
-                Extra::Keyword(s) => s.len().max(name.len()),
-                Extra::Bool(_) => name.len(),
-            };
-            if long > MAX_STRING_LEN {
-                return Some(Rejection::TooLong { len_bytes: long });
-            }
-        }
-        if let Some(w) = p.extras.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Some(Rejection::DuplicateExtra {
-                name: w[0].0.clone(),
-            });
-        }
-        if let Some(w) = p.dims.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Some(Rejection::DuplicateDimension {
-                name: w[0].0.clone(),
-            });
-        }
-        if let Some(w) = p.metrics.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Some(Rejection::DuplicateMetric {
-                name: w[0].0.clone(),
-            });
-        }
-        None
+        tidemark_segment::validate_point(p)
+            .err()
+            .map(Rejection::from)
     }
 
     /// The series of `tsid` with dimensions `dims` (sorted, checked): known, or

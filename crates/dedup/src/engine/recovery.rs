@@ -259,8 +259,9 @@ pub(super) fn remove_orphans(dir: &Path, manifest: &Manifest) -> Result<Vec<Warn
         let entry = entry.map_err(Error::io(dir))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let temporary =
-            name == "MANIFEST.tmp" || (name.starts_with(".seg-") && name.contains(".tmp-"));
+        // `MANIFEST.tmp`: the temporary name of manifests written before the
+        // workspace's one atomic write; the others are `AtomicFile`'s.
+        let temporary = name == "MANIFEST.tmp" || tidemark_segment::is_temp_name(name);
         let orphan = if temporary {
             true
         } else if let Some(g) = parse_wal_name(name) {

@@ -1,6 +1,6 @@
 //! Evaluates PromQL over an in-memory storage and prints the Prometheus API JSON.
 //!
-//! `cargo run -p tidemark-promql --example basic -- 'sum by (job) (rate(http_requests_total[1m]))'`
+//! `cargo run -p tidemark-promql --example promql_query -- 'sum by (job) (rate(http_requests_total[1m]))'`
 
 use tidemark_promql::{MemStorage, QueryOptions, api, instant_query, range_query};
 

@@ -1,40 +1,15 @@
-//! Constants and fixed-size structures of the segment format (see `docs/format.md`).
+//! The footer: row, series and block counts, the time range, flags, each section's
+//! offset, length and CRC, the CRC of the data before it and the trailing magic. Readers
+//! start here.
 
+use super::{
+    FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS, MIN_FORMAT_VERSION,
+};
 use crate::error::{Error, Place, Result};
 use crate::le::{Reader, put_i64, put_u32, put_u64};
 
-/// First four bytes of a segment file, and its last four.
-pub const MAGIC: [u8; 4] = *b"TMSG";
-
-/// The format version this build writes.
-pub const FORMAT_VERSION: u32 = 4;
-
-/// The oldest format version this build reads.
-pub const MIN_FORMAT_VERSION: u32 = 1;
-
-/// Length of the header: magic, version, flags, reserved.
-pub const HEADER_LEN: usize = 16;
-
 /// Length of the fixed-size footer, magic included.
 pub const FOOTER_LEN: usize = 164;
-
-/// Length of one block directory entry: offset u64, len u32, raw_len u32, crc32 u32.
-pub const DIR_ENTRY_LEN: usize = 20;
-
-/// Default rows per block.
-pub const DEFAULT_BLOCK_ROWS: u32 = 1024;
-
-/// Largest allowed rows per block (block-relative rows must fit a `u16` range for roaring).
-pub const MAX_BLOCK_ROWS: u32 = 65_536;
-
-/// Most metric columns in a segment.
-pub const MAX_COLUMNS: u32 = 65_535;
-
-/// Most rows in a segment (row ids are stored as `u32` inside blocks and the FST).
-pub const MAX_ROWS: u64 = u32::MAX as u64;
-
-/// Largest decoded size of the meta or series section.
-pub const MAX_SECTION_RAW: u64 = 1 << 30;
 
 /// Footer flag: a bloom section is present.
 pub const FLAG_BLOOM: u32 = 1;
@@ -263,4 +238,46 @@ impl Footer {
         }
         Ok(())
     }
+}
+
+/// The bytes of section `i` after checking its range (its CRC was checked on open).
+pub(crate) fn section_bytes<'a>(bytes: &'a [u8], footer: &Footer, i: usize) -> Result<&'a [u8]> {
+    let place = SECTION_PLACES.get(i).copied().unwrap_or(Place::Footer);
+    let s: SectionRef = footer.sections.get(i).copied().unwrap_or_default();
+    if s.len == 0 {
+        return Ok(&[]);
+    }
+    let range = usize::try_from(s.offset).ok().zip(
+        s.offset
+            .checked_add(s.len)
+            .and_then(|e| usize::try_from(e).ok()),
+    );
+    range
+        .and_then(|(a, b)| bytes.get(a..b))
+        .ok_or(Error::OutOfBounds {
+            place,
+            offset: s.offset,
+            len: s.len,
+            start: HEADER_LEN as u64,
+            end: bytes.len() as u64,
+        })
+}
+
+/// The bytes of section `i` after checking its range and CRC.
+pub(crate) fn section<'a>(bytes: &'a [u8], footer: &Footer, i: usize) -> Result<&'a [u8]> {
+    let place = SECTION_PLACES.get(i).copied().unwrap_or(Place::Footer);
+    let s: SectionRef = footer.sections.get(i).copied().unwrap_or_default();
+    let out = section_bytes(bytes, footer, i)?;
+    if s.len == 0 {
+        return Ok(out);
+    }
+    let got = crc32fast::hash(out);
+    if got != s.crc {
+        return Err(Error::ChecksumMismatch {
+            place,
+            expected: s.crc,
+            got,
+        });
+    }
+    Ok(out)
 }

@@ -1,4 +1,5 @@
-//! [`AtomicFile`]: the one way files of this workspace are written durably.
+//! [`AtomicFile`]: the one way files of this workspace are written durably. It lives in
+//! this crate, which has no internal dependencies, so that every crate above can use it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// use std::io::Write;
 /// let dir = tempfile::tempdir()?;
 /// let path = dir.path().join("state");
-/// let mut f = tidemark_segment::AtomicFile::create(&path)?;
+/// let mut f = tidemark_bloom::AtomicFile::create(&path)?;
 /// f.write_all(b"hello")?;
 /// f.commit()?;
 /// assert_eq!(std::fs::read(&path)?, b"hello");
@@ -27,7 +28,8 @@ pub struct AtomicFile {
 }
 
 impl AtomicFile {
-    /// Starts writing `path`: creates `.<name>.tmp-<pid>` in the same directory.
+    /// Starts writing `path`: creates `.<name>.tmp-<pid>` in the same directory (see
+    /// [`is_temp_name`]).
     ///
     /// # Errors
     /// I/O errors creating the temporary file; a path without a file name.
@@ -123,6 +125,13 @@ impl Drop for AtomicFile {
     }
 }
 
+/// Whether `name` (a file name, no directory) is one [`AtomicFile`] gives its temporary
+/// files: `.<name>.tmp-<pid>`. Such a file left after a crash was never committed, and a
+/// recovery may delete it.
+pub fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.contains(".tmp-")
+}
+
 fn dir_of(path: &Path) -> &Path {
     match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -158,6 +167,46 @@ mod tests {
         drop(f);
         assert!(!path.exists());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_failed_rename_removes_the_temp_file_and_keeps_the_target() {
+        let dir = tempfile::tempdir().unwrap();
+        // Renaming a file over a non-empty directory fails: the commit's last steps.
+        let path = dir.path().join("target");
+        fs::create_dir(&path).unwrap();
+        fs::write(path.join("inside"), b"kept").unwrap();
+        let mut f = AtomicFile::create(&path).unwrap();
+        f.write_all(b"new").unwrap();
+        assert!(f.commit().is_err());
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["target"]);
+        assert_eq!(fs::read(path.join("inside")).unwrap(), b"kept");
+        assert!(AtomicFile::write_all_to(&path, b"new").is_err());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_failed_create_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing").join("x");
+        assert!(AtomicFile::write_all_to(&path, b"x").is_err());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert!(AtomicFile::create(Path::new("/")).is_err());
+    }
+
+    #[test]
+    fn temp_names_are_recognised() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = AtomicFile::create(dir.path().join("MANIFEST")).unwrap();
+        let name = fs::read_dir(dir.path()).unwrap().next().unwrap().unwrap();
+        assert!(is_temp_name(name.file_name().to_str().unwrap()));
+        drop(f);
+        assert!(!is_temp_name("MANIFEST"));
+        assert!(!is_temp_name("seg-1.tms"));
     }
 
     #[test]

@@ -1,0 +1,184 @@
+//! Gauge blocks: raw `f64` bits, Gorilla-style XOR, integer deltas, and their byte-plane
+//! layouts.
+
+use super::BlockCompressor;
+use super::counters::{delta_split, encode_counter, integrate, read_deltas};
+use super::planes::{put_coded_planes, put_planes, read_coded_planes, read_planes};
+use super::{ENC_DELTA, unknown_encoding};
+use crate::error::{Error, Result};
+use crate::le::Reader;
+
+/// Gauge: raw 8-byte little-endian `f64` bits.
+pub const ENC_RAW64: u8 = 4;
+/// Gauge: XOR with the previous value's bits, byte-trimmed (Gorilla on byte boundaries).
+pub const ENC_XOR: u8 = 5;
+/// Gauge: every value is an integer-valued `f64`; zigzag varint deltas of the integers.
+pub const ENC_INT_DELTA: u8 = 6;
+
+/// Gauge: raw `f64` bits split into 8 byte planes (all lowest bytes, ..., all highest).
+pub const ENC_RAW64_SPLIT: u8 = 7;
+/// Gauge: XOR with the previous value's bits, split into 8 byte planes.
+pub const ENC_XOR_SPLIT: u8 = 8;
+/// Gauge: every value is an integer-valued `f64`; zigzag deltas of the integers as `u64`,
+/// split into 8 byte planes.
+pub const ENC_INT_DELTA_SPLIT: u8 = 10;
+
+/// Gauge: raw `f64` bits as 8 byte planes, each coded on its own (raw, constant or
+/// zstd), so that the compressible high planes are not drowned by the random low ones.
+pub const ENC_RAW64_PLANES: u8 = 11;
+/// Gauge: XOR words as 8 separately coded byte planes.
+pub const ENC_XOR_PLANES: u8 = 12;
+
+fn encode_xor(values: &[f64], out: &mut Vec<u8>) {
+    out.push(ENC_XOR);
+    let mut prev = 0u64;
+    for v in values {
+        let bits = v.to_bits();
+        let x = bits ^ prev;
+        prev = bits;
+        if x == 0 {
+            out.push(0x80);
+            continue;
+        }
+        let lz = x.leading_zeros() / 8;
+        let tz = x.trailing_zeros() / 8;
+        out.push(((lz as u8) << 4) | tz as u8);
+        let bytes = (x >> (8 * tz)).to_le_bytes();
+        out.extend_from_slice(bytes.get(..(8 - lz - tz) as usize).unwrap_or(&[]));
+    }
+}
+
+fn integral(values: &[f64]) -> Option<Vec<i64>> {
+    values
+        .iter()
+        .map(|&v| {
+            let i = v as i64;
+            ((i as f64).to_bits() == v.to_bits()).then_some(i)
+        })
+        .collect()
+}
+
+fn xor_words(values: &[f64]) -> Vec<u64> {
+    let mut prev = 0u64;
+    values
+        .iter()
+        .map(|v| {
+            let bits = v.to_bits();
+            let x = bits ^ prev;
+            prev = bits;
+            x
+        })
+        .collect()
+}
+
+/// Encoded candidates for a gauge block's values (after the presence header).
+pub fn gauge_candidates(values: &[f64], comp: &mut BlockCompressor) -> Result<Vec<Vec<u8>>> {
+    let mut raw = Vec::with_capacity(values.len() * 8 + 1);
+    raw.push(ENC_RAW64);
+    for v in values {
+        raw.extend_from_slice(&v.to_bits().to_le_bytes());
+    }
+    let mut xor = Vec::with_capacity(values.len() * 3 + 1);
+    encode_xor(values, &mut xor);
+    let mut raw_split = Vec::with_capacity(values.len() * 8 + 1);
+    raw_split.push(ENC_RAW64_SPLIT);
+    put_planes(
+        &values.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        &mut raw_split,
+    );
+    let mut xor_split = Vec::with_capacity(values.len() * 8 + 1);
+    xor_split.push(ENC_XOR_SPLIT);
+    put_planes(&xor_words(values), &mut xor_split);
+    let bits: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
+    let raw_planes = put_coded_planes(&bits, ENC_RAW64_PLANES, comp)?;
+    let xor_planes = put_coded_planes(&xor_words(values), ENC_XOR_PLANES, comp)?;
+    let mut out = vec![raw, xor, raw_split, xor_split, raw_planes, xor_planes];
+    if let Some(ints) = integral(values) {
+        let mut d = Vec::with_capacity(values.len() * 2 + 1);
+        encode_counter(&ints, ENC_DELTA, &mut d);
+        if let Some(first) = d.first_mut() {
+            *first = ENC_INT_DELTA;
+        }
+        out.push(d);
+        out.push(delta_split(&ints, ENC_INT_DELTA_SPLIT));
+    }
+    Ok(out)
+}
+
+/// The cheap candidates for a gauge block, for fast writes (no byte-plane layouts, which
+/// need a zstd pass each): XOR, and integer deltas when every value is an integer.
+pub fn gauge_candidates_fast(values: &[f64]) -> Vec<Vec<u8>> {
+    let mut xor = Vec::with_capacity(values.len() * 3 + 1);
+    encode_xor(values, &mut xor);
+    let mut out = vec![xor];
+    if let Some(ints) = integral(values) {
+        let mut d = Vec::with_capacity(values.len() * 2 + 1);
+        encode_counter(&ints, ENC_DELTA, &mut d);
+        if let Some(first) = d.first_mut() {
+            *first = ENC_INT_DELTA;
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// The values whose XOR with the previous value's bits (from 0) are `words`.
+fn unxor(words: Vec<u64>) -> Vec<f64> {
+    let mut prev = 0u64;
+    words
+        .into_iter()
+        .map(|x| {
+            prev ^= x;
+            f64::from_bits(prev)
+        })
+        .collect()
+}
+
+/// Reads `count` values written by [`encode_xor`].
+fn read_xor(r: &mut Reader<'_>, count: usize) -> Result<Vec<f64>> {
+    let mut out = Vec::with_capacity(count);
+    let mut prev = 0u64;
+    for _ in 0..count {
+        let control = r.u8()?;
+        let lz = u32::from(control >> 4);
+        let tz = u32::from(control & 0x0f);
+        if lz + tz > 8 || (lz + tz == 8 && control != 0x80) {
+            return Err(Error::corrupt(
+                r.place(),
+                format!("xor control byte {control:#04x}"),
+            ));
+        }
+        let n = (8 - lz - tz) as usize;
+        let mut buf = [0u8; 8];
+        if let Some(dst) = buf.get_mut(..n) {
+            dst.copy_from_slice(r.take(n)?);
+        }
+        let x = u64::from_le_bytes(buf).checked_shl(8 * tz).unwrap_or(0);
+        prev ^= x;
+        out.push(f64::from_bits(prev));
+    }
+    Ok(out)
+}
+
+/// Decodes `count` values of gauge encoding `enc`.
+pub(super) fn decode(r: &mut Reader<'_>, enc: u8, count: usize) -> Result<Vec<f64>> {
+    let bits = |words: Vec<u64>| words.into_iter().map(f64::from_bits).collect();
+    let floats = |ints: Vec<i64>| ints.into_iter().map(|v| v as f64).collect();
+    Ok(match enc {
+        ENC_INT_DELTA => floats(read_deltas(r, count, false)?),
+        ENC_RAW64_PLANES => bits(read_coded_planes(r, count)?),
+        ENC_XOR_PLANES => unxor(read_coded_planes(r, count)?),
+        ENC_RAW64_SPLIT => bits(read_planes(r, count)?),
+        ENC_XOR_SPLIT => unxor(read_planes(r, count)?),
+        ENC_INT_DELTA_SPLIT => floats(integrate(read_planes(r, count)?)),
+        ENC_RAW64 => {
+            let mut out = Vec::with_capacity(count);
+            for _ in 0..count {
+                out.push(r.f64()?);
+            }
+            out
+        }
+        ENC_XOR => read_xor(r, count)?,
+        other => return Err(unknown_encoding(r, other)),
+    })
+}

@@ -1,0 +1,258 @@
+//! Column encodings and block compression.
+//!
+//! Every block is `codec u8 | body`; the body, once decompressed, starts with an encoding
+//! byte. Decoders take the expected value count and never trust a length they have not
+//! checked against the input.
+//!
+//! One module per family, each with its tags, encoders and decoders: [`timestamps`],
+//! [`gauges`], [`counters`], the byte-plane layouts both share ([`planes`]), [`extras`]
+//! and [`presence`] headers. This module holds the block codec (raw or zstd) and the
+//! dispatch of a metric block's encoding byte to its family.
+
+use std::cell::RefCell;
+
+use crate::error::{Error, Place, Result};
+use crate::le::Reader;
+
+mod counters;
+mod extras;
+mod gauges;
+mod planes;
+mod presence;
+mod timestamps;
+
+pub use counters::{
+    ENC_DELTA, ENC_DELTA_PLANES, ENC_DELTA_SPLIT, ENC_DOD, counter_candidates,
+    counter_candidates_fast,
+};
+pub use extras::{ENC_BITS, ENC_DICT, decode_extras, encode_extras};
+pub use gauges::{
+    ENC_INT_DELTA, ENC_INT_DELTA_SPLIT, ENC_RAW64, ENC_RAW64_PLANES, ENC_RAW64_SPLIT, ENC_XOR,
+    ENC_XOR_PLANES, ENC_XOR_SPLIT, gauge_candidates, gauge_candidates_fast,
+};
+pub use presence::{PRESENCE_ROARING, decode_presence, encode_presence};
+pub use timestamps::{
+    ENC_TS_DOD, ENC_TS_GRID, decode_timestamps, decode_timestamps_run, encode_timestamps,
+    encode_timestamps_grid,
+};
+
+/// Block codec: the body is stored as is.
+pub const CODEC_RAW: u8 = 0;
+/// Block codec: the body is one zstd frame.
+pub const CODEC_ZSTD: u8 = 1;
+
+/// Human name of an encoding code, for `dump`.
+pub fn encoding_name(code: u8) -> &'static str {
+    match code {
+        ENC_TS_DOD => "ts-dod",
+        ENC_TS_GRID => "ts-grid",
+        ENC_DICT => "dict",
+        ENC_BITS => "bits",
+        ENC_DELTA => "delta",
+        ENC_DOD => "dod",
+        ENC_RAW64 => "raw64",
+        ENC_XOR => "xor",
+        ENC_INT_DELTA => "int-delta",
+        ENC_RAW64_SPLIT => "raw64-split",
+        ENC_XOR_SPLIT => "xor-split",
+        ENC_DELTA_SPLIT => "delta-split",
+        ENC_INT_DELTA_SPLIT => "int-delta-split",
+        ENC_RAW64_PLANES => "raw64-planes",
+        ENC_XOR_PLANES => "xor-planes",
+        ENC_DELTA_PLANES => "delta-planes",
+        _ => "unknown",
+    }
+}
+
+/// A reusable zstd compression context (creating one per block costs more than
+/// compressing a small block).
+pub struct BlockCompressor {
+    ctx: zstd::bulk::Compressor<'static>,
+}
+
+impl BlockCompressor {
+    /// A context at `level`.
+    pub fn new(level: i32) -> Result<BlockCompressor> {
+        Ok(BlockCompressor {
+            ctx: zstd::bulk::Compressor::new(level)?,
+        })
+    }
+
+    /// Compresses `data` as one zstd frame.
+    pub fn compress_frame(&mut self, data: &[u8]) -> Result<Vec<u8>> {
+        Ok(self.ctx.compress(data)?)
+    }
+
+    /// Wraps `raw` in a block: zstd when that is smaller, else raw.
+    pub fn compress_block(&mut self, raw: &[u8]) -> Result<Vec<u8>> {
+        let packed = self.ctx.compress(raw)?;
+        let mut out = Vec::with_capacity(1 + packed.len().min(raw.len()));
+        if packed.len() < raw.len() {
+            out.push(CODEC_ZSTD);
+            out.extend_from_slice(&packed);
+        } else {
+            out.push(CODEC_RAW);
+            out.extend_from_slice(raw);
+        }
+        Ok(out)
+    }
+}
+
+thread_local! {
+    /// One decompression context per thread, reused by every block read.
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { RefCell::new(None) };
+}
+
+pub(super) fn zstd_into(body: &[u8], out: &mut Vec<u8>) -> std::io::Result<usize> {
+    DECOMPRESSOR.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => {
+            if slot.is_none() {
+                *slot = Some(zstd::bulk::Decompressor::new()?);
+            }
+            match slot.as_mut() {
+                Some(d) => d.decompress_to_buffer(body, out),
+                None => zstd::bulk::Decompressor::new()?.decompress_to_buffer(body, out),
+            }
+        }
+        Err(_) => zstd::bulk::Decompressor::new()?.decompress_to_buffer(body, out),
+    })
+}
+
+/// Unwraps a block into `out`; its decompressed size must be exactly `raw_len` (at most
+/// `max_raw`).
+pub fn decompress_block_into(
+    block: &[u8],
+    raw_len: u64,
+    max_raw: u64,
+    place: Place,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    if raw_len > max_raw {
+        return Err(Error::corrupt(
+            place,
+            format!("decoded length {raw_len} exceeds the limit {max_raw}"),
+        ));
+    }
+    let raw_len = usize::try_from(raw_len)
+        .map_err(|_| Error::corrupt(place, "decoded length does not fit memory"))?;
+    let Some((&codec, body)) = block.split_first() else {
+        return Err(Error::Truncated {
+            place,
+            needed: 1,
+            available: 0,
+        });
+    };
+    out.clear();
+    match codec {
+        CODEC_RAW => out.extend_from_slice(body),
+        CODEC_ZSTD => {
+            out.reserve_exact(raw_len);
+            zstd_into(body, out).map_err(|e| Error::corrupt(place, format!("zstd: {e}")))?;
+        }
+        other => return Err(Error::corrupt(place, format!("unknown codec {other}"))),
+    }
+    if out.len() != raw_len {
+        return Err(Error::corrupt(
+            place,
+            format!("decoded {} bytes, expected {raw_len}", out.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Unwraps a block whose decompressed size must be exactly `raw_len` (at most `max_raw`).
+pub fn decompress_block(block: &[u8], raw_len: u64, max_raw: u64, place: Place) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    decompress_block_into(block, raw_len, max_raw, place, &mut out)?;
+    Ok(out)
+}
+
+/// Decoded values of one metric block.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Values {
+    /// Gauge readings.
+    Gauge(Vec<f64>),
+    /// Counter readings.
+    Counter(Vec<i64>),
+}
+
+/// Decodes `count` values of the given encoding.
+pub fn decode_values(r: &mut Reader<'_>, count: usize) -> Result<(u8, Values)> {
+    let enc = r.u8()?;
+    // Each value takes at least one byte, so a count beyond the input is corrupt (coded
+    // planes excepted: a constant plane takes two bytes for any count, and callers bound
+    // `count` by the block's rows).
+    let planes = matches!(enc, ENC_RAW64_PLANES | ENC_XOR_PLANES | ENC_DELTA_PLANES);
+    if !planes && count > r.remaining() {
+        return Err(Error::corrupt(
+            r.place(),
+            format!("{count} values cannot fit in {} bytes", r.remaining()),
+        ));
+    }
+    let values = match enc {
+        ENC_DELTA | ENC_DOD | ENC_DELTA_SPLIT | ENC_DELTA_PLANES => {
+            Values::Counter(counters::decode(r, enc, count)?)
+        }
+        ENC_RAW64 | ENC_XOR | ENC_INT_DELTA | ENC_RAW64_SPLIT | ENC_XOR_SPLIT
+        | ENC_INT_DELTA_SPLIT | ENC_RAW64_PLANES | ENC_XOR_PLANES => {
+            Values::Gauge(gauges::decode(r, enc, count)?)
+        }
+        other => return Err(unknown_encoding(r, other)),
+    };
+    Ok((enc, values))
+}
+
+/// The error for a value encoding no family knows.
+fn unknown_encoding(r: &Reader<'_>, enc: u8) -> Error {
+    Error::corrupt(r.place(), format!("unknown value encoding {enc}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip_gauges(values: &[f64]) {
+        let mut comp = BlockCompressor::new(3).unwrap();
+        for cand in gauge_candidates(values, &mut comp).unwrap() {
+            let mut r = Reader::new(&cand, Place::Meta);
+            let (_, got) = decode_values(&mut r, values.len()).unwrap();
+            let Values::Gauge(got) = got else { panic!() };
+            let a: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
+            let b: Vec<u64> = got.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(a, b, "encoding {}", cand[0]);
+            assert!(r.is_empty());
+        }
+    }
+
+    #[test]
+    fn gauges_round_trip_bit_exact() {
+        round_trip_gauges(&[0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1.5]);
+        round_trip_gauges(&[1.0, 2.0, 3.0, 1e18, -1e18, 9.2e18]);
+        round_trip_gauges(&[f64::MIN_POSITIVE, f64::MAX, f64::MIN, 5e-324]);
+        round_trip_gauges(&[]);
+    }
+
+    #[test]
+    fn constant_planes_round_trip() {
+        round_trip_gauges(&[42.0; 1000]);
+        let mut comp = BlockCompressor::new(3).unwrap();
+        let values = vec![7i64; 1000];
+        for cand in counter_candidates(&values, &mut comp).unwrap() {
+            let mut r = Reader::new(&cand, Place::Meta);
+            let (_, got) = decode_values(&mut r, values.len()).unwrap();
+            assert_eq!(got, Values::Counter(values.clone()));
+        }
+    }
+
+    #[test]
+    fn counters_round_trip_extremes() {
+        let values = [0, i64::MAX, i64::MIN, -1, 1, i64::MAX, 5, 10, 15];
+        let mut comp = BlockCompressor::new(3).unwrap();
+        for cand in counter_candidates(&values, &mut comp).unwrap() {
+            let mut r = Reader::new(&cand, Place::Meta);
+            let (_, got) = decode_values(&mut r, values.len()).unwrap();
+            assert_eq!(got, Values::Counter(values.to_vec()));
+        }
+    }
+}
