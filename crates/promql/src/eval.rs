@@ -26,7 +26,9 @@ pub struct QueryOptions {
     pub lookback_ms: i64,
     /// Most series all selectors of a query may read together.
     pub max_series: usize,
-    /// Most samples all selectors may read, and most points a result may hold.
+    /// Most samples held at once (one series' of a selector, one group's of the index
+    /// adapter: series stream, so the samples read over a long range may be many
+    /// more), and most points a result may hold.
     pub max_points: usize,
     /// Longest evaluation time.
     pub timeout: Duration,
@@ -286,7 +288,9 @@ impl<'a> Ctx<'a> {
             if series_read > max_series {
                 return Err(Error::TooManySeries { limit: max_series });
             }
-            if points_read > max_points {
+            // Series stream: the limit is on samples held at once (as Prometheus'
+            // `query.max-samples`), not on samples read over the whole range.
+            if s.samples.len() > max_points {
                 return Err(Error::TooManyPoints { limit: max_points });
             }
             if Instant::now() > deadline {

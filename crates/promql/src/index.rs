@@ -108,7 +108,7 @@ impl<'a> IndexStorage<'a> {
         self
     }
 
-    /// Caps the samples one `select` gathers (default: [`QueryOptions`]'s
+    /// Caps the samples one group of a `select` gathers (default: [`QueryOptions`]'s
     /// `max_points`): past it the scan keeps no more samples and `select` fails with
     /// [`Error::TooManyPoints`], so memory stays bounded even before the evaluator
     /// counts the points.
@@ -289,7 +289,6 @@ impl Storage for IndexStorage<'_> {
     ) -> Result<()> {
         let chosen = self.choose(matchers, start_ms, end_ms)?;
         let tsids: Vec<Tsid> = chosen.keys().copied().collect();
-        let mut gathered = 0usize;
         let mut from = 0usize;
         while from < tsids.len() {
             // The next group: series until the estimated samples reach the budget.
@@ -307,10 +306,12 @@ impl Storage for IndexStorage<'_> {
             let group = tsids.get(from..to).unwrap_or(&[]);
             from = to;
             let in_group: HashSet<Tsid> = group.iter().copied().collect();
+            // The cap is on what one group holds: groups are handed over one at a time.
+            let mut gathered = 0usize;
             let mut samples: HashMap<(Tsid, usize), Vec<(i64, f64)>> = HashMap::new();
             self.index
                 .engine()
-                .scan_live_indexed_segments(
+                .scan_live_indexed_values(
                     start_ms,
                     end_ms,
                     |tsid, _| in_group.contains(tsid),
@@ -324,8 +325,8 @@ impl Storage for IndexStorage<'_> {
                         }
                         b
                     },
-                    |p, _| {
-                        let Some((_, wanted, _)) = chosen.get(&p.tsid) else {
+                    |tsid, ts, names, values| {
+                        let Some((_, wanted, _)) = chosen.get(tsid) else {
                             return;
                         };
                         for &mi in wanted {
@@ -335,17 +336,19 @@ impl Storage for IndexStorage<'_> {
                             if gathered > self.max_points {
                                 return;
                             }
-                            if let Some((_, v)) = p.metrics.iter().find(|(n, _)| n == path) {
-                                gathered += 1;
-                                let v = match v {
-                                    MetricValue::Gauge(f) => *f,
-                                    MetricValue::Counter(i) => *i as f64,
-                                };
-                                samples
-                                    .entry((p.tsid, mi))
-                                    .or_default()
-                                    .push((p.ts_millis, v));
-                            }
+                            let Some(v) = names
+                                .iter()
+                                .position(|n| n == path)
+                                .and_then(|i| values.get(i).copied().flatten())
+                            else {
+                                continue;
+                            };
+                            gathered += 1;
+                            let v = match v {
+                                MetricValue::Gauge(f) => f,
+                                MetricValue::Counter(i) => i as f64,
+                            };
+                            samples.entry((*tsid, mi)).or_default().push((ts, v));
                         }
                     },
                 )
