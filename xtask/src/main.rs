@@ -7,6 +7,7 @@ mod bloom_report;
 mod datasets;
 mod partition_soak;
 mod peers;
+mod promql_bench;
 mod promql_conformance;
 mod rollup_bench;
 mod soak;
@@ -91,6 +92,13 @@ tasks:
   promql-conformance --prometheus-checkout DIR [--markdown FILE] [--failures FILE]
       run the PromQL test files of a Prometheus checkout (promql/promqltest/testdata)
       against tidemark-promql; print passed/failed/skipped eval cases per file
+  promql-bench [--series N] [--hours N] [--interval-secs N] [--sites N] [--step-secs N]
+      [--reps N] [--clients N] [--batch-series N] [--skip-memory] [--json FILE] [--tidemark-bin PATH]
+      `sum by (site) (rate(x[5m]))` as query_range (default 10,000 counters x 24 h at 10 s,
+      1-minute step) on tidemark-server and VictoriaMetrics (apt-get install when missing),
+      both loaded through remote write with data generated on the fly; prints load time,
+      query medians, the answers compared, and Tidemark's VmHWM per query range in a freshly
+      started server. Needs target/release/tidemark-server
   help
       this text
 ";
@@ -106,6 +114,7 @@ fn main() -> ExitCode {
         Some("peers") => peers::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("promql-conformance") => promql_conformance::run(&args[1..]),
+        Some("promql-bench") => promql_bench::run(&args[1..]),
         Some("soak-merge") => soak::merge_only(&args[1..]),
         Some("rollup-bench") => rollup_bench::run(&args[1..]),
         Some("partition-soak") => partition_soak::run(&args[1..]),

@@ -344,7 +344,7 @@ fn influx_line(ds: &str, r: &Record, values: &[(String, MetricVal)], out: &mut S
 // WriteRequest { repeated TimeSeries timeseries = 1; }
 // TimeSeries { repeated Label labels = 1; repeated Sample samples = 2; }
 // Label { string name = 1; string value = 2; }  Sample { double value = 1; int64 timestamp = 2; }
-fn varint(mut v: u64, out: &mut Vec<u8>) {
+pub(crate) fn varint(mut v: u64, out: &mut Vec<u8>) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -352,7 +352,7 @@ fn varint(mut v: u64, out: &mut Vec<u8>) {
     out.push(v as u8);
 }
 
-fn len_field(field: u32, bytes: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn len_field(field: u32, bytes: &[u8], out: &mut Vec<u8>) {
     varint(u64::from(field << 3 | 2), out);
     varint(bytes.len() as u64, out);
     out.extend_from_slice(bytes);
@@ -500,7 +500,7 @@ fn which(bin: &str) -> Option<PathBuf> {
 }
 
 /// The binary, installed with apt-get (package `pkg`) when missing.
-fn ensure_installed(bin: &str, pkg: &str) -> Result<PathBuf> {
+pub(crate) fn ensure_installed(bin: &str, pkg: &str) -> Result<PathBuf> {
     if let Some(p) = which(bin) {
         return Ok(p);
     }
@@ -524,7 +524,7 @@ fn ensure_installed(bin: &str, pkg: &str) -> Result<PathBuf> {
         .ok_or_else(|| anyhow!("{bin} not found and `apt-get install {pkg}` did not provide it"))
 }
 
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
 }
@@ -542,7 +542,7 @@ fn dir_bytes(p: &Path) -> u64 {
         .sum()
 }
 
-fn vm_hwm_kib(pid: u32) -> Option<u64> {
+pub(crate) fn vm_hwm_kib(pid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines()
         .find(|l| l.starts_with("VmHWM:"))?
@@ -552,19 +552,19 @@ fn vm_hwm_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
-fn loadavg() -> String {
+pub(crate) fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
 }
 
-fn agent(secs: u64) -> ureq::Agent {
+pub(crate) fn agent(secs: u64) -> ureq::Agent {
     ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(secs))
         .build()
 }
 
-fn get_text(url: &str) -> Result<String> {
+pub(crate) fn get_text(url: &str) -> Result<String> {
     match agent(120).get(url).call() {
         Ok(r) => Ok(r.into_string()?),
         Err(ureq::Error::Status(code, r)) => {
@@ -574,7 +574,7 @@ fn get_text(url: &str) -> Result<String> {
     }
 }
 
-fn post_text(url: &str, body: &str, content_type: &str) -> Result<String> {
+pub(crate) fn post_text(url: &str, body: &str, content_type: &str) -> Result<String> {
     match agent(600)
         .post(url)
         .set("content-type", content_type)
@@ -621,7 +621,7 @@ impl Drop for Running {
     }
 }
 
-fn wait_ready(child: &mut Child, url: &str) -> Result<()> {
+pub(crate) fn wait_ready(child: &mut Child, url: &str) -> Result<()> {
     let until = Instant::now() + Duration::from_secs(60);
     while Instant::now() < until {
         if let Ok(Some(status)) = child.try_wait() {
@@ -636,7 +636,7 @@ fn wait_ready(child: &mut Child, url: &str) -> Result<()> {
 }
 
 /// The installed Debian package's version (`dpkg-query`), or the binary's name.
-fn package_version(pkg: &str) -> String {
+pub(crate) fn package_version(pkg: &str) -> String {
     Command::new("dpkg-query")
         .args(["-W", "-f", "${Version}", pkg])
         .output()

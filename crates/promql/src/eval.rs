@@ -26,7 +26,9 @@ pub struct QueryOptions {
     pub lookback_ms: i64,
     /// Most series all selectors of a query may read together.
     pub max_series: usize,
-    /// Most samples all selectors may read, and most points a result may hold.
+    /// Most samples held at once (one series' of a selector, one group's of the index
+    /// adapter: series stream, so the samples read over a long range may be many
+    /// more), and most points a result may hold.
     pub max_points: usize,
     /// Longest evaluation time.
     pub timeout: Duration,
@@ -265,10 +267,16 @@ impl<'a> Ctx<'a> {
         Ok(m)
     }
 
-    /// Reads the series of a selector within `lo..=hi`, counting them against the limits.
-    fn select(&mut self, vs: &VectorSelector, lo: i64, hi: i64) -> Result<Vec<crate::Series>> {
+    /// Streams the series of a selector within `lo..=hi` to `f`, one at a time as the
+    /// storage reads them, counting them against the limits (series, points, timeout).
+    fn select_each(
+        &mut self,
+        vs: &VectorSelector,
+        lo: i64,
+        hi: i64,
+        mut f: impl FnMut(crate::Series) -> Result<()>,
+    ) -> Result<()> {
         let matchers = Self::matchers(vs)?;
-        let mut out = Vec::new();
         let (max_series, max_points) = (self.opts.max_series, self.opts.max_points);
         let deadline = self.deadline;
         let timeout = self.opts.timeout;
@@ -280,7 +288,9 @@ impl<'a> Ctx<'a> {
             if series_read > max_series {
                 return Err(Error::TooManySeries { limit: max_series });
             }
-            if points_read > max_points {
+            // Series stream: the limit is on samples held at once (as Prometheus'
+            // `query.max-samples`), not on samples read over the whole range.
+            if s.samples.len() > max_points {
                 return Err(Error::TooManyPoints { limit: max_points });
             }
             if Instant::now() > deadline {
@@ -288,12 +298,11 @@ impl<'a> Ctx<'a> {
                     millis: timeout.as_millis(),
                 });
             }
-            out.push(s);
-            Ok(())
+            f(s)
         })?;
         self.series_read = series_read;
         self.points_read = points_read;
-        Ok(out)
+        Ok(())
     }
 
     pub(crate) fn eval(&mut self, expr: &Expr) -> Result<Val> {
@@ -336,6 +345,22 @@ impl<'a> Ctx<'a> {
         vs: &VectorSelector,
         sample_ts: bool,
     ) -> Result<Vec<Row>> {
+        let mut rows = Vec::new();
+        self.vector_selector_each(vs, sample_ts, &mut |r| {
+            rows.push(r);
+            Ok(())
+        })?;
+        Ok(rows)
+    }
+
+    /// [`eval_vector_selector`](Self::eval_vector_selector), each series' row handed to
+    /// `sink` as soon as the series is read.
+    fn vector_selector_each(
+        &mut self,
+        vs: &VectorSelector,
+        sample_ts: bool,
+        sink: &mut dyn FnMut(Row) -> Result<()>,
+    ) -> Result<()> {
         let times: Vec<i64> = (0..self.n)
             .map(|i| self.selector_time(&vs.at, &vs.offset, i))
             .collect();
@@ -347,8 +372,7 @@ impl<'a> Ctx<'a> {
             .unwrap_or(self.start)
             .saturating_sub(lookback - 1);
         let hi = times.iter().copied().max().unwrap_or(self.end);
-        let mut rows = Vec::new();
-        for s in self.select(vs, lo, hi)? {
+        self.select_each(vs, lo, hi, |s| {
             let mut any = false;
             let vals: Vec<Option<f64>> = times
                 .iter()
@@ -363,14 +387,14 @@ impl<'a> Ctx<'a> {
                 })
                 .collect();
             if any {
-                rows.push(Row {
+                sink(Row {
                     labels: s.labels,
                     drop_name: sample_ts,
                     vals,
-                });
+                })?;
             }
-        }
-        Ok(rows)
+            Ok(())
+        })
     }
 
     /// A range selector as a query result (instant queries only).
@@ -415,7 +439,7 @@ impl<'a> Ctx<'a> {
             .unwrap_or(self.start)
             .saturating_sub(range.saturating_sub(1));
         let hi = times.iter().copied().max().unwrap_or(self.end);
-        for mut s in self.select(vs, lo, hi)? {
+        self.select_each(vs, lo, hi, |mut s| {
             s.samples.retain(|p| !is_stale_nan(p.1));
             let windows: Vec<&[(i64, f64)]> = times
                 .iter()
@@ -427,9 +451,8 @@ impl<'a> Ctx<'a> {
                     s.samples.get(a..b).unwrap_or(&[])
                 })
                 .collect();
-            f(&s.labels, &windows)?;
-        }
-        Ok(())
+            f(&s.labels, &windows)
+        })
     }
 
     /// The selector time at each step of a range selector (for extrapolation).
@@ -472,6 +495,73 @@ impl<'a> Ctx<'a> {
         functions::call(self, c)
     }
 
+    /// Evaluates a per-series expression (an instant selector or a range function of a
+    /// range selector), handing each result row to `sink` as soon as its series is
+    /// read; `None` (nothing evaluated) when `e` is not one.
+    fn eval_each(
+        &mut self,
+        e: &Expr,
+        sink: &mut dyn FnMut(Row) -> Result<()>,
+    ) -> Result<Option<()>> {
+        match e {
+            Expr::Paren(p) => self.eval_each(&p.expr, sink),
+            Expr::VectorSelector(vs) => self.vector_selector_each(vs, false, sink).map(Some),
+            Expr::Call(c) => functions::range_call_each(self, c, sink),
+            _ => Ok(None),
+        }
+    }
+
+    /// `sum`, `min`, `max`, `count` and `group` folded as the argument's series stream
+    /// in (one series' samples and one accumulator per group and step in memory, never
+    /// the whole argument vector), with the same arithmetic as
+    /// [`aggregate_simple`](Self::aggregate_simple) in the same order; `None` when the
+    /// argument does not stream.
+    fn aggregate_streaming(
+        &mut self,
+        op: &str,
+        arg: &Expr,
+        grouping: &dyn Fn(&Labels) -> Labels,
+    ) -> Result<Option<Vec<Row>>> {
+        let n = self.n;
+        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut groups: Vec<(Labels, bool, Vec<Acc>)> = Vec::new();
+        let handled = self.eval_each(arg, &mut |row| {
+            let key = grouping(&row.labels);
+            let g = match index.get(&key) {
+                Some(&g) => g,
+                None => {
+                    index.insert(key.clone(), groups.len());
+                    groups.push((key, false, vec![Acc::default(); n]));
+                    groups.len() - 1
+                }
+            };
+            if let Some((_, drop_name, accs)) = groups.get_mut(g) {
+                *drop_name |= row.drop_name;
+                for (acc, v) in accs.iter_mut().zip(&row.vals) {
+                    if let Some(x) = *v {
+                        acc.add(op, x);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        if handled.is_none() {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        for (labels, drop_name, accs) in groups {
+            let vals: Vec<Option<f64>> = accs.iter().map(|a| a.value(op)).collect();
+            if vals.iter().any(Option::is_some) {
+                out.push(Row {
+                    labels,
+                    drop_name,
+                    vals,
+                });
+            }
+        }
+        Ok(Some(out))
+    }
+
     // ---- aggregations ----
 
     fn eval_aggregate(&mut self, a: &AggregateExpr) -> Result<Val> {
@@ -480,7 +570,6 @@ impl<'a> Ctx<'a> {
             Some(p) => Some(self.eval(p)?),
             None => None,
         };
-        let rows = self.eval_vector_arg(&a.expr, &format!("the argument of {op}"))?;
         let grouping = |labels: &Labels| -> Labels {
             match &a.modifier {
                 None => Vec::new(),
@@ -496,6 +585,12 @@ impl<'a> Ctx<'a> {
                     .collect(),
             }
         };
+        if matches!(op.as_str(), "sum" | "min" | "max" | "count" | "group")
+            && let Some(rows) = self.aggregate_streaming(&op, &a.expr, &grouping)?
+        {
+            return Ok(Val::Vector(rows));
+        }
+        let rows = self.eval_vector_arg(&a.expr, &format!("the argument of {op}"))?;
         match op.as_str() {
             "sum" | "avg" | "min" | "max" | "count" | "group" | "stddev" | "stdvar" => {
                 Ok(Val::Vector(self.aggregate_simple(&op, &rows, &grouping)?))
@@ -1166,4 +1261,49 @@ fn elem_binop(op: &str, x: f64, y: f64) -> Result<(f64, bool)> {
         "<=" => (x, x <= y),
         other => return Err(Error::Unsupported(format!("binary operator `{other}`"))),
     })
+}
+
+/// One group's running `sum` (Kahan-compensated, as `functions::kahan_sum`), `min`,
+/// `max`, `count` or `group` at one step.
+#[derive(Debug, Clone, Copy, Default)]
+struct Acc {
+    sum: f64,
+    c: f64,
+    n: usize,
+    m: f64,
+}
+
+impl Acc {
+    fn add(&mut self, op: &str, x: f64) {
+        match op {
+            "sum" => {
+                let t = self.sum + x;
+                if t.is_infinite() {
+                    self.c = 0.0;
+                } else if self.sum.abs() >= x.abs() {
+                    self.c += (self.sum - t) + x;
+                } else {
+                    self.c += (x - t) + self.sum;
+                }
+                self.sum = t;
+            }
+            "min" if self.n == 0 || x < self.m || self.m.is_nan() => self.m = x,
+            "max" if self.n == 0 || x > self.m || self.m.is_nan() => self.m = x,
+            _ => {}
+        }
+        self.n += 1;
+    }
+
+    fn value(&self, op: &str) -> Option<f64> {
+        if self.n == 0 {
+            return None;
+        }
+        Some(match op {
+            "sum" if self.sum.is_infinite() => self.sum,
+            "sum" => self.sum + self.c,
+            "min" | "max" => self.m,
+            "count" => self.n as f64,
+            _ => 1.0,
+        })
+    }
 }

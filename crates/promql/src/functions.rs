@@ -494,6 +494,37 @@ fn range_function(name: &str) -> Option<RangeFn> {
 }
 
 fn eval_range_function(ctx: &mut Ctx<'_>, name: &str, f: RangeFn, args: &[&Expr]) -> Result<Val> {
+    let mut rows = Vec::new();
+    eval_range_function_each(ctx, name, f, args, &mut |r| {
+        rows.push(r);
+        Ok(())
+    })?;
+    Ok(Val::Vector(rows))
+}
+
+/// A range function's result rows, each handed to `sink` as soon as its series is read
+/// (one series' samples in memory at a time), or `None` when `c` is not a call of a
+/// range function.
+pub(crate) fn range_call_each(
+    ctx: &mut Ctx<'_>,
+    c: &Call,
+    sink: &mut dyn FnMut(Row) -> Result<()>,
+) -> Result<Option<()>> {
+    let name = c.func.name;
+    let Some(f) = range_function(name) else {
+        return Ok(None);
+    };
+    let args: Vec<&Expr> = c.args.args.iter().map(|b| b.as_ref()).collect();
+    eval_range_function_each(ctx, name, f, &args, sink).map(Some)
+}
+
+fn eval_range_function_each(
+    ctx: &mut Ctx<'_>,
+    name: &str,
+    f: RangeFn,
+    args: &[&Expr],
+    sink: &mut dyn FnMut(Row) -> Result<()>,
+) -> Result<()> {
     // The range vector is the first argument, except for quantile_over_time.
     let (matrix_pos, param_pos) = match name {
         "quantile_over_time" => (1, Some(0)),
@@ -517,7 +548,6 @@ fn eval_range_function(ctx: &mut Ctx<'_>, name: &str, f: RangeFn, args: &[&Expr]
     let range_s = range_ms as f64 / 1000.0;
     let ends = ctx.window_ends(ms);
     let keep_name = matches!(name, "last_over_time" | "first_over_time");
-    let mut rows = Vec::new();
     ctx.for_each_window(ms, |labels, windows| {
         let vals: Vec<Option<f64>> = windows
             .iter()
@@ -526,15 +556,14 @@ fn eval_range_function(ctx: &mut Ctx<'_>, name: &str, f: RangeFn, args: &[&Expr]
             .map(|((w, &end), &p)| f(w, end.saturating_sub(range_ms), end, range_s, p))
             .collect();
         if vals.iter().any(Option::is_some) {
-            rows.push(Row {
+            sink(Row {
                 labels: labels.clone(),
                 drop_name: !keep_name,
                 vals,
-            });
+            })?;
         }
         Ok(())
-    })?;
-    Ok(Val::Vector(rows))
+    })
 }
 
 fn unwrap_parens(e: &Expr) -> &Expr {

@@ -4,9 +4,11 @@
 //! paths such as `host.name`) have every other character replaced by `_`.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
+use roaring::RoaringBitmap;
 use tidemark::Index;
+use tidemark::dedup::Postings;
 use tidemark::segment::{Dim, MetricValue};
 use tidemark::tsid::Tsid;
 use tidemark::{FieldRole, FieldType};
@@ -24,6 +26,8 @@ pub struct IndexStorage<'a> {
     metrics: Vec<(String, Option<String>)>,
     /// Most samples one `select` gathers before it fails.
     max_points: usize,
+    /// Most series, and about most samples, read from the segments as one group.
+    group: (usize, u64),
 }
 
 /// A name made safe as a Prometheus label or metric name (`[a-zA-Z_][a-zA-Z0-9_]*`; a
@@ -73,6 +77,7 @@ impl<'a> IndexStorage<'a> {
                 index,
                 metrics,
                 max_points: crate::QueryOptions::default().max_points,
+                group: (GROUP_SERIES, GROUP_POINTS),
             };
         }
         let metrics = index
@@ -89,10 +94,21 @@ impl<'a> IndexStorage<'a> {
             index,
             metrics,
             max_points: crate::QueryOptions::default().max_points,
+            group: (GROUP_SERIES, GROUP_POINTS),
         }
     }
 
-    /// Caps the samples one `select` gathers (default: [`QueryOptions`]'s
+    /// Sets how much one group of a streaming `select` reads at once: at most `series`
+    /// series and, past the first series, about `points` samples (estimated from the
+    /// segments' series tables). Defaults: [`GROUP_SERIES`] and [`GROUP_POINTS`].
+    /// Smaller groups bound memory tighter at the cost of more passes over the
+    /// segments' series tables.
+    pub fn with_group_limits(mut self, series: usize, points: u64) -> IndexStorage<'a> {
+        self.group = (series.max(1), points.max(1));
+        self
+    }
+
+    /// Caps the samples one group of a `select` gathers (default: [`QueryOptions`]'s
     /// `max_points`): past it the scan keeps no more samples and `select` fails with
     /// [`Error::TooManyPoints`], so memory stays bounded even before the evaluator
     /// counts the points.
@@ -131,11 +147,113 @@ impl<'a> IndexStorage<'a> {
     }
 }
 
+/// Series chosen for one select: tsid → (labels without the metric name, the matching
+/// metrics (indices into `IndexStorage::metrics`), estimated samples in range).
+type Chosen = BTreeMap<Tsid, (Labels, Vec<usize>, u64)>;
+
+/// Most samples (estimated from the segments' series tables) one group of series
+/// gathers before it is handed over, by default: bounds a select's memory whatever the
+/// range (about 16 MB of samples).
+pub const GROUP_POINTS: u64 = 1 << 20;
+/// Most series in one group, by default.
+pub const GROUP_SERIES: usize = 4096;
+
+impl IndexStorage<'_> {
+    /// Whether `__name__` names a metric field here (a mapped index) rather than being
+    /// a stored label (a label-keyed index).
+    fn names_are_fields(&self) -> bool {
+        self.metrics.iter().any(|(_, n)| n.is_some())
+    }
+
+    /// The series of a segment that may satisfy the matchers, from its dimension index:
+    /// a superset (labels whose names were made label-safe are not narrowed here), which
+    /// [`matching_metrics`](Self::matching_metrics) then checks exactly.
+    fn candidates(&self, p: &Postings, matchers: &[Matcher]) -> RoaringBitmap {
+        let mut out = p.all();
+        for m in matchers {
+            if out.is_empty() {
+                break;
+            }
+            if m.name == METRIC_NAME && self.names_are_fields() {
+                continue;
+            }
+            let dims: Vec<&str> = p.names().filter(|n| label_safe(n) == m.name).collect();
+            let chosen = match dims.as_slice() {
+                [] if m.is_match("") => continue,
+                [] => RoaringBitmap::new(),
+                [d] if *d == m.name => {
+                    let mut b = p.matching(d, |v| m.is_match(v));
+                    if m.is_match("") {
+                        b |= p.all() - p.has(d);
+                    }
+                    b
+                }
+                _ => continue,
+            };
+            out &= chosen;
+        }
+        out
+    }
+
+    /// Phase one of a select: the series that satisfy the matchers and have data in
+    /// range, chosen through each segment's dimension index and series table (no row is
+    /// read), buffered series by their dimensions.
+    fn choose(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Chosen> {
+        let chosen: RefCell<Chosen> = RefCell::new(BTreeMap::new());
+        let rejected: RefCell<HashSet<Tsid>> = RefCell::new(HashSet::new());
+        self.index
+            .engine()
+            .scan_live_indexed_segments(
+                start_ms,
+                end_ms,
+                |tsid, dims| {
+                    let mut c = chosen.borrow_mut();
+                    if let Some(e) = c.get_mut(tsid) {
+                        e.2 += 1;
+                    } else if !rejected.borrow().contains(tsid) {
+                        let base = Self::series_labels_of(dims);
+                        let m = self.matching_metrics(&base, matchers);
+                        if m.is_empty() {
+                            rejected.borrow_mut().insert(*tsid);
+                        } else {
+                            c.insert(*tsid, (base, m, 1));
+                        }
+                    }
+                    false
+                },
+                |p, seg| {
+                    let mut c = chosen.borrow_mut();
+                    for ord in &self.candidates(p, matchers) {
+                        let Some(s) = seg.series().get(ord as usize) else {
+                            continue;
+                        };
+                        if s.max_ts < start_ms || s.min_ts > end_ms {
+                            continue;
+                        }
+                        if let Some(e) = c.get_mut(&s.tsid) {
+                            e.2 += s.row_count;
+                            continue;
+                        }
+                        let base = Self::series_labels_of(&s.dims);
+                        let m = self.matching_metrics(&base, matchers);
+                        if !m.is_empty() {
+                            c.insert(s.tsid, (base, m, s.row_count));
+                        }
+                    }
+                    RoaringBitmap::new()
+                },
+                |_, _| {},
+            )
+            .map_err(|e| Error::Storage(e.to_string()))?;
+        Ok(chosen.into_inner())
+    }
+}
+
 impl Storage for IndexStorage<'_> {
-    /// Label sets without reading samples: the scan only asks for each series'
-    /// dimensions, so memory is O(series). A series is listed with every metric field
-    /// the matchers accept, even one that holds no value in the range (a sparse metric
-    /// column).
+    /// Label sets without reading samples: series are chosen through each segment's
+    /// dimension index and series table, so memory is O(matching series). A series is
+    /// listed with every metric field the matchers accept, even one that holds no value
+    /// in the range (a sparse metric column).
     fn series_labels(
         &self,
         matchers: &[Matcher],
@@ -143,29 +261,7 @@ impl Storage for IndexStorage<'_> {
         end_ms: i64,
         visit: &mut dyn FnMut(&Labels) -> Result<()>,
     ) -> Result<()> {
-        let mut seen: HashMap<Tsid, (Labels, Vec<usize>)> = HashMap::new();
-        self.index
-            .engine()
-            .scan_live(
-                start_ms,
-                end_ms,
-                |tsid, dims| {
-                    seen.entry(*tsid).or_insert_with(|| {
-                        let base = Self::series_labels_of(dims);
-                        let m = self.matching_metrics(&base, matchers);
-                        (base, m)
-                    });
-                    false
-                },
-                |_, _| {},
-            )
-            .map_err(|e| Error::Storage(e.to_string()))?;
-        let mut tsids: Vec<Tsid> = seen.keys().copied().collect();
-        tsids.sort();
-        for tsid in tsids {
-            let Some((base, metrics)) = seen.get(&tsid) else {
-                continue;
-            };
+        for (base, metrics, _) in self.choose(matchers, start_ms, end_ms)?.values() {
             for &mi in metrics {
                 let Some((_, name)) = self.metrics.get(mi) else {
                     continue;
@@ -180,6 +276,10 @@ impl Storage for IndexStorage<'_> {
         Ok(())
     }
 
+    /// Streams the matching series: chosen first (dimension index, no rows read), then
+    /// read a bounded group at a time (at most [`GROUP_SERIES`] series and about
+    /// [`GROUP_POINTS`] samples, only their rows), each group's series sorted and handed
+    /// over one at a time in tsid order before the next group is read.
     fn select(
         &self,
         matchers: &[Matcher],
@@ -187,74 +287,94 @@ impl Storage for IndexStorage<'_> {
         end_ms: i64,
         visit: &mut dyn FnMut(Series) -> Result<()>,
     ) -> Result<()> {
-        // One scan of the live data; points arrive grouped by segment, so each series'
-        // samples are gathered, then sorted and handed over one series at a time.
-        let verdicts: RefCell<HashMap<Tsid, (Labels, Vec<usize>)>> = RefCell::new(HashMap::new());
-        let mut samples: HashMap<(Tsid, usize), Vec<(i64, f64)>> = HashMap::new();
-        let mut gathered = 0usize;
-        self.index
-            .engine()
-            .scan_live(
-                start_ms,
-                end_ms,
-                |tsid, dims| {
-                    let mut v = verdicts.borrow_mut();
-                    let entry = v.entry(*tsid).or_insert_with(|| {
-                        let base = Self::series_labels_of(dims);
-                        let m = self.matching_metrics(&base, matchers);
-                        (base, m)
-                    });
-                    !entry.1.is_empty()
-                },
-                |p, _| {
-                    let v = verdicts.borrow();
-                    let Some((_, wanted)) = v.get(&p.tsid) else {
-                        return;
-                    };
-                    for &mi in wanted {
-                        let Some((path, _)) = self.metrics.get(mi) else {
-                            continue;
-                        };
-                        if gathered > self.max_points {
-                            return;
+        let chosen = self.choose(matchers, start_ms, end_ms)?;
+        let tsids: Vec<Tsid> = chosen.keys().copied().collect();
+        let mut from = 0usize;
+        while from < tsids.len() {
+            // The next group: series until the estimated samples reach the budget.
+            let mut to = from;
+            let mut est = 0u64;
+            while to < tsids.len() && to - from < self.group.0 && (to == from || est < self.group.1)
+            {
+                let n = tsids
+                    .get(to)
+                    .and_then(|t| chosen.get(t))
+                    .map_or(0, |e| e.2 * e.1.len() as u64);
+                est = est.saturating_add(n);
+                to += 1;
+            }
+            let group = tsids.get(from..to).unwrap_or(&[]);
+            from = to;
+            let in_group: HashSet<Tsid> = group.iter().copied().collect();
+            // The cap is on what one group holds: groups are handed over one at a time.
+            let mut gathered = 0usize;
+            let mut samples: HashMap<(Tsid, usize), Vec<(i64, f64)>> = HashMap::new();
+            self.index
+                .engine()
+                .scan_live_indexed_values(
+                    start_ms,
+                    end_ms,
+                    |tsid, _| in_group.contains(tsid),
+                    |_, seg| {
+                        let series = seg.series();
+                        let mut b = RoaringBitmap::new();
+                        for t in group {
+                            if let Ok(i) = series.binary_search_by(|s| s.tsid.cmp(t)) {
+                                b.insert(i as u32);
+                            }
                         }
-                        if let Some((_, v)) = p.metrics.iter().find(|(n, _)| n == path) {
+                        b
+                    },
+                    |tsid, ts, names, values| {
+                        let Some((_, wanted, _)) = chosen.get(tsid) else {
+                            return;
+                        };
+                        for &mi in wanted {
+                            let Some((path, _)) = self.metrics.get(mi) else {
+                                continue;
+                            };
+                            if gathered > self.max_points {
+                                return;
+                            }
+                            let Some(v) = names
+                                .iter()
+                                .position(|n| n == path)
+                                .and_then(|i| values.get(i).copied().flatten())
+                            else {
+                                continue;
+                            };
                             gathered += 1;
                             let v = match v {
-                                MetricValue::Gauge(f) => *f,
-                                MetricValue::Counter(i) => *i as f64,
+                                MetricValue::Gauge(f) => f,
+                                MetricValue::Counter(i) => i as f64,
                             };
-                            samples
-                                .entry((p.tsid, mi))
-                                .or_default()
-                                .push((p.ts_millis, v));
+                            samples.entry((*tsid, mi)).or_default().push((ts, v));
                         }
-                    }
-                },
-            )
-            .map_err(|e| Error::Storage(e.to_string()))?;
-        if gathered > self.max_points {
-            return Err(Error::TooManyPoints {
-                limit: self.max_points,
-            });
-        }
-        let verdicts = verdicts.into_inner();
-        let mut keys: Vec<(Tsid, usize)> = samples.keys().copied().collect();
-        keys.sort();
-        for key in keys {
-            let Some(mut s) = samples.remove(&key) else {
-                continue;
-            };
-            let Some((base, _)) = verdicts.get(&key.0) else {
-                continue;
-            };
-            s.sort_by_key(|p| p.0);
-            s.dedup_by_key(|p| p.0);
-            let mut labels = base.clone();
-            if let Some((_, Some(name))) = self.metrics.get(key.1) {
-                crate::eval::set_label(&mut labels, METRIC_NAME, name);
+                    },
+                )
+                .map_err(|e| Error::Storage(e.to_string()))?;
+            if gathered > self.max_points {
+                return Err(Error::TooManyPoints {
+                    limit: self.max_points,
+                });
             }
-            visit(Series { labels, samples: s })?;
+            for t in group {
+                let Some((base, wanted, _)) = chosen.get(t) else {
+                    continue;
+                };
+                for &mi in wanted {
+                    let Some(mut s) = samples.remove(&(*t, mi)) else {
+                        continue;
+                    };
+                    s.sort_by_key(|p| p.0);
+                    s.dedup_by_key(|p| p.0);
+                    let mut labels = base.clone();
+                    if let Some((_, Some(name))) = self.metrics.get(mi) {
+                        crate::eval::set_label(&mut labels, METRIC_NAME, name);
+                    }
+                    visit(Series { labels, samples: s })?;
+                }
+            }
         }
         Ok(())
     }

@@ -13,7 +13,7 @@ mod value;
 
 pub use error::{Error, Result};
 pub use eval::{METRIC_NAME, QueryOptions, instant_query, parse, range_query};
-pub use index::{IndexStorage, label_safe};
+pub use index::{GROUP_POINTS, GROUP_SERIES, IndexStorage, label_safe};
 pub use meta::{label_names, label_values, selector_matchers, series};
 pub use storage::{
     Labels, MatchOp, Matcher, MemStorage, STALE_NAN_BITS, Series, Storage, is_stale_nan,

@@ -321,3 +321,80 @@ fn label_keyed_index_reads_its_own_labels() {
     let names = tidemark_promql::label_values(&storage, "__name__", &[], 0, 200_000, 10).unwrap();
     assert_eq!(names, vec!["up_total"]);
 }
+
+/// A label-keyed index with 40 series spread over three segments and the buffer, read
+/// through the dimension index and in groups of 3 series (or 50 samples): every
+/// selector answers as the same samples held in memory do.
+#[test]
+fn streaming_groups_and_postings_answer_as_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index =
+        Index::create(dir.path().join("lk"), tidemark::label_mapping().unwrap()).unwrap();
+    let mut mem = MemStorage::new();
+    let mut points = tidemark::LabelPoints::new().unwrap();
+    for part in 0..4i64 {
+        let mut items = Vec::new();
+        for s in 0..40i64 {
+            let host = format!("h{s}");
+            let site = ["eu", "us", "ap"][(s % 3) as usize];
+            let mut ls = vec![
+                ("__name__", "req_total"),
+                ("host", host.as_str()),
+                ("site", site),
+            ];
+            if s % 4 == 0 {
+                ls.push(("zone", "z1"));
+            }
+            let mut samples = Vec::new();
+            for i in part * 10..part * 10 + 10 {
+                let (t, v) = (i * 15_000, (i * (s + 1)) as f64);
+                samples.push((t, v));
+                let point = points.point(&ls, t, tidemark::SampleValue::F64(v)).unwrap();
+                items.push(tidemark::PreparedItem::store(
+                    items.len() as u64,
+                    tidemark::Action::Create,
+                    None,
+                    tidemark::ParsedDoc {
+                        point,
+                        ignored_fields: 0,
+                    },
+                ));
+            }
+            mem.add(labels(&ls), samples);
+        }
+        index.apply_prepared(items).unwrap();
+        if part < 3 {
+            index.refresh().unwrap();
+        }
+    }
+    let grouped = IndexStorage::new(&index).with_group_limits(3, 50);
+    let whole = IndexStorage::new(&index);
+    let opts = QueryOptions::default();
+    for q in [
+        "req_total",
+        "req_total{site=\"eu\"}",
+        "req_total{site!=\"eu\"}",
+        "req_total{host=~\"h1.*\"}",
+        "req_total{host!~\"h[0-2]\", site=~\"us|ap\"}",
+        "req_total{zone=\"\"}",
+        "req_total{zone!=\"\"}",
+        "req_total{zone=~\"z.*|\"}",
+        "{__name__=~\"req.*\", nothere=\"\"}",
+        "req_total{nothere=\"x\"}",
+        "sum by (site) (rate(req_total[2m]))",
+        "max without (host) (req_total)",
+        "count(req_total)",
+        "rate(req_total[1m])",
+    ] {
+        let want = range_query(&mem, q, 0, 600_000, 30_000, &opts).unwrap();
+        for storage in [&grouped, &whole] {
+            let got = range_query(storage, q, 0, 600_000, 30_000, &opts).unwrap();
+            assert_eq!(got, want, "{q}");
+        }
+    }
+    let v =
+        vector(instant_query(&grouped, "count(req_total{zone!=\"\"})", 300_000, &opts).unwrap());
+    assert_eq!(v, vec![(vec![], 10.0)]);
+    let all = tidemark_promql::series(&grouped, &[], 0, 600_000, 1000).unwrap();
+    assert_eq!(all.len(), 40);
+}

@@ -665,6 +665,40 @@ impl Segment {
             .map_err(|e| self.name_error(e))
     }
 
+    /// As [`scan_series`](Self::scan_series) for several series, given by their indices
+    /// in [`series`](Self::series) (ascending for best effect): one decoded block is kept
+    /// across them, so neighbouring series that share a row block decode it once
+    /// instead of once each. Indices out of range are skipped.
+    ///
+    /// # Errors
+    /// As [`scan_series`](Self::scan_series).
+    pub fn scan_series_many(
+        &self,
+        indices: impl IntoIterator<Item = usize>,
+        from: i64,
+        to: i64,
+        mut f: impl FnMut(RowView<'_>),
+    ) -> Result<()> {
+        let mut block = DecodedBlock::default();
+        for i in indices {
+            let Some(s) = self.series.get(i) else {
+                continue;
+            };
+            if s.max_ts < from || s.min_ts > to {
+                continue;
+            }
+            self.scan_filtered(
+                s.first_row..s.first_row + s.row_count,
+                from,
+                to,
+                &mut block,
+                &mut f,
+            )
+            .map_err(|e| self.name_error(e))?;
+        }
+        Ok(())
+    }
+
     fn scan_series_inner(
         &self,
         tsid: &Tsid,

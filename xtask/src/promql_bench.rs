@@ -1,0 +1,586 @@
+//! `cargo xtask promql-bench`: `sum by (site) (rate(x[5m]))` as a `query_range` with a
+//! 1-minute step over counters generated on the fly (default 10,000 series, one day at
+//! 10 s), written through Prometheus remote write into `tidemark-server` and
+//! VictoriaMetrics (each on a free 127.0.0.1 port, its own temp dir, stopped after), then
+//! timed on each (medians of --reps after one warm-up). Also: the answers compared
+//! (same sites and steps; VictoriaMetrics' `rate` does not extrapolate as Prometheus'
+//! does, so values are compared as a ratio), and Tidemark's peak memory (VmHWM) for
+//! the query over ranges of growing length, each in a freshly restarted server over
+//! the same data directory.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Value, json};
+
+use crate::peers::{
+    agent, ensure_installed, free_port, get_text, len_field, loadavg, package_version, post_text,
+    varint, vm_hwm_kib, wait_ready,
+};
+
+struct Args {
+    series: u64,
+    hours: u64,
+    interval_s: u64,
+    sites: u64,
+    step_s: u64,
+    reps: usize,
+    clients: usize,
+    batch_series: u64,
+    chunk_points: u64,
+    tidemark_bin: Option<PathBuf>,
+    json: Option<PathBuf>,
+    skip_memory: bool,
+}
+
+fn parse_args(args: &[String]) -> Result<Args> {
+    let mut a = Args {
+        series: 10_000,
+        hours: 24,
+        interval_s: 10,
+        sites: 10,
+        step_s: 60,
+        reps: 5,
+        clients: 2,
+        batch_series: 500,
+        chunk_points: 60,
+        tidemark_bin: None,
+        json: None,
+        skip_memory: false,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| anyhow!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "--series" => a.series = val()?.parse()?,
+            "--hours" => a.hours = val()?.parse()?,
+            "--interval-secs" => a.interval_s = val()?.parse()?,
+            "--sites" => a.sites = val()?.parse()?,
+            "--step-secs" => a.step_s = val()?.parse()?,
+            "--reps" => a.reps = val()?.parse()?,
+            "--clients" => a.clients = val()?.parse()?,
+            "--batch-series" => a.batch_series = val()?.parse()?,
+            "--tidemark-bin" => a.tidemark_bin = Some(PathBuf::from(val()?)),
+            "--json" => a.json = Some(PathBuf::from(val()?)),
+            "--skip-memory" => a.skip_memory = true,
+            other => bail!("unknown option {other:?}"),
+        }
+    }
+    if a.series == 0 || a.hours == 0 || a.interval_s == 0 || a.sites == 0 || a.reps == 0 {
+        bail!("--series, --hours, --interval-secs, --sites and --reps must be positive");
+    }
+    Ok(a)
+}
+
+/// The counter value of series `i` at point `k`: increments of 1..=5 per sample, a
+/// reset every 2,000 samples for one series in seven (so `rate` corrects resets).
+fn value(i: u64, k: u64) -> f64 {
+    let period = if i % 7 == 0 { 2000 } else { u64::MAX };
+    let k = k % period;
+    (k * 3 + (k * (i + 1)) % 5) as f64
+}
+
+/// One remote-write 1.0 `WriteRequest` (protobuf field numbers from the spec, as in
+/// `peers`): series `lo..hi`, points `k0..k1` of each, snappy-compressed.
+fn write_request(a: &Args, start_ms: i64, lo: u64, hi: u64, k0: u64, k1: u64) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(((hi - lo) * (k1 - k0) * 12 + (hi - lo) * 64) as usize);
+    let mut ts_msg = Vec::new();
+    let mut label = Vec::new();
+    for i in lo..hi {
+        ts_msg.clear();
+        let site = format!("s{}", i % a.sites);
+        let host = format!("h{i}");
+        for (k, v) in [
+            ("__name__", "x"),
+            ("host", host.as_str()),
+            ("job", "bench"),
+            ("site", site.as_str()),
+        ] {
+            label.clear();
+            len_field(1, k.as_bytes(), &mut label);
+            len_field(2, v.as_bytes(), &mut label);
+            len_field(1, &label, &mut ts_msg);
+        }
+        for k in k0..k1 {
+            let mut sample = [0u8; 24];
+            let mut n = 0;
+            sample[0] = 1 << 3 | 1;
+            sample[1..9].copy_from_slice(&value(i, k).to_le_bytes());
+            n += 9;
+            let mut tail = Vec::with_capacity(11);
+            varint(2 << 3, &mut tail);
+            varint(
+                (start_ms + (k * a.interval_s * 1000) as i64) as u64,
+                &mut tail,
+            );
+            sample[n..n + tail.len()].copy_from_slice(&tail);
+            n += tail.len();
+            len_field(2, &sample[..n], &mut ts_msg);
+        }
+        len_field(1, &ts_msg, &mut out);
+    }
+    snap::raw::Encoder::new()
+        .compress_vec(&out)
+        .context("snappy")
+}
+
+struct Server {
+    child: Child,
+    base: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let until = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < until {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_tidemark(
+    bin: &PathBuf,
+    data: &std::path::Path,
+    dir: Option<tempfile::TempDir>,
+) -> Result<Server> {
+    let port = free_port()?;
+    let base = format!("http://127.0.0.1:{port}");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(data.with_extension("log"))?;
+    let mut child = Command::new(bin)
+        .arg("--data")
+        .arg(data)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("TIDEMARK_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    wait_ready(&mut child, &format!("{base}/"))?;
+    Ok(Server {
+        child,
+        base,
+        _dir: dir,
+    })
+}
+
+fn start_vm(dir: tempfile::TempDir) -> Result<Server> {
+    let bin = ensure_installed("victoria-metrics", "victoria-metrics")?;
+    let port = free_port()?;
+    let base = format!("http://127.0.0.1:{port}");
+    let data = dir.path().join("data");
+    let log = std::fs::File::create(dir.path().join("vm.log"))?;
+    let mut child = Command::new(bin)
+        .arg(format!("-storageDataPath={}", data.display()))
+        .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+        .arg("-retentionPeriod=100y")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("starting victoria-metrics")?;
+    wait_ready(&mut child, &format!("{base}/health"))?;
+    Ok(Server {
+        child,
+        base,
+        _dir: Some(dir),
+    })
+}
+
+/// Sends every sample, time-major (chunks of `chunk_points` points of every series, as
+/// a scraper's remote write does), `clients` requests in flight. Returns seconds taken.
+fn load(a: &Args, url: &str, start_ms: i64, points: u64) -> Result<f64> {
+    let chunks: Vec<(u64, u64, u64, u64)> = (0..points)
+        .step_by(a.chunk_points as usize)
+        .flat_map(|k0| {
+            let k1 = (k0 + a.chunk_points).min(points);
+            (0..a.series)
+                .step_by(a.batch_series as usize)
+                .map(move |lo| (lo, (lo + a.batch_series).min(a.series), k0, k1))
+        })
+        .collect();
+    let next = AtomicUsize::new(0);
+    let sent = AtomicU64::new(0);
+    let err: Mutex<Option<String>> = Mutex::new(None);
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..a.clients.max(1) {
+            s.spawn(|| {
+                let ag = agent(300);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&(lo, hi, k0, k1)) = chunks.get(i) else {
+                        return;
+                    };
+                    if err.lock().map(|e| e.is_some()).unwrap_or(true) {
+                        return;
+                    }
+                    let result = write_request(a, start_ms, lo, hi, k0, k1).and_then(|body| {
+                        ag.post(url)
+                            .set("content-type", "application/x-protobuf")
+                            .set("content-encoding", "snappy")
+                            .set("x-prometheus-remote-write-version", "0.1.0")
+                            .send_bytes(&body)
+                            .map_err(|e| anyhow!("{e}"))
+                    });
+                    match result {
+                        Ok(_) => {
+                            sent.fetch_add((hi - lo) * (k1 - k0), Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            if let Ok(mut slot) = err.lock() {
+                                slot.get_or_insert(e.to_string());
+                            }
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = err.into_inner().ok().flatten() {
+        bail!("remote write to {url}: {e}");
+    }
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+fn query_range(
+    base: &str,
+    q: &str,
+    start_s: i64,
+    end_s: i64,
+    step_s: u64,
+    extra: &str,
+) -> Result<(f64, Value)> {
+    let url = format!(
+        "{base}/api/v1/query_range?query={}&start={start_s}&end={end_s}&step={step_s}{extra}",
+        encode(q)
+    );
+    let t0 = Instant::now();
+    let body = get_text(&url)?;
+    let secs = t0.elapsed().as_secs_f64();
+    let v: Value = serde_json::from_str(&body)?;
+    if v["status"] != "success" {
+        bail!("{url}: {body:.400}");
+    }
+    Ok((secs, v))
+}
+
+fn encode(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// site → [(t, v)] of a matrix answer.
+fn by_site(v: &Value) -> std::collections::BTreeMap<String, Vec<(f64, f64)>> {
+    let mut out = std::collections::BTreeMap::new();
+    for s in v["data"]["result"].as_array().into_iter().flatten() {
+        let site = s["metric"]["site"].as_str().unwrap_or("").to_owned();
+        let pts = s["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| {
+                Some((
+                    p.get(0)?.as_f64()?,
+                    p.get(1)?.as_str()?.parse::<f64>().ok()?,
+                ))
+            })
+            .collect();
+        out.insert(site, pts);
+    }
+    out
+}
+
+fn time_query(
+    base: &str,
+    q: &str,
+    start_s: i64,
+    end_s: i64,
+    step_s: u64,
+    reps: usize,
+    extra: &str,
+) -> Result<(f64, Vec<f64>, Value)> {
+    let (_, first) = query_range(base, q, start_s, end_s, step_s, extra)?;
+    let mut times = Vec::new();
+    for _ in 0..reps {
+        times.push(query_range(base, q, start_s, end_s, step_s, extra)?.0);
+    }
+    Ok((median(times.clone()), times, first))
+}
+
+fn status_kib(pid: u32, key: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    let a = parse_args(args)?;
+    let bin = match &a.tidemark_bin {
+        Some(b) => b.clone(),
+        None => crate::project_root().join("target/release/tidemark-server"),
+    };
+    if !bin.is_file() {
+        bail!(
+            "{} missing: cargo build --release -p tidemark-server",
+            bin.display()
+        );
+    }
+    let now_s = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs() as i64;
+    // Data ends 10 minutes ago on a whole minute; the query covers the whole span.
+    let end_s = (now_s - 600) / 60 * 60;
+    let span_s = (a.hours * 3600) as i64;
+    let start_s = end_s - span_s;
+    let points = span_s as u64 / a.interval_s;
+    let samples = points * a.series;
+    let start_ms = start_s * 1000 + 1;
+    let q = "sum by (site) (rate(x[5m]))";
+    eprintln!(
+        "promql-bench: {} series x {points} points ({samples} samples, {} h at {} s), load {}",
+        a.series,
+        a.hours,
+        a.interval_s,
+        loadavg()
+    );
+
+    // Tidemark.
+    let tdir = tempfile::Builder::new()
+        .prefix("xtask-promql-bench-tm-")
+        .tempdir()?;
+    let tdata = tdir.path().join("data");
+    let tm = start_tidemark(&bin, &tdata, None)?;
+    let tm_load = load(&a, &format!("{}/api/v1/write", tm.base), start_ms, points)?;
+    eprintln!(
+        "tidemark: loaded in {tm_load:.1} s ({:.0} samples/s)",
+        samples as f64 / tm_load
+    );
+    let _ = post_text(
+        &format!("{}/metrics/_refresh", tm.base),
+        "",
+        "application/json",
+    );
+    let _ = post_text(
+        &format!("{}/metrics/_forcemerge", tm.base),
+        "",
+        "application/json",
+    );
+    let (_, count) = query_range(&tm.base, "count(x)", end_s, end_s, 60, "")?;
+    let tm_series = count["data"]["result"][0]["values"][0][1]
+        .as_str()
+        .unwrap_or("0")
+        .to_owned();
+    let (tm_med, tm_times, tm_answer) =
+        time_query(&tm.base, q, start_s, end_s, a.step_s, a.reps, "")?;
+    let tm_hwm_after_load = vm_hwm_kib(tm.child.id());
+    eprintln!("tidemark: {tm_series} series; query median {tm_med:.3} s {tm_times:?}");
+
+    // Peak memory of the query alone, in a fresh server per range.
+    let mut memory = Vec::new();
+    if !a.skip_memory {
+        drop(tm);
+        for hours in [1u64, 6, a.hours.max(1)] {
+            let hours = hours.min(a.hours);
+            if memory.iter().any(|m: &Value| m["hours"] == json!(hours)) {
+                continue;
+            }
+            let s = start_tidemark(&bin, &tdata, None)?;
+            let pid = s.child.id();
+            let before = vm_hwm_kib(pid).unwrap_or(0);
+            let (secs, ans) = query_range(
+                &s.base,
+                q,
+                end_s - (hours * 3600) as i64,
+                end_s,
+                a.step_s,
+                "",
+            )?;
+            let after = vm_hwm_kib(pid).unwrap_or(0);
+            let rss = status_kib(pid, "VmRSS:").unwrap_or(0);
+            let steps: usize = by_site(&ans).values().map(Vec::len).max().unwrap_or(0);
+            eprintln!(
+                "tidemark fresh server, {hours} h range: VmHWM {before} KiB at start, {after} KiB after the query ({secs:.2} s, {steps} steps)"
+            );
+            memory.push(json!({
+                "hours": hours, "samples_in_range": (hours * 3600 / a.interval_s) * a.series,
+                "vmhwm_start_kib": before, "vmhwm_after_kib": after, "vmrss_after_kib": rss,
+                "secs": secs,
+            }));
+        }
+    } else {
+        drop(tm);
+    }
+    drop(tdir);
+
+    // VictoriaMetrics.
+    let vdir = tempfile::Builder::new()
+        .prefix("xtask-promql-bench-vm-")
+        .tempdir()?;
+    let vm = start_vm(vdir)?;
+    let vm_load = load(&a, &format!("{}/api/v1/write", vm.base), start_ms, points)?;
+    eprintln!(
+        "victoria-metrics: loaded in {vm_load:.1} s ({:.0} samples/s)",
+        samples as f64 / vm_load
+    );
+    let _ = get_text(&format!("{}/internal/force_flush", vm.base));
+    let _ = get_text(&format!("{}/internal/force_merge", vm.base));
+    std::thread::sleep(Duration::from_secs(5));
+    let (_, vcount) = query_range(&vm.base, "count(x)", end_s, end_s, 60, "&nocache=1")?;
+    let vm_series = vcount["data"]["result"][0]["values"][0][1]
+        .as_str()
+        .unwrap_or("0")
+        .to_owned();
+    let (vm_med, vm_times, vm_answer) =
+        time_query(&vm.base, q, start_s, end_s, a.step_s, a.reps, "&nocache=1")?;
+    let (vm_cached, _, _) = time_query(&vm.base, q, start_s, end_s, a.step_s, a.reps, "")?;
+    let vm_hwm = vm_hwm_kib(vm.child.id());
+    eprintln!(
+        "victoria-metrics: {vm_series} series; query median {vm_med:.3} s {vm_times:?} (cache on: {vm_cached:.3} s)"
+    );
+    drop(vm);
+
+    // The answers: same sites and steps; values as a ratio (VictoriaMetrics' rate does
+    // not extrapolate to the window's edges, Prometheus' (and Tidemark's) does).
+    let (t, v) = (by_site(&tm_answer), by_site(&vm_answer));
+    let same_sites = t.keys().eq(v.keys());
+    let mut ratios = Vec::new();
+    for (site, pts) in &t {
+        let Some(vp) = v.get(site) else { continue };
+        let vmap: std::collections::HashMap<i64, f64> =
+            vp.iter().map(|(ts, x)| (*ts as i64, *x)).collect();
+        for (ts, x) in pts {
+            if let Some(y) = vmap.get(&(*ts as i64))
+                && *y != 0.0
+            {
+                ratios.push(x / y);
+            }
+        }
+    }
+    let steps_tm: usize = t.values().map(Vec::len).sum();
+    let steps_vm: usize = v.values().map(Vec::len).sum();
+    ratios.sort_by(f64::total_cmp);
+    let r_med = median(ratios.clone());
+    let (r_min, r_max) = (
+        ratios.first().copied().unwrap_or(f64::NAN),
+        ratios.last().copied().unwrap_or(f64::NAN),
+    );
+    println!(
+        "## promql-bench ({}; load {})",
+        package_version("victoria-metrics"),
+        loadavg()
+    );
+    println!();
+    println!(
+        "`{q}`, query_range over {} h, step {} s ({} steps); {} series x {points} points at {} s = {samples} samples, loaded through remote write ({} clients)",
+        a.hours,
+        a.step_s,
+        span_s as u64 / a.step_s + 1,
+        a.series,
+        a.interval_s,
+        a.clients
+    );
+    println!();
+    println!(
+        "| system | series seen | load s (samples/s) | query median s | runs s | peak RSS MiB |"
+    );
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| tidemark-server | {tm_series} | {tm_load:.1} ({:.0}) | {tm_med:.3} | {} | {} |",
+        samples as f64 / tm_load,
+        fmt_times(&tm_times),
+        tm_hwm_after_load.map_or("-".into(), |k| format!("{:.0}", k as f64 / 1024.0))
+    );
+    println!(
+        "| victoria-metrics (nocache=1) | {vm_series} | {vm_load:.1} ({:.0}) | {vm_med:.3} | {} | {} |",
+        samples as f64 / vm_load,
+        fmt_times(&vm_times),
+        vm_hwm.map_or("-".into(), |k| format!("{:.0}", k as f64 / 1024.0))
+    );
+    println!("| victoria-metrics (cache on) | | | {vm_cached:.3} | | |");
+    println!();
+    println!(
+        "answers: same sites {same_sites}; points tidemark {steps_tm}, victoria-metrics {steps_vm}; tidemark/vm value ratio median {r_med:.4} (min {r_min:.4}, max {r_max:.4})"
+    );
+    if !memory.is_empty() {
+        println!();
+        println!(
+            "| range h | samples in range | VmHWM at start MiB | VmHWM after query MiB | query s |"
+        );
+        println!("|---|---|---|---|---|");
+        for m in &memory {
+            println!(
+                "| {} | {} | {:.1} | {:.1} | {:.2} |",
+                m["hours"],
+                m["samples_in_range"],
+                m["vmhwm_start_kib"].as_f64().unwrap_or(0.0) / 1024.0,
+                m["vmhwm_after_kib"].as_f64().unwrap_or(0.0) / 1024.0,
+                m["secs"].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    if let Some(path) = &a.json {
+        let report = json!({
+            "query": q, "series": a.series, "hours": a.hours, "interval_s": a.interval_s,
+            "step_s": a.step_s, "samples": samples,
+            "tidemark": {"load_s": tm_load, "series": tm_series, "median_s": tm_med, "runs_s": tm_times, "vmhwm_kib": tm_hwm_after_load},
+            "victoria_metrics": {"version": package_version("victoria-metrics"), "load_s": vm_load, "series": vm_series,
+                "median_nocache_s": vm_med, "runs_nocache_s": vm_times, "median_cached_s": vm_cached, "vmhwm_kib": vm_hwm},
+            "answers": {"same_sites": same_sites, "points_tidemark": steps_tm, "points_vm": steps_vm,
+                "ratio_median": r_med, "ratio_min": r_min, "ratio_max": r_max},
+            "tidemark_memory": memory,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+    }
+    if !same_sites || steps_tm == 0 {
+        bail!(
+            "the answers differ in their series (tidemark {:?}, vm {:?})",
+            t.keys().collect::<Vec<_>>(),
+            v.keys().collect::<Vec<_>>()
+        );
+    }
+    Ok(())
+}
+
+fn fmt_times(xs: &[f64]) -> String {
+    xs.iter()
+        .map(|x| format!("{x:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
