@@ -349,15 +349,12 @@ fn streaming_groups_and_postings_answer_as_memory() {
             for i in part * 10..part * 10 + 10 {
                 let (t, v) = (i * 15_000, (i * (s + 1)) as f64);
                 samples.push((t, v));
-                let point = points.point(&ls, t, tidemark::SampleValue::F64(v)).unwrap();
+                let doc = points.doc(&ls, t, tidemark::SampleValue::F64(v)).unwrap();
                 items.push(tidemark::PreparedItem::store(
                     items.len() as u64,
                     tidemark::Action::Create,
                     None,
-                    tidemark::ParsedDoc {
-                        point,
-                        ignored_fields: 0,
-                    },
+                    doc,
                 ));
             }
             mem.add(labels(&ls), samples);
