@@ -310,9 +310,11 @@ impl Index {
         &self.engine
     }
 
-    /// Seals partitions the newest timestamp is past by the seal grace (merging them and
-    /// building their rollups) and drops those past the retention; also run after every
-    /// ingest call. A no-op for an unpartitioned index.
+    /// Seals partitions the newest timestamp is past by the seal grace, and those it is
+    /// past that have had no write for the seal grace of wall-clock time (merging them and
+    /// building their rollups), and applies retention: partitions past it are dropped,
+    /// or keep only their rollups where a rollup retention says so. Also run after every
+    /// ingest call, and every 10 s by the server. A no-op for an unpartitioned index.
     ///
     /// # Errors
     /// Engine errors.
