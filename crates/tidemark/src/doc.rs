@@ -284,19 +284,21 @@ fn push_row_value(
     v: &Scalar<'_>,
 ) -> Result<()> {
     if role == FieldRole::Extra {
-        let e = match (ty, v) {
-            (FieldType::Keyword, Scalar::Str(s)) => Extra::Keyword(s.as_ref().to_owned()),
-            (FieldType::Keyword, other) => {
-                return Err(wrong_type(path, "a string (keyword)", other));
-            }
-            (_, Scalar::Bool(b)) => Extra::Bool(*b),
-            (_, other) => return Err(wrong_type(path, "a boolean", other)),
-        };
-        row.extras.push((i, e));
+        row.extras.push((i, extra_value(path, ty, v)?));
         return Ok(());
     }
     row.values.push((i, metric_value(path, ty, v)?));
     Ok(())
+}
+
+/// An extra field's value: a keyword's string, or a boolean.
+fn extra_value(path: &str, ty: FieldType, v: &Scalar<'_>) -> Result<Extra> {
+    match (ty, v) {
+        (FieldType::Keyword, Scalar::Str(s)) => Ok(Extra::Keyword(s.as_ref().to_owned())),
+        (FieldType::Keyword, other) => Err(wrong_type(path, "a string (keyword)", other)),
+        (_, Scalar::Bool(b)) => Ok(Extra::Bool(*b)),
+        (_, other) => Err(wrong_type(path, "a boolean", other)),
+    }
 }
 
 fn push_value(
@@ -307,18 +309,10 @@ fn push_value(
     v: &Scalar<'_>,
 ) -> Result<()> {
     if role == FieldRole::Extra {
-        return match (ty, v) {
-            (FieldType::Keyword, Scalar::Str(s)) => {
-                crate::extras::push_keyword(point, path, s);
-                Ok(())
-            }
-            (FieldType::Keyword, other) => Err(wrong_type(path, "a string (keyword)", other)),
-            (_, Scalar::Bool(b)) => {
-                crate::extras::push_flag(point, path, *b);
-                Ok(())
-            }
-            (_, other) => Err(wrong_type(path, "a boolean", other)),
-        };
+        point
+            .extras
+            .push((path.to_owned(), extra_value(path, ty, v)?));
+        return Ok(());
     }
     let value = metric_value(path, ty, v)?;
     point.metrics.push((path.to_owned(), value));

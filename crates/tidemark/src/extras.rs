@@ -5,16 +5,6 @@ use tidemark_segment::{Extra, Point};
 
 use crate::doc::insert_path;
 
-pub(crate) fn push_keyword(point: &mut Point, path: &str, value: &str) {
-    point
-        .extras
-        .push((path.to_owned(), Extra::Keyword(value.to_owned())));
-}
-
-pub(crate) fn push_flag(point: &mut Point, path: &str, value: bool) {
-    point.extras.push((path.to_owned(), Extra::Bool(value)));
-}
-
 pub(crate) fn insert_extras(root: &mut Map<String, Value>, point: &Point) {
     for (name, e) in &point.extras {
         let v = match e {

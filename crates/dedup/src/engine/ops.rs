@@ -136,7 +136,21 @@ impl Engine {
     /// # Errors
     /// [`Error::Rejected`] for dimensions given twice or too long, or a tsid known with
     /// other dimensions (here or in a segment).
-    pub fn series(&mut self, tsid: Tsid, mut dims: Vec<(String, Dim)>) -> Result<SeriesRef> {
+    pub fn series(&mut self, tsid: Tsid, dims: Vec<(String, Dim)>) -> Result<SeriesRef> {
+        let dims = Engine::checked_dims(tsid, dims)?;
+        self.series_ref(tsid, &dims)
+            .map(SeriesRef)
+            .map_err(|reason| Error::Rejected { reason })
+    }
+
+    /// A series' dimensions sorted by name and checked as a point's are.
+    ///
+    /// # Errors
+    /// [`Error::Rejected`] for a dimension given twice or too long.
+    pub(crate) fn checked_dims(
+        tsid: Tsid,
+        mut dims: Vec<(String, Dim)>,
+    ) -> Result<Vec<(String, Dim)>> {
         dims.sort_by(|a, b| a.0.cmp(&b.0));
         let probe = Point {
             tsid,
@@ -145,12 +159,10 @@ impl Engine {
             metrics: Vec::new(),
             extras: Vec::new(),
         };
-        if let Some(reason) = Engine::validate(&probe) {
-            return Err(Error::Rejected { reason });
+        match Engine::validate(&probe) {
+            Some(reason) => Err(Error::Rejected { reason }),
+            None => Ok(probe.dims),
         }
-        self.series_ref(tsid, &probe.dims)
-            .map(SeriesRef)
-            .map_err(|reason| Error::Rejected { reason })
     }
 
     /// The ref of a series already registered (by [`series`](Self::series) or by a

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use tidemark_segment::{Dim, Extra, MetricValue, Point};
+use tidemark_segment::{Dim, Extra, MetricValue};
 use tidemark_tsid::{SyntheticId, Tsid};
 
 use super::PartitionedEngine;
@@ -119,8 +119,8 @@ impl PartitionedEngine {
     /// [`Error::Rejected`] for dimensions given twice or too long, or a tsid known with
     /// other dimensions; a partition holding the tsid with other dimensions rejects the
     /// append instead.
-    pub fn series(&mut self, tsid: Tsid, mut dims: Vec<(String, Dim)>) -> Result<SeriesRef> {
-        dims.sort_by(|a, b| a.0.cmp(&b.0));
+    pub fn series(&mut self, tsid: Tsid, dims: Vec<(String, Dim)>) -> Result<SeriesRef> {
+        let dims = Engine::checked_dims(tsid, dims)?;
         if let Some(&g) = self.catalog.by_tsid.get(&tsid) {
             let same = self.engine_config.derived_tsids
                 || self
@@ -136,20 +136,10 @@ impl PartitionedEngine {
                 })
             };
         }
-        let probe = Point {
-            tsid,
-            dims,
-            ts_millis: 0,
-            metrics: Vec::new(),
-            extras: Vec::new(),
-        };
-        if let Some(reason) = Engine::validate(&probe) {
-            return Err(Error::Rejected { reason });
-        }
         let g = u32::try_from(self.catalog.series.len()).map_err(|_| Error::Rejected {
             reason: Rejection::UnknownRef { what: "series" },
         })?;
-        self.catalog.series.push((tsid, probe.dims.into()));
+        self.catalog.series.push((tsid, dims.into()));
         self.catalog.by_tsid.insert(tsid, g);
         Ok(SeriesRef(g))
     }
