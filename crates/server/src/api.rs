@@ -660,9 +660,12 @@ async fn bulk(
     let start = Instant::now();
     let params = params(q.as_deref());
     check_refresh(&params)?;
-    let bytes = read_body(&st, &headers, body).await?;
+    // Read as sent here; gunzipped with the parsing, on a blocking thread, so a large
+    // gzip body does not hold up the async workers' other connections.
+    let raw = http::read_raw_body(&st, &headers, body).await?;
     let st2 = Arc::clone(&st);
     let plan = blocking(move || {
+        let bytes = http::decode_body(&st2, &headers, raw)?;
         let lines = protocol::split_bulk(&bytes, index.as_deref());
         Ok(plan(&st2.registry, &who, lines))
     })
