@@ -400,14 +400,7 @@ impl Index {
         for item in items {
             match item.work {
                 Work::Failed(reason) => {
-                    self.flush(&mut run, sink)?;
-                    self.emit(
-                        sink,
-                        item.line,
-                        item.action,
-                        item.id,
-                        ItemStatus::Error(reason),
-                    );
+                    self.refuse(&mut run, sink, item.line, item.action, item.id, reason)?;
                 }
                 Work::Store(row) => {
                     if let Some(given) = &item.id {
@@ -416,17 +409,10 @@ impl Index {
                             Err(e) => e.to_string(),
                         };
                         if *given != computed {
-                            self.flush(&mut run, sink)?;
                             let reason = format!(
                                 "the _id given ({given}) differs from the document's _id ({computed}), which is computed from its dimensions and timestamp"
                             );
-                            self.emit(
-                                sink,
-                                item.line,
-                                item.action,
-                                item.id,
-                                ItemStatus::Error(reason),
-                            );
+                            self.refuse(&mut run, sink, item.line, item.action, item.id, reason)?;
                             continue;
                         }
                     }
@@ -438,14 +424,14 @@ impl Index {
                         match self.push_append(&mut run.appends, create, &row)? {
                             Ok(()) => run.pending.push((item.line, item.action, item.ignored)),
                             Err(reason) => {
-                                self.flush(&mut run, sink)?;
-                                self.emit(
+                                self.refuse(
+                                    &mut run,
                                     sink,
                                     item.line,
                                     item.action,
                                     item.id,
-                                    ItemStatus::Error(reason),
-                                );
+                                    reason,
+                                )?;
                             }
                         }
                     } else {
@@ -472,14 +458,14 @@ impl Index {
                             run.pending.push((item.line, item.action, 0));
                         }
                         Err(e) => {
-                            self.flush(&mut run, sink)?;
-                            self.emit(
+                            self.refuse(
+                                &mut run,
                                 sink,
                                 item.line,
                                 item.action,
                                 Some(text),
-                                ItemStatus::Error(e.to_string()),
-                            );
+                                e.to_string(),
+                            )?;
                         }
                     }
                 }
@@ -496,6 +482,23 @@ impl Index {
             }
         }
         self.flush(&mut run, sink)
+    }
+
+    /// Ends the run (so results stay in input order) and reports an item that failed
+    /// before reaching the engine.
+    #[allow(clippy::too_many_arguments)]
+    fn refuse(
+        &mut self,
+        run: &mut Run,
+        sink: &mut dyn FnMut(ItemResult),
+        line: u64,
+        action: Action,
+        id: Option<String>,
+        reason: String,
+    ) -> Result<()> {
+        self.flush(run, sink)?;
+        self.emit(sink, line, action, id, ItemStatus::Error(reason));
+        Ok(())
     }
 
     /// The `_id` of a parsed document.
