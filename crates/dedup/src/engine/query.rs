@@ -19,6 +19,27 @@ impl Engine {
             .collect()
     }
 
+    /// The buffered points in `[from, to]` of the series `keep_series` keeps, to `f`.
+    fn scan_buffer(
+        &self,
+        from: i64,
+        to: i64,
+        keep_series: &mut impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
+        f: &mut impl FnMut(Point, Option<(&Segment, RowId)>),
+    ) {
+        for i in self.buffer.live() {
+            let ts = self.buffer.ts_of(i);
+            let Some(e) = self.series.entry(self.buffer.series_of(i)) else {
+                continue;
+            };
+            if ts >= from && ts <= to && keep_series(&e.tsid, &e.dims) {
+                if let Some(p) = self.buffer.point(i, &self.series, &self.columns) {
+                    f(p, None);
+                }
+            }
+        }
+    }
+
     /// Calls `f` for every live point whose timestamp is in `from..=to` and whose series
     /// `keep_series` accepts (asked once per series and segment, or once per buffered
     /// point): buffered points first (in no particular order), then segment rows, oldest
@@ -38,17 +59,7 @@ impl Engine {
         mut keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
         mut f: impl FnMut(Point, Option<(&Segment, RowId)>),
     ) -> Result<()> {
-        for i in self.buffer.live() {
-            let ts = self.buffer.ts_of(i);
-            let Some(e) = self.series.entry(self.buffer.series_of(i)) else {
-                continue;
-            };
-            if ts >= from && ts <= to && keep_series(&e.tsid, &e.dims) {
-                if let Some(p) = self.buffer.point(i, &self.series, &self.columns) {
-                    f(p, None);
-                }
-            }
-        }
+        self.scan_buffer(from, to, &mut keep_series, &mut f);
         scan_slots(&self.slots, from, to, &mut keep_series, &mut f)
     }
 
@@ -67,17 +78,7 @@ impl Engine {
         mut select: impl FnMut(&Path, &Segment) -> Option<roaring::RoaringBitmap>,
         mut f: impl FnMut(Point, Option<(&Segment, RowId)>),
     ) -> Result<()> {
-        for i in self.buffer.live() {
-            let ts = self.buffer.ts_of(i);
-            let Some(e) = self.series.entry(self.buffer.series_of(i)) else {
-                continue;
-            };
-            if ts >= from && ts <= to && keep_series(&e.tsid, &e.dims) {
-                if let Some(p) = self.buffer.point(i, &self.series, &self.columns) {
-                    f(p, None);
-                }
-            }
-        }
+        self.scan_buffer(from, to, &mut keep_series, &mut f);
         for slot in &self.slots {
             if slot.max_ts < from || slot.min_ts > to {
                 continue;

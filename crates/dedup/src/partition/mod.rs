@@ -1274,19 +1274,7 @@ impl PartitionedEngine {
                     .iter()
                     .map(|(path, _, _)| std::fs::metadata(path).map_or(0, |m| m.len()))
                     .sum();
-                let rollups: Vec<(i64, u64, u64)> = p
-                    .rollups
-                    .iter()
-                    .map(|(r, seg)| match seg {
-                        Some(s) => (
-                            *r,
-                            s.row_count(),
-                            std::fs::metadata(rollup::rollup_path(&p.dir, *r))
-                                .map_or(0, |m| m.len()),
-                        ),
-                        None => (*r, 0, 0),
-                    })
-                    .collect();
+                let rollups = rollup_infos(&p.dir, &p.rollups);
                 PartitionInfo {
                     start_ms: p.start,
                     end_ms: p.end,
@@ -1299,19 +1287,7 @@ impl PartitionedEngine {
                 }
             })
             .chain(self.expired.values().map(|p| {
-                let rollups: Vec<(i64, u64, u64)> = p
-                    .rollups
-                    .iter()
-                    .map(|(r, seg)| match seg {
-                        Some(s) => (
-                            *r,
-                            s.row_count(),
-                            std::fs::metadata(rollup::rollup_path(&p.dir, *r))
-                                .map_or(0, |m| m.len()),
-                        ),
-                        None => (*r, 0, 0),
-                    })
-                    .collect();
+                let rollups = rollup_infos(&p.dir, &p.rollups);
                 PartitionInfo {
                     start_ms: p.start,
                     end_ms: p.end,
@@ -1997,4 +1973,19 @@ fn absorb(into: &mut DedupStats, s: &DedupStats) {
     into.verification_nanos += s.verification_nanos;
     into.bloom_filters_ored += s.bloom_filters_ored;
     into.bloom_filters_rebuilt += s.bloom_filters_rebuilt;
+}
+
+/// `(resolution_ms, rows, bytes)` of each rollup of the partition in `dir`.
+fn rollup_infos(dir: &Path, rollups: &[(i64, Option<Arc<Segment>>)]) -> Vec<(i64, u64, u64)> {
+    rollups
+        .iter()
+        .map(|(r, seg)| match seg {
+            Some(s) => (
+                *r,
+                s.row_count(),
+                std::fs::metadata(rollup::rollup_path(dir, *r)).map_or(0, |m| m.len()),
+            ),
+            None => (*r, 0, 0),
+        })
+        .collect()
 }
