@@ -3,7 +3,6 @@
 //! decoding; JSON responses and query parameters.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -205,19 +204,20 @@ pub fn decode_body(state: &AppState, headers: &HeaderMap, bytes: Bytes) -> Resul
     match encoding.as_deref() {
         None | Some("identity") | Some("") => Ok(bytes),
         Some("gzip") | Some("x-gzip") => {
-            // Metrics documents gunzip to 5-10 times their size: reserve for that at once
-            // (within the limit) rather than doubling through it.
-            let guess = bytes.len().saturating_mul(8).min(limit as usize);
-            let mut out = Vec::with_capacity(guess);
-            let decoder = flate2::read::MultiGzDecoder::new(&bytes[..]);
-            let read = decoder
-                .take(limit.saturating_add(1))
-                .read_to_end(&mut out)
-                .map_err(|e| Error::bad("parse_exception", format!("malformed gzip body: {e}")))?;
-            if read as u64 > limit {
-                return Err(too_large(limit));
+            let max = usize::try_from(limit).unwrap_or(usize::MAX);
+            match crate::gunzip::gunzip(&bytes, max) {
+                Ok(out) => Ok(Bytes::from(out)),
+                Err(crate::gunzip::GunzipError::TooLarge) => Err(too_large(limit)),
+                Err(crate::gunzip::GunzipError::Malformed(why)) => Err(Error::bad(
+                    "parse_exception",
+                    format!("malformed gzip body: {why}"),
+                )),
+                Err(crate::gunzip::GunzipError::OutOfMemory) => Err(Error::status(
+                    503,
+                    "out_of_memory_error",
+                    "could not allocate a gzip decoder",
+                )),
             }
-            Ok(Bytes::from(out))
         }
         Some(other) => Err(Error::status(
             415,

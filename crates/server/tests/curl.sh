@@ -57,6 +57,14 @@ echo "$r" | grep -q 'version_conflict_engine_exception' && ok || fail "conflict 
 gzip -c "$bulk" > "$bulk.gz"
 r=$(curl -sf -XPOST "$u/_bulk?$fp" -H 'content-type: application/x-ndjson' -H 'content-encoding: gzip' --data-binary @"$bulk.gz")
 [ "$(echo "$r" | grep -o '"status":409' | wc -l)" -eq 300 ] && ok || fail "gzip bulk"
+# Two gzip members (as `cat a.gz b.gz` makes): every item of both is answered.
+cat "$bulk.gz" "$bulk.gz" > "$bulk.2.gz"
+r=$(curl -sf -XPOST "$u/_bulk?$fp" -H 'content-type: application/x-ndjson' -H 'content-encoding: gzip' --data-binary @"$bulk.2.gz")
+[ "$(echo "$r" | grep -o '"status":409' | wc -l)" -eq 600 ] && ok || fail "two-member gzip bulk"
+# A truncated gzip body: 400 naming it, nothing applied.
+head -c 200 "$bulk.gz" > "$bulk.cut.gz"
+r=$(curl -s -w ' %{http_code}' -XPOST "$u/_bulk" -H 'content-type: application/x-ndjson' -H 'content-encoding: gzip' --data-binary @"$bulk.cut.gz")
+case "$r" in *"malformed gzip body"*" 400") ok ;; *) fail "truncated gzip: $r" ;; esac
 curl -sf "$u/metrics-foo-default/_count" | grep -q '"count":300' && ok || fail "count 300"
 # Malformed lines fail alone.
 printf '{"create":{}}\n{broken\n{"create":{}}\n{"@timestamp":1764460900000,"k8s":{"cluster":{"name":"c"},"namespace":{"name":"n"},"pod":{"name":"z","ip":"10.0.0.9"}}}\n' > "$tmp/bad.ndjson"
