@@ -35,6 +35,8 @@ pub struct AppState {
     /// Admission of write requests: one permit per request being read, parsed, queued
     /// or written; none left is a `429`.
     pub write_permits: Arc<Semaphore>,
+    /// Label-keyed series already resolved, shared by the metrics protocols' requests.
+    pub(crate) series_cache: crate::series_cache::SeriesCache,
 }
 
 type St = State<Arc<AppState>>;

@@ -18,6 +18,7 @@ pub mod protocol;
 mod registry;
 pub mod remote_write;
 pub mod search;
+mod series_cache;
 mod server;
 
 pub use auth::{Principal, authenticate, glob_match};

@@ -97,21 +97,30 @@ pub fn lines(body: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
 /// The reason, InfluxDB-style (`missing fields`, `invalid number`, `invalid boolean`,
 /// `unbalanced quotes`, `invalid timestamp`, `not valid UTF-8`, ...).
 pub fn parse_line(line: &[u8]) -> Result<Line<'_>, String> {
+    parse_line_keyed(line).map(|(l, _)| l)
+}
+
+/// As [`parse_line`], and the length in bytes of the line's series key: the measurement
+/// and tags as sent (escapes included), which alone determine them.
+///
+/// # Errors
+/// As [`parse_line`].
+pub fn parse_line_keyed(line: &[u8]) -> Result<(Line<'_>, usize), String> {
     let text = std::str::from_utf8(line).map_err(|e| format!("not valid UTF-8: {e}"))?;
     let mut p = Cursor { s: text, at: 0 };
-    let measurement = p.token(&[',', ' '])?;
+    let measurement = p.token(b", ")?;
     if measurement.is_empty() {
         return Err("missing measurement".to_owned());
     }
     let mut tags = Vec::new();
     while p.peek() == Some(',') {
         p.at += 1;
-        let key = p.token(&['=', ',', ' '])?;
+        let key = p.token(b"=, ")?;
         if p.peek() != Some('=') || key.is_empty() {
             return Err("missing tag key".to_owned());
         }
         p.at += 1;
-        let value = p.token(&[',', ' ', '='])?;
+        let value = p.token(b", =")?;
         if value.is_empty() || p.peek() == Some('=') {
             return Err(format!("missing tag value for tag key {key:?}"));
         }
@@ -120,10 +129,11 @@ pub fn parse_line(line: &[u8]) -> Result<Line<'_>, String> {
     if p.peek() != Some(' ') {
         return Err("missing fields".to_owned());
     }
+    let key_len = p.at;
     p.skip_spaces();
     let mut fields = Vec::new();
     loop {
-        let key = p.token(&['=', ',', ' '])?;
+        let key = p.token(b"=, ")?;
         if key.is_empty() || p.peek() != Some('=') {
             return Err("missing fields: expected field=value".to_owned());
         }
@@ -145,12 +155,15 @@ pub fn parse_line(line: &[u8]) -> Result<Line<'_>, String> {
                 .map_err(|_| format!("invalid timestamp {rest:?}: expected an integer"))?,
         )
     };
-    Ok(Line {
-        measurement,
-        tags,
-        fields,
-        timestamp,
-    })
+    Ok((
+        Line {
+            measurement,
+            tags,
+            fields,
+            timestamp,
+        },
+        key_len,
+    ))
 }
 
 struct Cursor<'a> {
@@ -173,36 +186,39 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// Reads up to an unescaped stop character; `\` before a stop character (or
-    /// another `\`) escapes it, before anything else it is literal.
-    fn token(&mut self, stops: &[char]) -> Result<Cow<'a, str>, String> {
-        let start = self.at;
-        let mut owned: Option<String> = None;
+    /// Reads up to an unescaped stop byte; `\` before a stop byte (or another `\`, a
+    /// space or a comma) escapes it, before anything else it is literal. Bytes, not
+    /// chars: every stop and escape is ASCII, and no byte of a multi-byte UTF-8
+    /// sequence is.
+    fn token(&mut self, stops: &[u8]) -> Result<Cow<'a, str>, String> {
         let rest = self.rest();
-        let mut chars = rest.char_indices().peekable();
-        let mut end = rest.len();
-        while let Some((i, c)) = chars.next() {
-            if c == '\\'
-                && let Some(&(_, next)) = chars.peek()
-                && (stops.contains(&next) || next == '\\' || next == ' ' || next == ',')
+        let bytes = rest.as_bytes();
+        let mut owned: Option<String> = None;
+        let (mut i, mut from) = (0, 0);
+        while let Some(&c) = bytes.get(i) {
+            if c == b'\\'
+                && let Some(&next) = bytes.get(i + 1)
+                && (stops.contains(&next) || next == b'\\' || next == b' ' || next == b',')
             {
-                let buf = owned.get_or_insert_with(|| rest.get(..i).unwrap_or("").to_owned());
-                buf.push(next);
-                chars.next();
+                let buf = owned.get_or_insert_with(String::new);
+                buf.push_str(rest.get(from..i).unwrap_or(""));
+                buf.push(char::from(next));
+                i += 2;
+                from = i;
                 continue;
             }
             if stops.contains(&c) {
-                end = i;
                 break;
             }
-            if let Some(buf) = owned.as_mut() {
-                buf.push(c);
-            }
+            i += 1;
         }
-        self.at = start + end;
+        self.at += i;
         Ok(match owned {
-            Some(s) => Cow::Owned(s),
-            None => Cow::Borrowed(rest.get(..end).unwrap_or("")),
+            Some(mut s) => {
+                s.push_str(rest.get(from..i).unwrap_or(""));
+                Cow::Owned(s)
+            }
+            None => Cow::Borrowed(rest.get(..i).unwrap_or("")),
         })
     }
 

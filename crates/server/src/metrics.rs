@@ -14,7 +14,9 @@ use axum::extract::{Extension, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::{get, post};
-use tidemark::{Action, ItemStatus, LabelPoints, ParsedDoc, PreparedItem, SampleValue};
+use tidemark::{
+    Action, ItemStatus, LabelPoints, LabelSeries, ParsedDoc, PreparedItem, SampleValue,
+};
 
 use crate::api::{AppState, admit, blocking};
 use crate::auth::Principal;
@@ -23,6 +25,7 @@ use crate::http::{self, params};
 use crate::line_protocol::{self, FieldValue, Precision};
 use crate::otlp;
 use crate::remote_write;
+use crate::series_cache::SeriesCache;
 
 type St = State<Arc<AppState>>;
 type Who = Option<Extension<Principal>>;
@@ -102,33 +105,60 @@ impl Batch {
         Ok(())
     }
 
-    /// Adds the float samples of one series: its labels checked and hashed once.
+    /// The series of `labels` for samples like `like` (see [`LabelPoints::series`]).
+    ///
+    /// # Errors
+    /// `400` naming `what` for invalid labels.
+    fn series(
+        &mut self,
+        labels: &[(&str, &str)],
+        like: &SampleValue,
+        what: &dyn Fn() -> String,
+    ) -> Result<LabelSeries> {
+        self.points
+            .series(labels, like)
+            .map_err(|e| Error::bad("illegal_argument_exception", format!("{}: {e}", what())))
+    }
+
+    /// Adds the float samples of a series already resolved: all or none (a timestamp too
+    /// far ahead refuses them all, as the request is refused).
     ///
     /// # Errors
     /// As [`push`](Self::push).
-    pub(crate) fn push_series(
+    fn push_float_samples(
         &mut self,
-        labels: &[(&str, &str)],
-        samples: impl Iterator<Item = (i64, f64)> + Clone,
+        series: &LabelSeries,
+        samples: &[(i64, f64)],
         what: &dyn Fn() -> String,
     ) -> Result<()> {
-        let bad = |e: tidemark::Error| {
-            Error::bad("illegal_argument_exception", format!("{}: {e}", what()))
-        };
-        if samples.clone().next().is_none() {
-            return Ok(());
-        }
-        let series = self
-            .points
-            .series(labels, &SampleValue::F64(0.0))
-            .map_err(bad)?;
-        for (ts_millis, _) in samples.clone() {
+        for &(ts_millis, _) in samples {
             self.check_future(ts_millis, what)?;
         }
-        for (ts_millis, v) in samples {
-            let doc = series.doc(ts_millis, SampleValue::F64(v)).map_err(bad)?;
+        for &(ts_millis, v) in samples {
+            let doc = series.doc(ts_millis, SampleValue::F64(v)).map_err(|e| {
+                Error::bad("illegal_argument_exception", format!("{}: {e}", what()))
+            })?;
             self.push_doc(doc);
         }
+        Ok(())
+    }
+
+    /// Adds one sample of a series already resolved.
+    ///
+    /// # Errors
+    /// As [`push`](Self::push).
+    fn push_sample(
+        &mut self,
+        series: &LabelSeries,
+        ts_millis: i64,
+        value: SampleValue,
+        what: &dyn Fn() -> String,
+    ) -> Result<()> {
+        self.check_future(ts_millis, what)?;
+        let doc = series
+            .doc(ts_millis, value)
+            .map_err(|e| Error::bad("illegal_argument_exception", format!("{}: {e}", what())))?;
+        self.push_doc(doc);
         Ok(())
     }
 
@@ -151,7 +181,7 @@ impl Batch {
     fn push_doc(&mut self, doc: ParsedDoc) {
         let line = self.items.len() as u64;
         self.items
-            .push(PreparedItem::store(line, self.action, None, doc));
+            .push(PreparedItem::store(line, self.action, None, doc).without_id_text());
     }
 }
 
@@ -300,23 +330,39 @@ async fn remote_write(
     let bytes = http::read_raw_body(&st, &headers, body).await?;
     let st2 = Arc::clone(&st);
     let items = blocking(move || {
-        let req = remote_write::decode(&bytes, st2.config.max_content_length)?;
+        let raw = remote_write::decompress(&bytes, st2.config.max_content_length)?;
         let mut batch = Batch::new(&st2.config)?;
-        let mut labels: Vec<(&str, &str)> = Vec::new();
-        for ts in &req.timeseries {
-            remote_write::check_series(ts)?;
-            labels.clear();
-            labels.extend(
-                ts.labels
-                    .iter()
-                    .map(|l| (l.name.as_str(), l.value.as_str())),
-            );
-            batch.push_series(
-                &labels,
-                ts.samples.iter().map(|s| (s.timestamp, s.value)),
-                &|| remote_write::series_text(ts),
-            )?;
-        }
+        // A series' cache key: its labels as sent, each name and value followed by 0xff
+        // (never in UTF-8). Cached series passed check_view's label checks and
+        // LabelPoints::series, which depend on the labels alone.
+        let mut key: Vec<u8> = Vec::with_capacity(256);
+        remote_write::for_each_series(&raw, |ts| {
+            if ts.histograms > 0 {
+                remote_write::check_view(ts)?;
+            }
+            if ts.samples.is_empty() {
+                // Nothing to store, but a bad series still refuses the request.
+                return remote_write::check_view(ts);
+            }
+            key.clear();
+            for (n, v) in &ts.labels {
+                key.extend_from_slice(n.as_bytes());
+                key.push(0xff);
+                key.extend_from_slice(v.as_bytes());
+                key.push(0xff);
+            }
+            let what = || remote_write::view_text(ts);
+            let series = match st2.series_cache.get(&key) {
+                Some(s) => s,
+                None => {
+                    remote_write::check_view(ts)?;
+                    let s = batch.series(&ts.labels, &SampleValue::F64(0.0), &what)?;
+                    st2.series_cache.put(&key, &s);
+                    s
+                }
+            };
+            batch.push_float_samples(&series, &ts.samples, &what)
+        })?;
         Ok(batch.items)
     })
     .await?;
@@ -438,11 +484,29 @@ struct BadLines {
 
 /// Line protocol into `batch`: one sample per field, named `measurement_field`, the
 /// tags as labels. A bad line is skipped whole (none of its fields stored) and counted.
-fn influx_lines(body: &[u8], precision: Precision, batch: &mut Batch) -> BadLines {
+/// The byte that tells a cached series' value type apart in its key.
+fn value_tag(v: &SampleValue) -> u8 {
+    match v {
+        SampleValue::F64(_) => 0,
+        SampleValue::I64(_) => 1,
+        SampleValue::Bool(_) => 2,
+        SampleValue::Str(_) => 3,
+    }
+}
+
+fn influx_lines(
+    body: &[u8],
+    precision: Precision,
+    batch: &mut Batch,
+    cache: &SeriesCache,
+) -> BadLines {
     let mut bad = BadLines::default();
+    // A series' cache key: the line's measurement and tags as sent, 0xff (never in
+    // UTF-8), the field key, the value type.
+    let mut key: Vec<u8> = Vec::with_capacity(256);
     for (n, raw) in line_protocol::lines(body) {
         let mark = batch.items.len();
-        let outcome = line_protocol::parse_line(raw).and_then(|line| {
+        let outcome = line_protocol::parse_line_keyed(raw).and_then(|(line, key_len)| {
             let ts = match line.timestamp {
                 Some(t) => precision
                     .to_millis(t)
@@ -450,10 +514,6 @@ fn influx_lines(body: &[u8], precision: Precision, batch: &mut Batch) -> BadLine
                 None => batch.now_ms,
             };
             for (field, value) in &line.fields {
-                let name = format!("{}_{}", line.measurement, field);
-                let mut labels: Vec<(&str, &str)> = Vec::with_capacity(line.tags.len() + 1);
-                labels.push((tidemark::METRIC_NAME_LABEL, name.as_str()));
-                labels.extend(line.tags.iter().map(|(k, v)| (k.as_ref(), v.as_ref())));
                 let value = match value {
                     FieldValue::Float(v) => SampleValue::F64(*v),
                     FieldValue::Int(v) => SampleValue::I64(*v),
@@ -463,8 +523,29 @@ fn influx_lines(body: &[u8], precision: Precision, batch: &mut Batch) -> BadLine
                     FieldValue::Bool(b) => SampleValue::Bool(*b),
                     FieldValue::Str(s) => SampleValue::Str(s.clone()),
                 };
+                let what = || format!("field {field:?}");
+                key.clear();
+                key.extend_from_slice(raw.get(..key_len).unwrap_or_default());
+                key.push(0xff);
+                key.extend_from_slice(field.as_bytes());
+                key.push(value_tag(&value));
+                let series = match cache.get(&key) {
+                    Some(s) => s,
+                    None => {
+                        let name = format!("{}_{}", line.measurement, field);
+                        let mut labels: Vec<(&str, &str)> =
+                            Vec::with_capacity(line.tags.len() + 1);
+                        labels.push((tidemark::METRIC_NAME_LABEL, name.as_str()));
+                        labels.extend(line.tags.iter().map(|(k, v)| (k.as_ref(), v.as_ref())));
+                        let s = batch
+                            .series(&labels, &value, &what)
+                            .map_err(|e| e.reason())?;
+                        cache.put(&key, &s);
+                        s
+                    }
+                };
                 batch
-                    .push(&labels, ts, value, &|| format!("field {field:?}"))
+                    .push_sample(&series, ts, value, &what)
                     .map_err(|e| e.reason())?;
             }
             Ok(())
@@ -508,7 +589,7 @@ async fn influx_write(
     let st2 = Arc::clone(&st);
     let parsed = blocking(move || {
         let mut batch = Batch::new(&st2.config)?;
-        let bad = influx_lines(&bytes, precision, &mut batch);
+        let bad = influx_lines(&bytes, precision, &mut batch, &st2.series_cache);
         Ok((batch.items, bad))
     })
     .await;

@@ -68,6 +68,7 @@ impl Server {
             config,
             registry,
             cluster_uuid,
+            series_cache: Default::default(),
         });
         Ok(Server {
             state,

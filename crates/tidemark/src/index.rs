@@ -36,6 +36,9 @@ pub(crate) struct Prepared {
     pub(crate) id: Option<String>,
     pub(crate) ignored: u64,
     pub(crate) work: Work,
+    /// Whether the result carries the `_id` text (formatting it is a tenth of a
+    /// label-keyed sample's cost, and the metrics protocols never answer it).
+    pub(crate) id_text: bool,
 }
 
 #[derive(Debug)]
@@ -85,6 +88,7 @@ impl Prepared {
             id: item.id,
             ignored,
             work,
+            id_text: true,
         }
     }
 
@@ -108,6 +112,7 @@ impl Prepared {
             id: None,
             ignored: work.1,
             work: work.0,
+            id_text: true,
         }
     }
 
@@ -118,6 +123,7 @@ impl Prepared {
             id: None,
             ignored: 0,
             work: Work::Failed(reason),
+            id_text: true,
         }
     }
 }
@@ -135,7 +141,8 @@ type RefExtras = Vec<(ColumnRef, Extra)>;
 struct Run {
     ops: Vec<Op>,
     appends: AppendBatch,
-    pending: Vec<(u64, Action, u64)>,
+    /// Per item sent to the engine: line, action, ignored fields, whether to format `_id`.
+    pending: Vec<(u64, Action, u64, bool)>,
 }
 
 /// A Tidemark index: a directory with the mapping (`mapping.json`), the engine's files
@@ -422,7 +429,12 @@ impl Index {
                             self.flush(&mut run, sink)?;
                         }
                         match self.push_append(&mut run.appends, create, &row)? {
-                            Ok(()) => run.pending.push((item.line, item.action, item.ignored)),
+                            Ok(()) => run.pending.push((
+                                item.line,
+                                item.action,
+                                item.ignored,
+                                item.id_text,
+                            )),
                             Err(reason) => {
                                 self.refuse(
                                     &mut run,
@@ -444,7 +456,8 @@ impl Index {
                         } else {
                             Op::Index(point)
                         });
-                        run.pending.push((item.line, item.action, item.ignored));
+                        run.pending
+                            .push((item.line, item.action, item.ignored, item.id_text));
                     }
                 }
                 Work::Delete => {
@@ -455,7 +468,7 @@ impl Index {
                                 self.flush(&mut run, sink)?;
                             }
                             run.ops.push(Op::Delete(id));
-                            run.pending.push((item.line, item.action, 0));
+                            run.pending.push((item.line, item.action, 0, item.id_text));
                         }
                         Err(e) => {
                             self.refuse(
@@ -677,7 +690,7 @@ impl Index {
         } else {
             return Ok(());
         };
-        for ((line, action, ignored), outcome) in run.pending.drain(..).zip(outcomes) {
+        for ((line, action, ignored, id_text), outcome) in run.pending.drain(..).zip(outcomes) {
             let (id, status) = match outcome {
                 Outcome::Created { id } => (id, ItemStatus::Created),
                 Outcome::Conflict { id } => (id, ItemStatus::Duplicate),
@@ -701,7 +714,7 @@ impl Index {
             if matches!(status, ItemStatus::Created | ItemStatus::Indexed { .. }) {
                 self.counters.ignored_fields += ignored;
             }
-            let id = Some(self.format_id(&id));
+            let id = id_text.then(|| self.format_id(&id));
             self.emit(sink, line, action, id, status);
         }
         Ok(())
@@ -901,6 +914,7 @@ impl PreparedItem {
             id,
             ignored: doc.ignored_fields,
             work: Work::Store(doc.row),
+            id_text: true,
         })
     }
 
@@ -912,6 +926,7 @@ impl PreparedItem {
             id: Some(id),
             ignored: 0,
             work: Work::Delete,
+            id_text: true,
         })
     }
 
@@ -928,7 +943,15 @@ impl PreparedItem {
             id: Some(id),
             ignored,
             work: Work::Update(point),
+            id_text: true,
         }))
+    }
+
+    /// The same item, its result without the `_id` text ([`ItemResult::id`] is `None`
+    /// where the item reaches the engine): for protocols whose answers never show it.
+    pub fn without_id_text(mut self) -> PreparedItem {
+        self.0.id_text = false;
+        self
     }
 
     /// An item that failed before reaching the writer (a malformed line), reported as
