@@ -301,6 +301,10 @@ mod tests {
             assert_eq!(e.status_and_kind(), (401, "security_exception"));
         }
         assert!(authenticate(&Config::default(), None).is_ok());
+        // Without security any credentials are ignored: InfluxDB 2.x clients and Telegraf
+        // always send a token.
+        let open = authenticate(&Config::default(), Some(b"Token whatever")).unwrap();
+        assert_eq!(open, Principal::anonymous());
     }
 
     #[test]
