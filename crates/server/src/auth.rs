@@ -1,4 +1,5 @@
-//! Authentication (basic and `ApiKey`) and index-pattern authorization.
+//! Authentication (`Basic`, `ApiKey`, InfluxDB `Token`, `Bearer`, InfluxDB 1.x `u`/`p`
+//! query parameters) and index-pattern authorization.
 
 use base64::Engine as _;
 
@@ -56,31 +57,97 @@ impl Principal {
     }
 }
 
+/// The credentials of a request, as each protocol's clients send them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Credentials<'a> {
+    /// The `Authorization` header value.
+    pub authorization: Option<&'a [u8]>,
+    /// InfluxDB 1.x query parameters `u` (user) and `p` (password), on `/write` and
+    /// `/query`; read only when no `Authorization` header is sent.
+    pub influx_user: Option<(&'a str, &'a str)>,
+}
+
+/// Paths every client may call without credentials: the InfluxDB liveness probes
+/// (`/ping`, `/health`), which InfluxDB answers without authentication and which its
+/// clients call before they send credentials.
+pub fn is_public(method: &axum::http::Method, path: &str) -> bool {
+    use axum::http::Method;
+    (*method == Method::GET || *method == Method::HEAD) && matches!(path, "/ping" | "/health")
+}
+
+/// InfluxDB 1.x's `u` and `p` query parameters of `query` (URL-decoded), when both are
+/// there.
+pub fn influx_query_user(query: Option<&str>) -> Option<(String, String)> {
+    let (mut u, mut p) = (None, None);
+    for (k, v) in form_urlencoded::parse(query?.as_bytes()) {
+        match k.as_ref() {
+            "u" => u = Some(v.into_owned()),
+            "p" => p = Some(v.into_owned()),
+            _ => {}
+        }
+    }
+    Some((u?, p?))
+}
+
 /// Authenticates the `Authorization` header value against `config`.
 ///
 /// # Errors
 /// `401 security_exception` when security is on and the credentials are missing or
 /// wrong.
 pub fn authenticate(config: &Config, header: Option<&[u8]>) -> Result<Principal> {
+    authenticate_request(
+        config,
+        Credentials {
+            authorization: header,
+            influx_user: None,
+        },
+    )
+}
+
+fn unauthorized(why: &str) -> Error {
+    Error::status(
+        401,
+        "security_exception",
+        format!("unable to authenticate {why}"),
+    )
+}
+
+/// Authenticates a request's credentials against `config`'s users and API keys:
+///
+/// - `Authorization: Basic base64(user:password)` (Elasticsearch, Prometheus
+///   `basic_auth`, InfluxDB 1.x clients);
+/// - `Authorization: ApiKey base64(id:key)` (Elasticsearch);
+/// - `Authorization: Token <token>` (InfluxDB 2.x clients) and `Authorization: Bearer
+///   <token>` (Prometheus `authorization`/`bearer_token`, OTLP exporters' headers), where
+///   the token is `user:password` (InfluxDB 1.8's form of a v2 token), `id:key` of an API
+///   key, or the base64 of `id:key` (Elasticsearch's encoded API key);
+/// - with no `Authorization` header, InfluxDB 1.x's `u` and `p` query parameters.
+///
+/// # Errors
+/// `401 security_exception` when security is on and the credentials are missing or
+/// wrong.
+pub fn authenticate_request(config: &Config, creds: Credentials<'_>) -> Result<Principal> {
     if !config.security_enabled() {
         return Ok(Principal::anonymous());
     }
-    let unauthorized = |why: &str| {
-        Error::status(
-            401,
-            "security_exception",
-            format!("unable to authenticate {why}"),
-        )
-    };
-    let Some(header) = header else {
+    let Some(header) = creds.authorization else {
+        if let Some((user, password)) = creds.influx_user {
+            return user_principal(config, user, password)
+                .ok_or_else(|| unauthorized(&format!("user [{user}] for REST request")));
+        }
         return Err(unauthorized(
             "the request: missing authentication credentials for REST request",
         ));
     };
     let text = std::str::from_utf8(header).map_err(|_| unauthorized("the request"))?;
     let (scheme, rest) = text.split_once(' ').unwrap_or((text, ""));
+    let rest = rest.trim();
+    if scheme.eq_ignore_ascii_case("token") || scheme.eq_ignore_ascii_case("bearer") {
+        return token_principal(config, rest)
+            .ok_or_else(|| unauthorized("the request: the token matches no user or API key"));
+    }
     let decoded = base64::engine::general_purpose::STANDARD
-        .decode(rest.trim())
+        .decode(rest)
         .ok()
         .and_then(|b| String::from_utf8(b).ok())
         .ok_or_else(|| unauthorized("the request: credentials are not base64"))?;
@@ -88,34 +155,53 @@ pub fn authenticate(config: &Config, header: Option<&[u8]>) -> Result<Principal>
         .split_once(':')
         .ok_or_else(|| unauthorized("the request: expected id:secret"))?;
     if scheme.eq_ignore_ascii_case("basic") {
-        let user = config
-            .users
-            .iter()
-            .find(|u| u.name == id && constant_time_eq(u.password.as_bytes(), secret.as_bytes()));
-        match user {
-            Some(u) => Ok(Principal {
-                name: u.name.clone(),
-                patterns: Some(u.indices.clone()),
-            }),
-            None => Err(unauthorized(&format!("user [{id}] for REST request"))),
-        }
+        user_principal(config, id, secret)
+            .ok_or_else(|| unauthorized(&format!("user [{id}] for REST request")))
     } else if scheme.eq_ignore_ascii_case("apikey") {
-        let key = config
-            .api_keys
-            .iter()
-            .find(|k| k.id == id && constant_time_eq(k.key.as_bytes(), secret.as_bytes()));
-        match key {
-            Some(k) => Ok(Principal {
-                name: k.id.clone(),
-                patterns: Some(k.indices.clone()),
-            }),
-            None => Err(unauthorized(&format!("API key [{id}]"))),
-        }
+        key_principal(config, id, secret).ok_or_else(|| unauthorized(&format!("API key [{id}]")))
     } else {
         Err(unauthorized(
-            "the request: expected Basic or ApiKey credentials",
+            "the request: expected Basic, ApiKey, Token or Bearer credentials",
         ))
     }
+}
+
+fn user_principal(config: &Config, name: &str, password: &str) -> Option<Principal> {
+    config
+        .users
+        .iter()
+        .find(|u| u.name == name && constant_time_eq(u.password.as_bytes(), password.as_bytes()))
+        .map(|u| Principal {
+            name: u.name.clone(),
+            patterns: Some(u.indices.clone()),
+        })
+}
+
+fn key_principal(config: &Config, id: &str, key: &str) -> Option<Principal> {
+    config
+        .api_keys
+        .iter()
+        .find(|k| k.id == id && constant_time_eq(k.key.as_bytes(), key.as_bytes()))
+        .map(|k| Principal {
+            name: k.id.clone(),
+            patterns: Some(k.indices.clone()),
+        })
+}
+
+/// A bearer token: `user:password`, `id:key`, or base64 of `id:key`.
+fn token_principal(config: &Config, token: &str) -> Option<Principal> {
+    let pair = |t: &str| -> Option<Principal> {
+        let (a, b) = t.split_once(':')?;
+        user_principal(config, a, b).or_else(|| key_principal(config, a, b))
+    };
+    pair(token).or_else(|| {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(token)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())?;
+        let (id, key) = decoded.split_once(':')?;
+        key_principal(config, id, key)
+    })
 }
 
 /// Compares secrets without an early exit on the first differing byte.
@@ -215,5 +301,51 @@ mod tests {
             assert_eq!(e.status_and_kind(), (401, "security_exception"));
         }
         assert!(authenticate(&Config::default(), None).is_ok());
+        // Without security any credentials are ignored: InfluxDB 2.x clients and Telegraf
+        // always send a token.
+        let open = authenticate(&Config::default(), Some(b"Token whatever")).unwrap();
+        assert_eq!(open, Principal::anonymous());
+    }
+
+    #[test]
+    fn tokens_bearer_and_influx_query_users() {
+        let c = secured();
+        let ok = |h: &str| authenticate(&c, Some(h.as_bytes())).map(|p| p.name);
+        assert_eq!(ok("Token alice:pw").unwrap(), "alice");
+        assert_eq!(ok("Bearer alice:pw").unwrap(), "alice");
+        assert_eq!(ok("Token k:s3").unwrap(), "k");
+        assert_eq!(ok(&format!("Bearer {}", b64("k:s3"))).unwrap(), "k");
+        assert_eq!(ok(&format!("token {}", b64("k:s3"))).unwrap(), "k");
+        for bad in [
+            "Token alice:nope",
+            "Token k:x",
+            "Bearer ",
+            "Token",
+            "Bearer !!",
+        ] {
+            assert_eq!(ok(bad).unwrap_err().status_and_kind().0, 401, "{bad}");
+        }
+        // A base64 user:password is not a token form (only API keys are encoded).
+        assert!(ok(&format!("Token {}", b64("alice:pw"))).is_err());
+        let q = |u: &str, p: &str| {
+            authenticate_request(
+                &c,
+                Credentials {
+                    authorization: None,
+                    influx_user: Some((u, p)),
+                },
+            )
+        };
+        assert_eq!(q("alice", "pw").unwrap().name, "alice");
+        assert_eq!(q("alice", "bad").unwrap_err().status_and_kind().0, 401);
+        assert_eq!(q("k", "s3").unwrap_err().status_and_kind().0, 401);
+        assert_eq!(
+            influx_query_user(Some("db=x&u=al%20ice&p=p%26w")),
+            Some(("al ice".to_owned(), "p&w".to_owned()))
+        );
+        assert_eq!(influx_query_user(Some("db=x&u=a")), None);
+        assert!(is_public(&axum::http::Method::GET, "/ping"));
+        assert!(is_public(&axum::http::Method::HEAD, "/ping"));
+        assert!(!is_public(&axum::http::Method::POST, "/write"));
     }
 }

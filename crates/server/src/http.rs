@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 
 use crate::api::AppState;
-use crate::auth::{Principal, authenticate};
+use crate::auth::{Credentials, Principal, authenticate_request, influx_query_user, is_public};
 use crate::error::Error;
 use crate::protocol::error_body;
 
@@ -85,12 +85,23 @@ pub async fn layer(State(state): State<Arc<AppState>>, mut req: Request, next: N
             })
         })
         .flatten();
-    let auth = authenticate(
-        &state.config,
-        req.headers()
-            .get(header::AUTHORIZATION)
-            .map(HeaderValue::as_bytes),
-    );
+    let influx_user = matches!(path.as_str(), "/write" | "/query")
+        .then(|| influx_query_user(req.uri().query()))
+        .flatten();
+    let auth = if is_public(&method, &path) {
+        Ok(Principal::anonymous())
+    } else {
+        authenticate_request(
+            &state.config,
+            Credentials {
+                authorization: req
+                    .headers()
+                    .get(header::AUTHORIZATION)
+                    .map(HeaderValue::as_bytes),
+                influx_user: influx_user.as_ref().map(|(u, p)| (u.as_str(), p.as_str())),
+            },
+        )
+    };
     let mut resp = match auth {
         Ok(principal) => {
             let user = principal.name.clone();
@@ -104,7 +115,7 @@ pub async fn layer(State(state): State<Arc<AppState>>, mut req: Request, next: N
         }
         Err(e) => {
             tracing::info!(%method, %path, status = 401, "request refused: authentication");
-            e.into_response()
+            crate::metrics::refusal(&path, req.headers(), &e).unwrap_or_else(|| e.into_response())
         }
     };
     let headers = resp.headers_mut();
@@ -238,11 +249,20 @@ enum CollectError {
 
 /// Collects at most `limit` bytes; past it (or when `declared` says so), drains up to
 /// [`DRAIN_BYTES`] more and reports [`CollectError::TooLarge`].
+///
+/// A body of declared length is read into one buffer of that length. A chunked body's
+/// frames are kept as they come (no growing buffer copied as it doubles: that held up to
+/// twice the limit at once) and joined once the body is complete, each frame freed as it
+/// is copied; past the limit they are dropped at once.
 async fn collect_limited(
     mut body: Body,
     limit: u64,
     declared: Option<u64>,
 ) -> Result<Bytes, CollectError> {
+    let mut over = declared.is_some_and(|n| n > limit);
+    if over && declared.is_some_and(|n| n > limit.saturating_add(DRAIN_BYTES)) {
+        return Err(CollectError::TooLarge);
+    }
     // One allocation for a declared length within the limit (no doubling, no page
     // faults of the copies).
     let mut buf = Vec::with_capacity(
@@ -251,20 +271,18 @@ async fn collect_limited(
             .and_then(|n| usize::try_from(n).ok())
             .unwrap_or(0),
     );
+    let mut frames: std::collections::VecDeque<Bytes> = std::collections::VecDeque::new();
     let mut seen = 0u64;
-    let mut over = declared.is_some_and(|n| n > limit);
-    if over && declared.is_some_and(|n| n > limit.saturating_add(DRAIN_BYTES)) {
-        return Err(CollectError::TooLarge);
-    }
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(CollectError::Read)?;
         let Ok(data) = frame.into_data() else {
             continue;
         };
         seen = seen.saturating_add(data.len() as u64);
-        if seen > limit {
+        if seen > limit && !over {
             over = true;
             buf = Vec::new();
+            frames = std::collections::VecDeque::new();
         }
         if over {
             if seen > limit.saturating_add(DRAIN_BYTES) {
@@ -272,13 +290,27 @@ async fn collect_limited(
             }
             continue;
         }
-        buf.extend_from_slice(&data);
+        if declared.is_some() {
+            buf.extend_from_slice(&data);
+        } else {
+            frames.push_back(data);
+        }
     }
     if over {
-        Err(CollectError::TooLarge)
-    } else {
-        Ok(Bytes::from(buf))
+        return Err(CollectError::TooLarge);
     }
+    if declared.is_none() {
+        if frames.len() == 1
+            && let Some(only) = frames.pop_front()
+        {
+            return Ok(only);
+        }
+        buf.reserve_exact(usize::try_from(seen).unwrap_or(0));
+        while let Some(f) = frames.pop_front() {
+            buf.extend_from_slice(&f);
+        }
+    }
+    Ok(Bytes::from(buf))
 }
 
 /// Parses a body as JSON; an empty body is `null`.

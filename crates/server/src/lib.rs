@@ -21,7 +21,7 @@ pub mod search;
 mod series_cache;
 mod server;
 
-pub use auth::{Principal, authenticate, glob_match};
+pub use auth::{Credentials, Principal, authenticate, authenticate_request, glob_match};
 pub use config::{ApiKey, Config, DEFAULT_LISTEN, DEFAULT_MAX_CONTENT_LENGTH, User};
 pub use error::{Error, Result};
 pub use registry::{INDICES_DIR, IndexHandle, Registry, TEMPLATES_FILE};

@@ -621,6 +621,48 @@ async fn influx_write(
     resp
 }
 
+/// A `401` in the shape the clients of a metrics protocol's path read: InfluxDB 1.x
+/// `{"error"}` on `/write` and `/query`, InfluxDB 2.x `{"code":"unauthorized",
+/// "message"}` on `/api/v2/write`, a text reason on `/api/v1/write` (Prometheus logs the
+/// body of a refused request), a `google.rpc.Status` (`UNAUTHENTICATED`, protobuf or JSON
+/// as the request) on `/v1/metrics`; `None` for the Elasticsearch paths.
+pub(crate) fn refusal(path: &str, headers: &HeaderMap, e: &Error) -> Option<Response> {
+    let mut resp = match path {
+        "/write" | "/query" => influx_from(e, true),
+        "/api/v2/write" => influx_from(e, false),
+        "/api/v1/write" => {
+            let (status, _) = e.status_and_kind();
+            let mut r = Response::new(Body::from(format!("{}\n", e.reason())));
+            *r.status_mut() =
+                StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            r
+        }
+        "/v1/metrics" => {
+            let json = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| {
+                    v.trim_start()
+                        .to_ascii_lowercase()
+                        .starts_with("application/json")
+                });
+            otlp_error(e, json)
+        }
+        _ => return None,
+    };
+    if e.status_and_kind().0 == 401 {
+        resp.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"tidemark\", Bearer, Token"),
+        );
+    }
+    Some(resp)
+}
+
 /// An OTLP/HTTP answer: `message` encoded as the request was (protobuf or JSON).
 fn otlp_response(
     status: u16,

@@ -8,8 +8,10 @@
 )]
 
 mod admin;
+mod body_limits;
 mod crash;
 mod metrics;
+mod protocol_auth;
 mod reads;
 mod support;
 mod writes;

@@ -412,7 +412,7 @@ fn line_protocol_v1_and_v2_exactly_once_bad_lines_named() {
     );
 }
 
-mod otlp_payloads {
+pub mod otlp_payloads {
     use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
     use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
     use opentelemetry_proto::tonic::metrics::v1::{
