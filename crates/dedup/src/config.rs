@@ -125,7 +125,7 @@ impl Default for EngineConfig {
             block_rows: tidemark_segment::DEFAULT_BLOCK_ROWS,
             merge_factor: 10,
             auto_merge: true,
-            merge_threads: 2,
+            merge_threads: 1,
             merge_stall: Some(1),
             refresh_zstd_level: -1,
             merge_zstd_level: 3,
@@ -139,7 +139,7 @@ impl EngineConfig {
     /// Defaults: `series-range`, fsync per request, a refresh every 100,000 buffered
     /// points, a 1% bloom filter (for `bloom`), 1024 rows per segment block, a merge
     /// when 10 segments share a size tier; in a [`SharedEngine`](crate::SharedEngine),
-    /// two merge threads and writes stalled while more than one merge waits.
+    /// one merge thread and writes stalled while more than one merge waits.
     pub fn new() -> EngineConfig {
         EngineConfig::default()
     }
@@ -193,11 +193,13 @@ impl EngineConfig {
     }
 
     /// Background merges a [`SharedEngine`](crate::SharedEngine) runs at once (at least
-    /// 1; default 2). With two or more, at most `threads - 1` of them merge segments
+    /// 1; default 1). With two or more, at most `threads - 1` of them merge segments
     /// above the refresh tier (the size tier of
     /// [`refresh_rows`](Self::with_refresh_rows) points): one thread is always free for
     /// the merges of freshly refreshed segments, so they never wait behind a long merge
-    /// of large segments (the cause of segments piling up on a loaded machine).
+    /// of large segments, and writes stall less. One is the default because overlapping
+    /// merges (each thread with its own malloc arena) raised the soak's peak resident
+    /// set more than the stall costs (see `docs/results/memory.md`).
     pub fn with_merge_threads(mut self, threads: usize) -> EngineConfig {
         self.merge_threads = threads;
         self
