@@ -24,6 +24,9 @@ struct Args {
     strategy: Strategy,
     batch: usize,
     refresh_rows: Option<usize>,
+    merge_threads: Option<usize>,
+    /// `Some(None)`: the stall turned off.
+    merge_stall: Option<Option<usize>>,
     out: PathBuf,
     data: Option<PathBuf>,
     every: u64,
@@ -38,6 +41,8 @@ fn parse(args: &[String]) -> Result<Args> {
         strategy: Strategy::default(),
         batch: 10_000,
         refresh_rows: None,
+        merge_threads: None,
+        merge_stall: None,
         out: crate::project_root().join("target/xtask/soak"),
         data: None,
         every: 1_000_000,
@@ -60,6 +65,16 @@ fn parse(args: &[String]) -> Result<Args> {
             "--strategy" => a.strategy = value()?.parse().context("--strategy")?,
             "--batch" => a.batch = value()?.parse().context("--batch")?,
             "--refresh-rows" => a.refresh_rows = Some(value()?.parse().context("--refresh-rows")?),
+            "--merge-threads" => {
+                a.merge_threads = Some(value()?.parse().context("--merge-threads")?)
+            }
+            "--merge-stall" => {
+                let v = value()?;
+                a.merge_stall = Some(match v.as_str() {
+                    "off" => None,
+                    n => Some(n.parse().context("--merge-stall: a count or `off`")?),
+                })
+            }
             "--every" => a.every = value()?.parse().context("--every")?,
             "--out" => a.out = PathBuf::from(value()?),
             "--data" => a.data = Some(PathBuf::from(value()?)),
@@ -84,6 +99,8 @@ struct Sample {
     bytes_on_disk: u64,
     segment_bytes: u64,
     segments: usize,
+    write_stalls: u64,
+    stall_secs: f64,
 }
 
 /// `VmHWM` and `VmRSS` of this process, in bytes.
@@ -174,12 +191,24 @@ pub fn run(args: &[String]) -> Result<()> {
     if let Some(rows) = a.refresh_rows {
         config = config.with_refresh_rows(rows);
     }
+    if let Some(threads) = a.merge_threads {
+        config = config.with_merge_threads(threads);
+    }
+    if let Some(stall) = a.merge_stall {
+        config = config.with_merge_stall(stall);
+    }
+    let (threads, stall) = (config.merge_threads(), config.merge_stall());
     let engine = Engine::create(&data, config).context("creating the engine")?;
     let shared = SharedEngine::new(engine);
     let writer = shared.writer();
 
+    let stall_text = match stall {
+        Some(n) => format!("writes stall when more than {n} merges wait"),
+        None => "no write stall".to_owned(),
+    };
     eprintln!(
-        "soak: {} {} points (of which {} retries), strategy {}, into {}",
+        "soak: {} {} points (of which {} retries), strategy {}, {threads} merge threads, \
+         {stall_text}, into {}",
         ds.total_docs(),
         a.dataset,
         ds.total_docs() - ds.unique_docs(),
@@ -228,6 +257,7 @@ pub fn run(args: &[String]) -> Result<()> {
             let (peak_rss, now_rss, anon, file) = rss_parts()?;
             let (bytes_on_disk, segment_bytes, segments) = dir_stats(&data)?;
             let secs = last.1.elapsed().as_secs_f64().max(1e-9);
+            let merge_stats = writer.merge_stats()?;
             samples.push(Sample {
                 points: sent,
                 peak_rss,
@@ -238,6 +268,8 @@ pub fn run(args: &[String]) -> Result<()> {
                 bytes_on_disk,
                 segment_bytes,
                 segments,
+                write_stalls: merge_stats.write_stalls,
+                stall_secs: merge_stats.write_stall_nanos as f64 / 1e9,
             });
             last = (sent, Instant::now());
             if terminal {
@@ -255,6 +287,7 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     let ingest_peak = rss()?.0;
     let mut engine = shared.into_inner().context("stopping the engine")?;
+    let merge_stats = *engine.merge_stats();
     engine.refresh()?;
     let live = engine.live_count();
     drop(engine);
@@ -295,11 +328,11 @@ pub fn run(args: &[String]) -> Result<()> {
     // Report.
     let mut table = String::new();
     table.push_str(
-        "     points   peak RSS MB   RSS MB (heap + files)   points/s   bytes/point: all files  segments  segments\n",
+        "     points   peak RSS MB   RSS MB (heap + files)   points/s   bytes/point: all files  segments  segments  stalls (s)\n",
     );
     for s in &samples {
         table.push_str(&format!(
-            "{:>11}   {:>11.1}   {:>6.1} ({:>5.1} + {:>5.1})   {:>8.0}   {:>16.2} {:>10.2}  {:>8}\n",
+            "{:>11}   {:>11.1}   {:>6.1} ({:>5.1} + {:>5.1})   {:>8.0}   {:>16.2} {:>10.2}  {:>8}  {:>6} ({:.1})\n",
             s.points,
             mb(s.peak_rss),
             mb(s.rss),
@@ -308,13 +341,16 @@ pub fn run(args: &[String]) -> Result<()> {
             s.points_per_sec,
             s.bytes_on_disk as f64 / s.points as f64,
             s.segment_bytes as f64 / s.points as f64,
-            s.segments
+            s.segments,
+            s.write_stalls,
+            s.stall_secs
         ));
     }
     let summary = format!(
         "{} points ({} unique, {} retries found) in {:.1} s: {:.0} points/s, peak RSS {:.1} MB \
          during ingest; final merge of {} segments ({:.1} MB) into {} ({:.1} MB, {:.2} bytes/point) \
-         in {:.1} s, peak RSS {:.1} MB during the merge",
+         in {:.1} s, peak RSS {:.1} MB during the merge; {threads} merge threads, {stall_text}: \
+         {} background merges, at most {} live segments, {} write stalls ({:.1} s)",
         total,
         created,
         duplicates,
@@ -327,7 +363,11 @@ pub fn run(args: &[String]) -> Result<()> {
         mb(after.1),
         after.1 as f64 / ds.unique_docs().max(1) as f64,
         merge_secs,
-        mb(merge_peak)
+        mb(merge_peak),
+        merge_stats.merges,
+        merge_stats.peak_segments,
+        merge_stats.write_stalls,
+        merge_stats.write_stall_nanos as f64 / 1e9
     );
     print!("{table}");
     println!("{summary}");
@@ -336,12 +376,12 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut csv = std::fs::File::create(&csv_path).context("csv")?;
     writeln!(
         csv,
-        "points,peak_rss_bytes,rss_bytes,rss_anon_bytes,rss_file_bytes,points_per_sec,bytes_on_disk,segment_bytes,segments"
+        "points,peak_rss_bytes,rss_bytes,rss_anon_bytes,rss_file_bytes,points_per_sec,bytes_on_disk,segment_bytes,segments,write_stalls,write_stall_secs"
     )?;
     for s in &samples {
         writeln!(
             csv,
-            "{},{},{},{},{},{:.0},{},{},{}",
+            "{},{},{},{},{},{:.0},{},{},{},{},{:.3}",
             s.points,
             s.peak_rss,
             s.rss,
@@ -350,7 +390,9 @@ pub fn run(args: &[String]) -> Result<()> {
             s.points_per_sec,
             s.bytes_on_disk,
             s.segment_bytes,
-            s.segments
+            s.segments,
+            s.write_stalls,
+            s.stall_secs
         )?;
     }
     writeln!(csv, "# {summary}")?;

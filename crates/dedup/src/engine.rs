@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::events::{EventKeyer, Mode};
 use crate::manifest::{MANIFEST_NAME, Manifest, SegmentEntry};
 use crate::record::{self, Record};
-use crate::stats::DedupStats;
+use crate::stats::{DedupStats, MergeStats};
 use crate::wal::{Wal, parse_wal_name, wal_path};
 
 mod check;
@@ -525,6 +525,7 @@ pub struct Engine {
     wal_records: u64,
     next_segment: u64,
     stats: DedupStats,
+    merge_stats: MergeStats,
     warnings: Vec<Warning>,
     poisoned: bool,
     background_merges: bool,
@@ -581,6 +582,17 @@ impl Engine {
     /// Dedup counters since the engine was opened (replay excluded).
     pub fn stats(&self) -> &DedupStats {
         &self.stats
+    }
+
+    /// Merge and write-stall counters since the engine was opened.
+    pub fn merge_stats(&self) -> &MergeStats {
+        &self.merge_stats
+    }
+
+    /// Records the live segment count in the peak.
+    fn note_segments(&mut self) {
+        let n = self.slots.len() as u64;
+        self.merge_stats.peak_segments = self.merge_stats.peak_segments.max(n);
     }
 
     /// What was recovered from while opening.

@@ -31,5 +31,5 @@ pub use partition::{
     PartitionedEngine, Piece, Postings, RollupRow, RollupStats, counter_step, dim_value_text,
 };
 pub use shared::{SharedEngine, Writer};
-pub use stats::DedupStats;
+pub use stats::{DedupStats, MergeStats};
 pub use wal::{MAX_RECORD_LEN, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION};

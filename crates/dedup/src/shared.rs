@@ -1,20 +1,31 @@
 //! Several writer threads on one engine: a documented single-writer design fed by a
 //! channel, with group commit.
 
+use std::collections::VecDeque;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use crate::config::Durability;
 use crate::engine::{Engine, MergeJob, MergedSegment, Op, Outcome};
 use crate::error::{Error, Result};
+use crate::stats::MergeStats;
 
 /// The most batches one group commit takes from the queue.
 const MAX_GROUP: usize = 64;
 
+/// A batch and where its outcomes go.
+type BatchRequest = (Vec<Op>, Sender<Result<Vec<Outcome>>>);
+
 enum Request {
     Batch(Vec<Op>, Sender<Result<Vec<Outcome>>>),
     Refresh(Sender<Result<()>>),
-    MergeDone(Result<MergedSegment>),
+    Stats(Sender<MergeStats>),
+    MergeDone {
+        worker: usize,
+        ids: Vec<u64>,
+        result: Result<MergedSegment>,
+    },
     Shutdown,
 }
 
@@ -28,9 +39,14 @@ enum Request {
 /// concurrency.
 ///
 /// Merges (when [`EngineConfig::with_auto_merge`](crate::EngineConfig::with_auto_merge)
-/// is on) run on a merge thread, one at a time: the engine thread only plans them and
+/// is on) run on long-lived merge threads,
+/// [`merge_threads`](crate::EngineConfig::with_merge_threads) of them at most (one kept
+/// for merges of freshly refreshed segments): the engine thread only plans them and
 /// installs the result (tombstoning rows deleted meanwhile), so ingest is not blocked
-/// while the merged segment is written.
+/// while a merged segment is written. When ingest outruns the merges anyway, writes
+/// stall (see [`EngineConfig::with_merge_stall`](crate::EngineConfig::with_merge_stall)):
+/// the engine thread holds new batches, in order, until enough merges are done, so the
+/// live segment count, and the memory that comes with each segment, stays bounded.
 ///
 /// With [`Durability::Interval`], the engine thread also fsyncs the log when it has been
 /// idle for the interval, so an acknowledged write reaches stable storage within about
@@ -76,7 +92,8 @@ impl std::fmt::Debug for Request {
         match self {
             Request::Batch(ops, _) => write!(f, "Batch({} ops)", ops.len()),
             Request::Refresh(_) => f.write_str("Refresh"),
-            Request::MergeDone(_) => f.write_str("MergeDone"),
+            Request::Stats(_) => f.write_str("Stats"),
+            Request::MergeDone { worker, .. } => write!(f, "MergeDone(worker {worker})"),
             Request::Shutdown => f.write_str("Shutdown"),
         }
     }
@@ -84,13 +101,21 @@ impl std::fmt::Debug for Request {
 
 impl SharedEngine {
     /// Moves `engine` to a new engine thread.
-    pub fn new(mut engine: Engine) -> SharedEngine {
+    pub fn new(engine: Engine) -> SharedEngine {
+        SharedEngine::start(engine, Gate::default())
+    }
+
+    fn start(mut engine: Engine, gate: Gate) -> SharedEngine {
         let (tx, rx) = mpsc::channel();
         let background = engine.config().auto_merge;
         engine.set_background_merges(background);
         let merge_tx = tx.clone();
         let thread = std::thread::spawn(move || {
-            serve(&mut engine, &rx, background.then_some(&merge_tx));
+            let mut pool = background.then(|| MergePool::new(&engine, merge_tx, gate));
+            serve(&mut engine, &rx, pool.as_mut());
+            if let Some(pool) = pool {
+                pool.stop();
+            }
             engine.set_background_merges(false);
             engine
         });
@@ -113,9 +138,9 @@ impl SharedEngine {
         }
     }
 
-    /// Stops the engine thread once the requests already queued are done (and a merge in
-    /// flight is installed), and returns the engine. Writers used afterwards get
-    /// [`Error::Stopped`].
+    /// Stops the engine thread once the requests already queued are done (and the merges
+    /// in flight are installed), and returns the engine. A write stall ends: batches held
+    /// by it are applied and answered. Writers used afterwards get [`Error::Stopped`].
     ///
     /// # Errors
     /// [`Error::Stopped`] if the engine thread panicked.
@@ -156,6 +181,19 @@ impl Writer {
         rx.recv().map_err(|_| Error::Stopped)?
     }
 
+    /// The engine's [`MergeStats`] (merges, peak segments, write stalls), asked of the
+    /// engine thread (answered during a stall too).
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub fn merge_stats(&self) -> Result<MergeStats> {
+        let (tx, rx) = mpsc::channel();
+        self.tx
+            .send(Request::Stats(tx))
+            .map_err(|_| Error::Stopped)?;
+        rx.recv().map_err(|_| Error::Stopped)
+    }
+
     /// Runs [`Engine::refresh`] on the engine thread.
     ///
     /// # Errors
@@ -169,38 +207,209 @@ impl Writer {
     }
 }
 
-fn serve(engine: &mut Engine, rx: &Receiver<Request>, merges: Option<&Sender<Request>>) {
-    // One long-lived merge thread, not one per merge: a thread per merge made the
-    // allocator give each its own arena, and the freed memory of every arena stayed
-    // resident (a 50M-point soak peaked at 2.4x a 10M one).
-    let mut merge_worker: Option<(Sender<MergeJob>, JoinHandle<()>)> = None;
-    serve_requests(engine, rx, merges, &mut merge_worker);
-    if let Some((jobs, handle)) = merge_worker {
-        drop(jobs);
-        let _ = handle.join();
+/// A test hook that holds merge threads before each job: a closed gate makes merges
+/// "slow" on demand, so that stalls can be tested without timing luck.
+#[derive(Debug, Clone, Default)]
+struct Gate {
+    #[cfg(test)]
+    shut: Option<std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>>,
+    /// Holds only merges above the refresh tier.
+    #[cfg(test)]
+    large_only: bool,
+}
+
+impl Gate {
+    /// Waits while the gate is closed (never, outside tests).
+    fn pass(&self, _small: bool) {
+        #[cfg(test)]
+        if let Some(g) = &self.shut
+            && !(self.large_only && _small)
+        {
+            let (lock, open) = &**g;
+            let mut closed = lock.lock().unwrap_or_else(|e| e.into_inner());
+            while *closed {
+                closed = open.wait(closed).unwrap_or_else(|e| e.into_inner());
+            }
+        }
     }
 }
 
-fn serve_requests(
-    engine: &mut Engine,
-    rx: &Receiver<Request>,
-    merges: Option<&Sender<Request>>,
-    merge_worker: &mut Option<(Sender<MergeJob>, JoinHandle<()>)>,
-) {
+/// A long-lived merge thread, and the merge it runs.
+struct Worker {
+    jobs: Sender<MergeJob>,
+    handle: JoinHandle<()>,
+    /// The merge in flight: its inputs and whether it is small (at or below the refresh
+    /// tier).
+    busy: Option<(Vec<u64>, bool)>,
+}
+
+/// The merge threads of a shared engine, started as merges need them. Long-lived, not
+/// one per merge: a thread per merge made the allocator give each its own arena, and the
+/// freed memory of every arena stayed resident (a 50M-point soak peaked at 2.4x a 10M
+/// one).
+struct MergePool {
+    threads: usize,
+    workers: Vec<Option<Worker>>,
+    done: Sender<Request>,
+    gate: Gate,
+}
+
+impl MergePool {
+    fn new(engine: &Engine, done: Sender<Request>, gate: Gate) -> MergePool {
+        let threads = engine.config().merge_threads().max(1);
+        MergePool {
+            threads,
+            workers: (0..threads).map(|_| None).collect(),
+            done,
+            gate,
+        }
+    }
+
+    fn busy(&self) -> impl Iterator<Item = &(Vec<u64>, bool)> {
+        self.workers
+            .iter()
+            .filter_map(|w| w.as_ref().and_then(|w| w.busy.as_ref()))
+    }
+
+    /// Merges in flight.
+    fn running(&self) -> usize {
+        self.busy().count()
+    }
+
+    /// Starts the merges the policy wants on idle threads: lowest tier first, and, with
+    /// two threads or more, merges above the refresh tier on all but one of them.
+    fn schedule(&mut self, engine: &mut Engine) {
+        loop {
+            let Some(idle) = self
+                .workers
+                .iter()
+                .position(|w| w.as_ref().is_none_or(|w| w.busy.is_none()))
+            else {
+                return;
+            };
+            let large = self.busy().filter(|(_, small)| !small).count();
+            let small_only = self.threads >= 2 && large + 1 >= self.threads;
+            let Some(job) = engine.plan_background_merge(small_only) else {
+                return;
+            };
+            let ids = job.ids().to_vec();
+            let small = job.is_small();
+            let worker = match self.workers.get_mut(idle) {
+                Some(w) => w.get_or_insert_with(|| spawn_worker(idle, &self.done, &self.gate)),
+                None => return,
+            };
+            if worker.jobs.send(job).is_ok() {
+                worker.busy = Some((ids, small));
+            } else {
+                // The thread is gone (it cannot be: merges are run under catch_unwind).
+                // Release the job's inputs, and start a new thread with the next merge.
+                engine.abandon_merge(&ids);
+                if let Some(w) = self.workers.get_mut(idle) {
+                    *w = None;
+                }
+                return;
+            }
+        }
+    }
+
+    /// Marks `worker` idle.
+    fn finished(&mut self, worker: usize) {
+        if let Some(Some(w)) = self.workers.get_mut(worker) {
+            w.busy = None;
+        }
+    }
+
+    /// Ends the threads (after their merges).
+    fn stop(self) {
+        for w in self.workers.into_iter().flatten() {
+            drop(w.jobs);
+            let _ = w.handle.join();
+        }
+    }
+}
+
+fn spawn_worker(index: usize, done: &Sender<Request>, gate: &Gate) -> Worker {
+    let (jobs, queue) = mpsc::channel::<MergeJob>();
+    let done = done.clone();
+    let gate = gate.clone();
+    let handle = std::thread::spawn(move || {
+        for job in queue {
+            gate.pass(job.is_small());
+            let ids = job.ids().to_vec();
+            // A panic in a merge (a bug) must not leave the engine thread waiting for a
+            // merge that never ends: it becomes a failed merge, whose inputs stay live.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run()))
+                .unwrap_or(Err(Error::Stopped));
+            let done_msg = Request::MergeDone {
+                worker: index,
+                ids,
+                result,
+            };
+            if done.send(done_msg).is_err() {
+                return;
+            }
+        }
+    });
+    Worker {
+        jobs,
+        handle,
+        busy: None,
+    }
+}
+
+/// Serves requests until shutdown (and the merges in flight are installed) or until
+/// every sender is gone.
+fn serve(engine: &mut Engine, rx: &Receiver<Request>, mut pool: Option<&mut MergePool>) {
     let mut pending: Option<Request> = None;
-    let mut merging = false;
+    // Batches held by a write stall, in arrival order, and when the first was held.
+    let mut held: VecDeque<BatchRequest> = VecDeque::new();
+    let mut held_since: Option<Instant> = None;
+    // A failed merge lifts the stall until a merge succeeds: a merge that keeps failing
+    // (a full disk) must not block writes for good.
+    let mut merge_failed = false;
     let mut stopping = false;
     let tick = match engine.config().durability() {
         Durability::Interval(every) => Some(every),
         _ => None,
     };
     loop {
-        if stopping && !merging {
+        let running = pool.as_ref().map_or(0, |p| p.running());
+        if stopping && running == 0 && held.is_empty() {
             return;
         }
-        let first = match (pending.take(), tick) {
-            (Some(r), _) => r,
-            (None, Some(every)) => match rx.recv_timeout(every) {
+        // Stalled: merges are running (so the stall ends when one finishes) and more
+        // than the bound wait for a thread.
+        let stalled = !stopping
+            && !merge_failed
+            && running > 0
+            && engine
+                .config()
+                .merge_stall()
+                .is_some_and(|bound| engine.waiting_merges() > bound);
+        if !stalled && let Some(since) = held_since.take() {
+            engine.count_stall(since.elapsed());
+        }
+        let first = if !stalled && let Some((ops, reply)) = held.pop_front() {
+            Request::Batch(ops, reply)
+        } else if let Some(r) = pending.take() {
+            r
+        } else {
+            let got = match tick {
+                Some(every) => rx.recv_timeout(every),
+                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            match got {
+                Ok(Request::Batch(ops, reply)) if stopping => {
+                    // Sent after the shutdown request.
+                    let _ = ops;
+                    let _ = reply.send(Err(Error::Stopped));
+                    continue;
+                }
+                Ok(Request::Batch(ops, reply)) if stalled => {
+                    held.push_back((ops, reply));
+                    held_since.get_or_insert_with(Instant::now);
+                    continue;
+                }
                 Ok(r) => r,
                 Err(RecvTimeoutError::Timeout) => {
                     // Idle for an interval: make what was acknowledged durable. A failure
@@ -208,32 +417,57 @@ fn serve_requests(
                     let _ = engine.sync();
                     continue;
                 }
-                Err(RecvTimeoutError::Disconnected) => return,
-            },
-            (None, None) => match rx.recv() {
-                Ok(r) => r,
-                Err(_) => return,
-            },
+                Err(RecvTimeoutError::Disconnected) => {
+                    if held.is_empty() && running == 0 {
+                        return;
+                    }
+                    // Every sender is gone, but merges will still report (the pool
+                    // holds a sender): treat it as a shutdown.
+                    stopping = true;
+                    continue;
+                }
+            }
         };
         match first {
             Request::Shutdown => stopping = true,
-            Request::MergeDone(result) => {
-                merging = false;
-                // A failed or discarded merge leaves its inputs in place: nothing is lost,
-                // and the policy will try again.
-                let _ = engine.install_merge(result);
+            Request::MergeDone {
+                worker,
+                ids,
+                result,
+            } => {
+                if let Some(p) = pool.as_deref_mut() {
+                    p.finished(worker);
+                }
+                // A failed or discarded merge leaves its inputs in place: nothing is
+                // lost, and the policy will try again.
+                merge_failed = match result {
+                    Ok(merged) => engine.install_merge(Ok(merged)).is_err(),
+                    Err(_) => {
+                        engine.abandon_merge(&ids);
+                        true
+                    }
+                };
             }
             Request::Refresh(reply) => {
                 let _ = reply.send(engine.refresh());
             }
-            Request::Batch(ops, reply) if stopping => {
-                let _ = ops;
-                let _ = reply.send(Err(Error::Stopped));
+            Request::Stats(reply) => {
+                let _ = reply.send(*engine.merge_stats());
             }
             Request::Batch(ops, reply) => {
                 let mut ops_group = vec![ops];
                 let mut replies = vec![reply];
+                // Held batches first (they came first), then the queue; batches sent
+                // after a shutdown request are not part of any group.
                 while ops_group.len() < MAX_GROUP {
+                    if let Some((ops, reply)) = held.pop_front() {
+                        ops_group.push(ops);
+                        replies.push(reply);
+                        continue;
+                    }
+                    if stopping {
+                        break;
+                    }
                     match rx.try_recv() {
                         Ok(Request::Batch(ops, reply)) => {
                             ops_group.push(ops);
@@ -251,27 +485,199 @@ fn serve_requests(
                 }
             }
         }
-        if let (Some(tx), false, false) = (merges, merging, stopping) {
-            if let Some(job) = engine.plan_merge() {
-                let worker = merge_worker.get_or_insert_with(|| {
-                    let (jobs, queue) = mpsc::channel::<MergeJob>();
-                    let tx = tx.clone();
-                    let handle = std::thread::spawn(move || {
-                        for job in queue {
-                            let _ = tx.send(Request::MergeDone(job.run()));
-                        }
-                    });
-                    (jobs, handle)
-                });
-                if worker.0.send(job).is_ok() {
-                    merging = true;
-                } else {
-                    // The worker is gone (it panicked): release the job's inputs and
-                    // start a new worker with the next merge.
-                    let _ = engine.install_merge(Err(Error::Stopped));
-                    *merge_worker = None;
+        if let Some(p) = pool.as_deref_mut()
+            && !stopping
+        {
+            p.schedule(engine);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::RecvTimeoutError;
+    use std::sync::{Arc, Condvar, Mutex};
+    use std::time::Duration;
+
+    use tidemark_segment::Point;
+    use tidemark_tsid::Tsid;
+
+    use super::*;
+    use crate::config::EngineConfig;
+
+    const WAIT: Duration = Duration::from_secs(20);
+
+    /// A closed gate and the handle that opens it.
+    fn closed_gate(large_only: bool) -> (Gate, impl Fn()) {
+        let shut = Arc::new((Mutex::new(true), Condvar::new()));
+        let opener = Arc::clone(&shut);
+        let open = move || {
+            let (lock, cv) = &*opener;
+            *lock.lock().unwrap() = false;
+            cv.notify_all();
+        };
+        (
+            Gate {
+                shut: Some(shut),
+                large_only,
+            },
+            open,
+        )
+    }
+
+    /// Ten new points, one refresh's worth.
+    fn batch(n: u64) -> Vec<Op> {
+        (0..10)
+            .map(|i| {
+                let p = Point::new(Tsid::from_bytes([i as u8 + 1; 20]), n as i64 * 1000)
+                    .dim("pod", format!("p{i}"))
+                    .gauge("v", n as f64);
+                Op::Create(p)
+            })
+            .collect()
+    }
+
+    fn config() -> EngineConfig {
+        EngineConfig::new()
+            .with_refresh_rows(10)
+            .with_merge_factor(2)
+            .with_merge_threads(1)
+            .with_merge_stall(Some(0))
+            .with_durability(Durability::Interval(Duration::from_secs(3600)))
+    }
+
+    /// A writer thread that sends `batches` one at a time and reports each answer.
+    fn writer_thread(
+        w: Writer,
+        batches: std::ops::Range<u64>,
+    ) -> Receiver<(u64, Result<Vec<Outcome>>)> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for n in batches {
+                if tx.send((n, w.batch(batch(n)))).is_err() {
+                    return;
                 }
             }
+        });
+        rx
+    }
+
+    fn all_created(r: Result<Vec<Outcome>>) {
+        let outcomes = r.unwrap();
+        assert_eq!(outcomes.len(), 10);
+        assert!(
+            outcomes
+                .iter()
+                .all(|o| matches!(o, Outcome::Created { .. }))
+        );
+    }
+
+    #[test]
+    fn a_stall_holds_writes_until_merges_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let (gate, open) = closed_gate(false);
+        let shared = SharedEngine::start(Engine::create(dir.path(), config()).unwrap(), gate);
+        let answers = writer_thread(shared.writer(), 0..8);
+        // Batches 0 and 1 make two segments, whose merge is held at the gate; 2 and 3
+        // make a second merge that waits for the merge thread: more than 0 wait.
+        for n in 0..4 {
+            let (got, r) = answers.recv_timeout(WAIT).unwrap();
+            assert_eq!(got, n);
+            all_created(r);
         }
+        // Batch 4 is held by the stall; the engine thread still answers other requests.
+        assert!(matches!(
+            answers.recv_timeout(Duration::from_millis(300)),
+            Err(RecvTimeoutError::Timeout)
+        ));
+        let during = shared.writer().merge_stats().unwrap();
+        assert_eq!(during.merges, 0);
+        assert_eq!(during.write_stalls, 0, "the stall has not ended yet");
+        assert!(during.peak_segments >= 4);
+        open();
+        for n in 4..8 {
+            let (got, r) = answers.recv_timeout(WAIT).unwrap();
+            assert_eq!(got, n);
+            all_created(r);
+        }
+        let w = shared.writer();
+        let again = w.batch(batch(3)).unwrap();
+        assert!(again.iter().all(|o| matches!(o, Outcome::Conflict { .. })));
+        let mut engine = shared.into_inner().unwrap();
+        let stats = *engine.merge_stats();
+        assert!(stats.write_stalls >= 1, "{stats:?}");
+        assert!(stats.write_stall_nanos >= 300_000_000, "{stats:?}");
+        assert!(stats.merges >= 2, "{stats:?}");
+        assert_eq!(engine.live_count(), 80);
+        engine.refresh().unwrap();
+        drop(engine);
+        let engine = Engine::open(dir.path(), config()).unwrap();
+        assert_eq!(engine.live_count(), 80);
+    }
+
+    #[test]
+    fn shutdown_while_stalled_answers_the_held_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (gate, open) = closed_gate(false);
+        let shared = SharedEngine::start(Engine::create(dir.path(), config()).unwrap(), gate);
+        let answers = writer_thread(shared.writer(), 0..6);
+        for n in 0..4 {
+            assert_eq!(answers.recv_timeout(WAIT).unwrap().0, n);
+        }
+        assert!(matches!(
+            answers.recv_timeout(Duration::from_millis(300)),
+            Err(RecvTimeoutError::Timeout)
+        ));
+        let stopper = std::thread::spawn(move || shared.into_inner());
+        // The shutdown lifts the stall: batch 4 (sent before it) is applied, although
+        // the merge is still held; batch 5 (sent after it) is refused.
+        let (n, r) = answers.recv_timeout(WAIT).unwrap();
+        assert_eq!(n, 4);
+        all_created(r);
+        let (n, r) = answers.recv_timeout(WAIT).unwrap();
+        assert_eq!(n, 5);
+        assert!(matches!(r, Err(Error::Stopped)), "{r:?}");
+        assert!(!stopper.is_finished(), "it waits for the merge in flight");
+        open();
+        let engine = stopper.join().unwrap().unwrap();
+        assert_eq!(engine.live_count(), 50);
+        assert_eq!(engine.merge_stats().write_stalls, 1);
+        assert_eq!(engine.merge_stats().merges, 1);
+    }
+
+    #[test]
+    fn small_merges_do_not_wait_behind_a_large_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (gate, open) = closed_gate(true);
+        let config = config().with_merge_threads(2).with_merge_stall(None);
+        let shared = SharedEngine::start(Engine::create(dir.path(), config).unwrap(), gate);
+        let w = shared.writer();
+        let merges = || w.merge_stats().unwrap().merges;
+        let wait_for = |n: u64| {
+            let start = Instant::now();
+            while merges() < n {
+                assert!(start.elapsed() < WAIT, "{} merges, expected {n}", merges());
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        // Segments of 10 rows are at the refresh tier; a merge of two is small. Two
+        // merged segments (20 rows, a tier up) make a large merge, held at the gate.
+        let mut n = 0;
+        for expected in 1..=5 {
+            for _ in 0..2 {
+                all_created(w.batch(batch(n)));
+                n += 1;
+            }
+            // The 3rd and 4th small merges leave two merged segments: a second large
+            // merge, which must not take the thread kept for small merges, or the 5th
+            // small merge would wait behind it.
+            wait_for(expected);
+        }
+        assert_eq!(merges(), 5, "the large merges are still held");
+        open();
+        drop(w);
+        let engine = shared.into_inner().unwrap();
+        assert_eq!(engine.live_count(), 100);
+        assert!(engine.merge_stats().merges >= 6);
     }
 }

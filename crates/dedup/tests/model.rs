@@ -27,9 +27,11 @@ enum Step {
     /// Merge the segments whose positions (oldest first) have their bit set.
     Merge(u8),
     MergeAll,
-    /// Plan a background merge (if none is in flight); `FinishMerge` runs and installs it.
+    /// Plan a background merge (up to two in flight, as a shared engine's two merge
+    /// threads run them); `FinishMerge(i)` runs and installs one of them, not
+    /// necessarily the oldest.
     PlanMerge,
-    FinishMerge,
+    FinishMerge(u8),
     Reopen,
 }
 
@@ -71,7 +73,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => any::<u8>().prop_map(Step::Merge),
         1 => Just(Step::MergeAll),
         2 => Just(Step::PlanMerge),
-        2 => Just(Step::FinishMerge),
+        2 => any::<u8>().prop_map(Step::FinishMerge),
         1 => Just(Step::Reopen),
     ]
 }
@@ -131,7 +133,7 @@ fn run(strategy: DedupStrategy, refresh_rows: usize, merge_factor: usize, steps:
         .with_durability(Durability::Interval(Duration::from_secs(3600)));
     let mut engine = Engine::create(dir.path(), config.clone()).unwrap();
     let mut model = Model::new();
-    let mut job = None;
+    let mut jobs = Vec::new();
     for step in steps {
         match step {
             Step::One(item) => {
@@ -155,19 +157,20 @@ fn run(strategy: DedupStrategy, refresh_rows: usize, merge_factor: usize, steps:
                 check_contents(&engine, &model);
             }
             Step::PlanMerge => {
-                if job.is_none() {
-                    job = engine.plan_merge();
+                if jobs.len() < 2 {
+                    jobs.extend(engine.plan_merge());
                 }
             }
-            Step::FinishMerge => {
-                if let Some(j) = job.take() {
+            Step::FinishMerge(i) => {
+                if !jobs.is_empty() {
+                    let j = jobs.remove(usize::from(*i) % jobs.len());
                     let merged = tidemark_dedup::MergeJob::run(j);
                     engine.install_merge(merged).unwrap();
                     check_contents(&engine, &model);
                 }
             }
             Step::Reopen => {
-                job = None;
+                jobs.clear();
                 drop(engine);
                 engine = Engine::open(dir.path(), config.clone()).unwrap();
                 assert!(engine.warnings().is_empty(), "{:?}", engine.warnings());

@@ -21,19 +21,49 @@ impl Engine {
     }
 
     pub(super) fn merge_candidates(&self) -> Option<Vec<usize>> {
+        self.merge_groups().into_iter().next().map(|(_, g)| g)
+    }
+
+    /// The size tier of a segment with `live` rows: ⌊log_factor(live)⌋.
+    fn tier_of(&self, live: u64) -> u32 {
+        live.max(1).ilog(self.config.merge_factor as u64)
+    }
+
+    /// Every merge the tiered policy would start now, lowest tier first, as (tier,
+    /// positions): each full tier's segments not already in a merge, `factor` at a time,
+    /// oldest first.
+    fn merge_groups(&self) -> Vec<(u32, Vec<usize>)> {
         let factor = self.config.merge_factor;
         let mut tiers: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
         for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| !s.merging) {
             let live = s.segment.row_count().saturating_sub(s.tombstones.len());
-            tiers
-                .entry(live.max(1).ilog(factor as u64))
-                .or_default()
-                .push(i);
+            tiers.entry(self.tier_of(live)).or_default().push(i);
         }
-        tiers
-            .into_values()
-            .find(|v| v.len() >= factor)
-            .map(|v| v.into_iter().take(factor).collect())
+        let mut groups = Vec::new();
+        for (tier, positions) in tiers {
+            for chunk in positions.chunks_exact(factor) {
+                groups.push((tier, chunk.to_vec()));
+            }
+        }
+        groups
+    }
+
+    /// Merges the policy wants that no merge thread runs yet: the write stall's measure.
+    pub(crate) fn waiting_merges(&self) -> usize {
+        self.merge_groups().len()
+    }
+
+    /// Plans the next background merge, lowest tier first; with `small_only`, only a
+    /// merge of segments at or below the refresh tier (the tier of `refresh_rows` rows).
+    pub(crate) fn plan_background_merge(&mut self, small_only: bool) -> Option<MergeJob> {
+        let refresh_tier = self.tier_of(self.config.refresh_rows as u64);
+        let (tier, positions) = self
+            .merge_groups()
+            .into_iter()
+            .find(|(tier, _)| !small_only || *tier <= refresh_tier)?;
+        let mut job = self.plan_positions(&positions)?;
+        job.small = tier <= refresh_tier;
+        Some(job)
     }
 
     /// Picks segments for a merge by the tiered policy (ignoring segments already in a
@@ -41,6 +71,25 @@ impl Engine {
     pub fn plan_merge(&mut self) -> Option<MergeJob> {
         let positions = self.merge_candidates()?;
         self.plan_positions(&positions)
+    }
+
+    /// Releases the inputs of a background merge that will not be installed (it failed,
+    /// or its thread is gone), so that the policy may plan them again.
+    pub(crate) fn abandon_merge(&mut self, ids: &[u64]) {
+        self.merge_stats.merges_abandoned += 1;
+        for s in &mut self.slots {
+            if ids.contains(&s.id) {
+                s.merging = false;
+            }
+        }
+    }
+
+    /// Counts the time writes waited in a stall that just ended.
+    pub(crate) fn count_stall(&mut self, waited: std::time::Duration) {
+        self.merge_stats.write_stalls += 1;
+        let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        self.merge_stats.write_stall_nanos =
+            self.merge_stats.write_stall_nanos.saturating_add(nanos);
     }
 
     /// A merge job for the segments at `positions` (sorted, deduplicated, those past the
@@ -75,6 +124,7 @@ impl Engine {
             options: self.config.segment_options(true),
             keyer: self.keyer.clone(),
             bloom_fpr: self.config.bloom_strategy_fpr(),
+            small: false,
         })
     }
 
@@ -89,6 +139,7 @@ impl Engine {
         let m = match merged {
             Ok(m) => m,
             Err(e) => {
+                self.merge_stats.merges_abandoned += 1;
                 self.slots.iter_mut().for_each(|s| s.merging = false);
                 return Err(e);
             }
@@ -96,6 +147,9 @@ impl Engine {
         let result = self.install_inner(&m);
         if matches!(result, Ok(true)) {
             self.count_bloom_merge(m.bloom_ored);
+            self.merge_stats.merges += 1;
+        } else {
+            self.merge_stats.merges_abandoned += 1;
         }
         for s in &mut self.slots {
             if m.ids.contains(&s.id) {
@@ -278,6 +332,9 @@ pub struct MergeJob {
     keyer: Option<Arc<EventKeyer>>,
     /// Target rate of the strategy's bloom filter, if it uses one.
     bloom_fpr: Option<f64>,
+    /// A merge of segments at or below the refresh tier (see
+    /// [`EngineConfig::with_merge_threads`]).
+    small: bool,
 }
 
 /// A merged segment written by [`MergeJob::run`], not yet installed.
@@ -301,6 +358,16 @@ impl MergeJob {
     /// Whether the job merges nothing.
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+
+    /// Ids of the segments merged.
+    pub(crate) fn ids(&self) -> &[u64] {
+        &self.ids
+    }
+
+    /// Whether it merges segments at or below the refresh tier.
+    pub(crate) fn is_small(&self) -> bool {
+        self.small
     }
 
     /// Writes the merged segment (the live rows of the inputs as of

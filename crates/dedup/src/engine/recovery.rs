@@ -139,6 +139,10 @@ impl Engine {
         Engine {
             dir,
             stats: DedupStats::new(config.strategy),
+            merge_stats: MergeStats {
+                peak_segments: slots.len() as u64,
+                ..MergeStats::default()
+            },
             config,
             slots,
             // Sized for a refresh's worth up front (capped): growing by rehashing moved

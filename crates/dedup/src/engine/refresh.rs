@@ -100,6 +100,7 @@ impl Engine {
             }
         }
         self.slots.extend(new_slot);
+        self.note_segments();
         self.next_segment = next_segment;
         self.wal = wal;
         self.wal_records = 0;
