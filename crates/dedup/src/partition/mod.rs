@@ -977,7 +977,20 @@ impl PartitionedEngine {
             next.push((*r, seg));
         }
         part.rollups = next;
+        let dir = part.dir.clone();
+        self.forget_rollup_postings(&dir);
         Ok(())
+    }
+
+    /// Drops the cached dimension indexes of the rollups of partition directory `dir`:
+    /// a rollup file is rewritten in place (same path) when it is rebuilt, unlike
+    /// segment files, so its cached index would describe the old series table.
+    fn forget_rollup_postings(&self, dir: &Path) {
+        let mut cache = match self.postings.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        cache.retain(|p, _| p.parent() != Some(dir));
     }
 
     /// Seals the partition starting at `start`: refresh, merge into one segment, build
@@ -1005,6 +1018,8 @@ impl PartitionedEngine {
             rollups.push((r, seg));
         }
         part.rollups = rollups;
+        let dir = part.dir.clone();
+        self.forget_rollup_postings(&dir);
         self.set_state(start, PartState::Sealed)
     }
 
