@@ -33,6 +33,8 @@ pub struct IndexStorage<'a> {
     group: (usize, u64),
     /// What reads took so far.
     stats: Cell<ReadStats>,
+    /// Whether window aggregates may read rollups.
+    rollups: bool,
 }
 
 /// A name made safe as a Prometheus label or metric name (`[a-zA-Z_][a-zA-Z0-9_]*`; a
@@ -84,6 +86,7 @@ impl<'a> IndexStorage<'a> {
                 max_points: crate::QueryOptions::default().max_points,
                 group: (GROUP_SERIES, GROUP_POINTS),
                 stats: Cell::new(ReadStats::default()),
+                rollups: true,
             };
         }
         let metrics = index
@@ -102,7 +105,15 @@ impl<'a> IndexStorage<'a> {
             max_points: crate::QueryOptions::default().max_points,
             group: (GROUP_SERIES, GROUP_POINTS),
             stats: Cell::new(ReadStats::default()),
+            rollups: true,
         }
+    }
+
+    /// Reads raw samples only, never rollups (for comparisons: the answers are the
+    /// same, see [`Storage::select_windows`]).
+    pub fn without_rollups(mut self) -> IndexStorage<'a> {
+        self.rollups = false;
+        self
     }
 
     /// What this storage's reads took so far: raw samples gathered, rollup buckets
@@ -438,7 +449,7 @@ impl Storage for IndexStorage<'_> {
         req: &WindowRequest<'_>,
         visit: &mut dyn FnMut(WindowSeries) -> Result<()>,
     ) -> Result<()> {
-        if self.rollup_windows(matchers, req, visit)?.is_some() {
+        if self.rollups && self.rollup_windows(matchers, req, visit)?.is_some() {
             return Ok(());
         }
         let (lo, hi) = window_span(req);
