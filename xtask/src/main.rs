@@ -94,12 +94,16 @@ tasks:
       run the PromQL test files of a Prometheus checkout (promql/promqltest/testdata)
       against tidemark-promql; print passed/failed/skipped eval cases per file
   promql-bench [--series N] [--hours N] [--interval-secs N] [--sites N] [--step-secs N]
-      [--reps N] [--clients N] [--batch-series N] [--skip-memory] [--json FILE] [--tidemark-bin PATH]
+      [--reps N] [--clients N] [--batch-series N] [--skip-memory] [--rollups] [--json FILE]
+      [--tidemark-bin PATH]
       `sum by (site) (rate(x[5m]))` as query_range (default 10,000 counters x 24 h at 10 s,
       1-minute step) on tidemark-server and VictoriaMetrics (apt-get install when missing),
       both loaded through remote write with data generated on the fly; prints load time,
       query medians, the answers compared, and Tidemark's VmHWM per query range in a freshly
-      started server. Needs target/release/tidemark-server
+      started server. With --rollups: Tidemark only, the `metrics` index partitioned
+      with 5 m and 1 h rollups, `sum/avg/max_over_time(x[1h])` by site with a 1 h step read
+      from rollups and from raw samples (`tidemark_rollups=false`), answers compared.
+      Needs target/release/tidemark-server
   help
       this text
 ";

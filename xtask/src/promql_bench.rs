@@ -35,6 +35,7 @@ struct Args {
     tidemark_bin: Option<PathBuf>,
     json: Option<PathBuf>,
     skip_memory: bool,
+    rollups: bool,
 }
 
 fn parse_args(args: &[String]) -> Result<Args> {
@@ -51,6 +52,7 @@ fn parse_args(args: &[String]) -> Result<Args> {
         tidemark_bin: None,
         json: None,
         skip_memory: false,
+        rollups: false,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -71,6 +73,7 @@ fn parse_args(args: &[String]) -> Result<Args> {
             "--tidemark-bin" => a.tidemark_bin = Some(PathBuf::from(val()?)),
             "--json" => a.json = Some(PathBuf::from(val()?)),
             "--skip-memory" => a.skip_memory = true,
+            "--rollups" => a.rollups = true,
             other => bail!("unknown option {other:?}"),
         }
     }
@@ -342,6 +345,147 @@ fn time_query(
     Ok((median(times.clone()), times, first))
 }
 
+/// `data.stats.tidemark` of an answer asked with `stats=all`.
+fn read_stats(v: &Value) -> Value {
+    v["data"]["stats"]["tidemark"].clone()
+}
+
+/// `--rollups`: the window aggregates over the same data, read from the partitions'
+/// rollups and, with `tidemark_rollups=false`, from raw samples only. The `metrics`
+/// index is created partitioned (1 h partitions, rollups at 5 m and 1 h, sealed 30 min
+/// after their end) before the load; the queries run over whole hours with a 1 h step
+/// once the partitions are sealed, and the two paths' answers are compared.
+fn run_rollups(a: &Args, bin: &PathBuf) -> Result<()> {
+    let now_s = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs() as i64;
+    let end_s = (now_s - 600) / 60 * 60;
+    let span_s = (a.hours * 3600) as i64;
+    let start_s = end_s - span_s;
+    let points = span_s as u64 / a.interval_s;
+    let samples = points * a.series;
+    let start_ms = start_s * 1000 + 1;
+    eprintln!(
+        "promql-bench --rollups: {} series x {points} points ({samples} samples), load {}",
+        a.series,
+        loadavg()
+    );
+    let tdir = tempfile::Builder::new()
+        .prefix("xtask-promql-bench-rollups-")
+        .tempdir()?;
+    let tdata = tdir.path().join("data");
+    let tm = start_tidemark(bin, &tdata, None)?;
+    let body = json!({
+        "settings": {"index": {"mode": "labels", "tidemark": {"partitions": {
+            "width": "1h", "seal_grace": "30m", "rollups": ["5m", "1h"],
+        }}}},
+        "mappings": {"properties": {
+            "@timestamp": {"type": "date"},
+            "value": {"type": "double", "time_series_metric": "gauge"},
+            "value_long": {"type": "long", "time_series_metric": "counter"},
+            "value_bool": {"type": "boolean"},
+            "value_keyword": {"type": "keyword"},
+        }},
+    });
+    match ureq::put(&format!("{}/metrics", tm.base))
+        .set("content-type", "application/json")
+        .send_string(&body.to_string())
+    {
+        Ok(_) => {}
+        Err(ureq::Error::Status(code, r)) => {
+            bail!(
+                "PUT /metrics: {code} {}",
+                r.into_string().unwrap_or_default()
+            )
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let load_s = load(a, &format!("{}/api/v1/write", tm.base), start_ms, points)?;
+    eprintln!(
+        "tidemark: loaded in {load_s:.1} s ({:.0} samples/s)",
+        samples as f64 / load_s
+    );
+    let _ = post_text(
+        &format!("{}/metrics/_refresh", tm.base),
+        "",
+        "application/json",
+    );
+    // Whole hours: windows (t - 1h, t] on the 1 h buckets.
+    let q_end = end_s / 3600 * 3600;
+    let q_start = q_end - (a.hours as i64 - 1) * 3600;
+    let queries = [
+        "sum by (site) (sum_over_time(x[1h]))",
+        "sum by (site) (avg_over_time(x[1h]))",
+        "max by (site) (max_over_time(x[1h]))",
+    ];
+    // Sealing (merge and rollup build) runs in the server's maintenance; wait until the
+    // first query reads buckets for all but the last two hours.
+    let want = a.series * a.hours.saturating_sub(2);
+    let until = Instant::now() + Duration::from_secs(900);
+    loop {
+        let (_, v) = query_range(&tm.base, queries[0], q_start, q_end, 3600, "&stats=all")?;
+        let got = read_stats(&v)["rollupBuckets"].as_u64().unwrap_or(0);
+        if got >= want {
+            break;
+        }
+        if Instant::now() > until {
+            bail!("partitions not sealed after 900 s: {got} rollup buckets read, want {want}");
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    let mut rows = Vec::new();
+    for q in queries {
+        let (r_med, r_times, r_ans) =
+            time_query(&tm.base, q, q_start, q_end, 3600, a.reps, "&stats=all")?;
+        let (w_med, w_times, w_ans) = time_query(
+            &tm.base,
+            q,
+            q_start,
+            q_end,
+            3600,
+            a.reps,
+            "&stats=all&tidemark_rollups=false",
+        )?;
+        let (r, w) = (by_site(&r_ans), by_site(&w_ans));
+        let mut worst = 0.0f64;
+        let mut same = r.keys().eq(w.keys());
+        for (site, pts) in &r {
+            let other = w.get(site).map(Vec::as_slice).unwrap_or(&[]);
+            same &= pts.len() == other.len();
+            for (x, y) in pts.iter().zip(other) {
+                same &= x.0 == y.0;
+                let rel = (x.1 - y.1).abs() / x.1.abs().max(y.1.abs()).max(f64::MIN_POSITIVE);
+                worst = worst.max(rel);
+            }
+        }
+        let steps: usize = r.values().map(Vec::len).max().unwrap_or(0);
+        eprintln!(
+            "{q}: rollups median {r_med:.3} s {r_times:?} ({}), raw median {w_med:.3} s {w_times:?} ({}); {} sites x {steps} steps, same series and steps: {same}, max relative difference {worst:e}",
+            read_stats(&r_ans),
+            read_stats(&w_ans),
+            r.len()
+        );
+        if !same || worst > 1e-9 {
+            bail!("{q}: the rollup answer differs from the raw one");
+        }
+        rows.push(json!({
+            "query": q, "start": q_start, "end": q_end, "step_s": 3600,
+            "rollups_median_s": r_med, "rollups_runs_s": r_times, "rollups_stats": read_stats(&r_ans),
+            "raw_median_s": w_med, "raw_runs_s": w_times, "raw_stats": read_stats(&w_ans),
+            "max_relative_difference": worst,
+        }));
+    }
+    drop(tm);
+    drop(tdir);
+    let report = json!({
+        "series": a.series, "hours": a.hours, "interval_s": a.interval_s,
+        "samples": samples, "load_s": load_s, "queries": rows, "load": loadavg(),
+    });
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    if let Some(path) = &a.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+    }
+    Ok(())
+}
+
 fn status_kib(pid: u32, key: &str) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines()
@@ -363,6 +507,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "{} missing: cargo build --release -p tidemark-server",
             bin.display()
         );
+    }
+    if a.rollups {
+        return run_rollups(&a, &bin);
     }
     let now_s = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs() as i64;
     // Data ends 10 minutes ago on a whole minute; the query covers the whole span.

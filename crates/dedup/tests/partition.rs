@@ -78,6 +78,7 @@ fn raw_stats(
                             last: i,
                             increase: 0,
                         }),
+                        first_point: Some((p.ts_millis, f)),
                     },
                 );
             }

@@ -13,7 +13,7 @@ use promql_parser::parser::{
 
 use crate::error::{Error, Result};
 use crate::functions;
-use crate::storage::{Labels, Storage, is_stale_nan};
+use crate::storage::{Labels, Storage, Window, WindowAgg, WindowSeries, is_stale_nan};
 use crate::value::{InstantSample, QueryValue, RangeSeries};
 
 /// The label holding the metric name.
@@ -115,6 +115,14 @@ pub(crate) enum Val {
     Vector(Vec<Row>),
     /// A range selector's raw samples (only as the result of an instant query).
     Matrix(Vec<RangeSeries>),
+}
+
+/// One step's window for the window aggregates: its samples, or its aggregates.
+pub(crate) enum WindowInput<'a> {
+    /// The samples, staleness markers removed.
+    Samples(&'a [(i64, f64)]),
+    /// The aggregates, computed by the storage.
+    Agg(&'a WindowAgg),
 }
 
 /// A series of an instant vector across the steps.
@@ -453,6 +461,101 @@ impl<'a> Ctx<'a> {
                 .collect();
             f(&s.labels, &windows)
         })
+    }
+
+    /// As [`for_each_window`](Self::for_each_window) for the window aggregates
+    /// (`count/sum/avg/min/max_over_time`): the storage answers through
+    /// [`Storage::select_windows`], each window either aggregated (`Agg`) or as its
+    /// samples (staleness markers removed here), and `f` gets one
+    /// [`WindowInput`] per step.
+    pub(crate) fn for_each_window_agg(
+        &mut self,
+        ms: &MatrixSelector,
+        need: (bool, bool, bool),
+        mut f: impl FnMut(&Labels, &[WindowInput<'_>]) -> Result<()>,
+    ) -> Result<()> {
+        let vs = &ms.vs;
+        let range = duration_ms(&ms.range);
+        let times: Vec<i64> = (0..self.n)
+            .map(|i| self.selector_time(&vs.at, &vs.offset, i))
+            .collect();
+        let matchers = Self::matchers(vs)?;
+        let (max_series, max_points) = (self.opts.max_series, self.opts.max_points);
+        let deadline = self.deadline;
+        let timeout = self.opts.timeout;
+        let mut series_read = self.series_read;
+        let mut points_read = self.points_read;
+        let req = crate::storage::WindowRequest {
+            ends: &times,
+            range_ms: range,
+            sum: need.0,
+            min: need.1,
+            max: need.2,
+        };
+        self.storage.select_windows(&matchers, &req, &mut |ws| {
+            series_read += 1;
+            if series_read > max_series {
+                return Err(Error::TooManySeries { limit: max_series });
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Timeout {
+                    millis: timeout.as_millis(),
+                });
+            }
+            match ws {
+                WindowSeries::Samples(mut s) => {
+                    points_read += s.samples.len();
+                    if s.samples.len() > max_points {
+                        return Err(Error::TooManyPoints { limit: max_points });
+                    }
+                    s.samples.retain(|p| !is_stale_nan(p.1));
+                    let windows: Vec<WindowInput<'_>> = times
+                        .iter()
+                        .map(|&t| {
+                            let a = s
+                                .samples
+                                .partition_point(|p| p.0 <= t.saturating_sub(range));
+                            let b = s.samples.partition_point(|p| p.0 <= t);
+                            WindowInput::Samples(s.samples.get(a..b).unwrap_or(&[]))
+                        })
+                        .collect();
+                    f(&s.labels, &windows)
+                }
+                WindowSeries::Windows {
+                    labels,
+                    mut windows,
+                } => {
+                    let held: usize = windows
+                        .iter()
+                        .map(|w| match w {
+                            Window::Samples(v) => v.len(),
+                            _ => 1,
+                        })
+                        .sum();
+                    points_read += held;
+                    if held > max_points {
+                        return Err(Error::TooManyPoints { limit: max_points });
+                    }
+                    for w in &mut windows {
+                        if let Window::Samples(v) = w {
+                            v.retain(|p| !is_stale_nan(p.1));
+                        }
+                    }
+                    let inputs: Vec<WindowInput<'_>> = windows
+                        .iter()
+                        .map(|w| match w {
+                            Window::Empty => WindowInput::Samples(&[]),
+                            Window::Agg(a) => WindowInput::Agg(a),
+                            Window::Samples(v) => WindowInput::Samples(v),
+                        })
+                        .collect();
+                    f(&labels, &inputs)
+                }
+            }
+        })?;
+        self.series_read = series_read;
+        self.points_read = points_read;
+        Ok(())
     }
 
     /// The selector time at each step of a range selector (for extrapolation).

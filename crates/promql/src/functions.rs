@@ -6,9 +6,9 @@ use promql_parser::parser::{Call, Expr, MatrixSelector};
 
 use crate::error::{Error, Result};
 use crate::eval::{
-    Ctx, METRIC_NAME, Row, Val, is_valid_label_name, nan_last, set_label, without_name,
+    Ctx, METRIC_NAME, Row, Val, WindowInput, is_valid_label_name, nan_last, set_label, without_name,
 };
-use crate::storage::Labels;
+use crate::storage::{Labels, WindowAgg};
 
 /// Evaluates a function call.
 pub(crate) fn call(ctx: &mut Ctx<'_>, c: &Call) -> Result<Val> {
@@ -547,6 +547,29 @@ fn eval_range_function_each(
     let range_ms = i64::try_from(ms.range.as_millis()).unwrap_or(i64::MAX);
     let range_s = range_ms as f64 / 1000.0;
     let ends = ctx.window_ends(ms);
+    if let Some(need) = window_aggregate_needs(name) {
+        // Through `select_windows`: a store with rollups answers whole buckets there.
+        return ctx.for_each_window_agg(ms, need, |labels, windows| {
+            let vals: Vec<Option<f64>> = windows
+                .iter()
+                .zip(&ends)
+                .map(|(w, &end)| match w {
+                    WindowInput::Samples(s) => {
+                        f(s, end.saturating_sub(range_ms), end, range_s, 0.0)
+                    }
+                    WindowInput::Agg(a) => window_agg_value(name, a),
+                })
+                .collect();
+            if vals.iter().any(Option::is_some) {
+                sink(Row {
+                    labels: labels.clone(),
+                    drop_name: true,
+                    vals,
+                })?;
+            }
+            Ok(())
+        });
+    }
     let keep_name = matches!(name, "last_over_time" | "first_over_time");
     ctx.for_each_window(ms, |labels, windows| {
         let vals: Vec<Option<f64>> = windows
@@ -563,6 +586,33 @@ fn eval_range_function_each(
             })?;
         }
         Ok(())
+    })
+}
+
+/// For the functions a window's aggregates answer: whether they use its `(sum, min,
+/// max)` (`count` always).
+fn window_aggregate_needs(name: &str) -> Option<(bool, bool, bool)> {
+    Some(match name {
+        "count_over_time" => (false, false, false),
+        "sum_over_time" | "avg_over_time" => (true, false, false),
+        "min_over_time" => (false, true, false),
+        "max_over_time" => (false, false, true),
+        _ => return None,
+    })
+}
+
+/// A window function's value from the window's aggregates.
+fn window_agg_value(name: &str, a: &WindowAgg) -> Option<f64> {
+    if a.count == 0 {
+        return None;
+    }
+    Some(match name {
+        "count_over_time" => a.count as f64,
+        "sum_over_time" => a.sum,
+        "avg_over_time" => a.sum / a.count as f64,
+        "min_over_time" => a.min,
+        "max_over_time" => a.max,
+        _ => return None,
     })
 }
 

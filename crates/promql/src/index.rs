@@ -3,7 +3,7 @@
 //! the metric field's path. Names that are not valid Prometheus label names (dotted
 //! paths such as `host.name`) have every other character replaced by `_`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use roaring::RoaringBitmap;
@@ -15,7 +15,10 @@ use tidemark::{FieldRole, FieldType};
 
 use crate::error::{Error, Result};
 use crate::eval::METRIC_NAME;
-use crate::storage::{Labels, Matcher, Series, Storage, matches_all};
+use crate::storage::{
+    Labels, Matcher, Series, Storage, WindowRequest, WindowSeries, matches_all, window_span,
+};
+pub use crate::windows::ReadStats;
 
 /// A mapped index read as Prometheus series.
 #[derive(Debug)]
@@ -28,6 +31,10 @@ pub struct IndexStorage<'a> {
     max_points: usize,
     /// Most series, and about most samples, read from the segments as one group.
     group: (usize, u64),
+    /// What reads took so far.
+    stats: Cell<ReadStats>,
+    /// Whether window aggregates may read rollups.
+    rollups: bool,
 }
 
 /// A name made safe as a Prometheus label or metric name (`[a-zA-Z_][a-zA-Z0-9_]*`; a
@@ -78,6 +85,8 @@ impl<'a> IndexStorage<'a> {
                 metrics,
                 max_points: crate::QueryOptions::default().max_points,
                 group: (GROUP_SERIES, GROUP_POINTS),
+                stats: Cell::new(ReadStats::default()),
+                rollups: true,
             };
         }
         let metrics = index
@@ -95,7 +104,48 @@ impl<'a> IndexStorage<'a> {
             metrics,
             max_points: crate::QueryOptions::default().max_points,
             group: (GROUP_SERIES, GROUP_POINTS),
+            stats: Cell::new(ReadStats::default()),
+            rollups: true,
         }
+    }
+
+    /// Reads raw samples only, never rollups (for comparisons: the answers are the
+    /// same, see [`Storage::select_windows`]).
+    pub fn without_rollups(mut self) -> IndexStorage<'a> {
+        self.rollups = false;
+        self
+    }
+
+    /// What this storage's reads took so far: raw samples gathered, rollup buckets
+    /// read, windows answered from rollups and windows read raw instead.
+    pub fn read_stats(&self) -> ReadStats {
+        self.stats.get()
+    }
+
+    pub(crate) fn set_read_stats(&self, s: ReadStats) {
+        self.stats.set(s);
+    }
+
+    pub(crate) fn index(&self) -> &Index {
+        self.index
+    }
+
+    pub(crate) fn group_limits(&self) -> (usize, u64) {
+        self.group
+    }
+
+    pub(crate) fn max_points_limit(&self) -> usize {
+        self.max_points
+    }
+
+    /// The field path of metric `mi`.
+    pub(crate) fn metric_path(&self, mi: usize) -> Option<&str> {
+        self.metrics.get(mi).map(|(p, _)| p.as_str())
+    }
+
+    /// The `__name__` of metric `mi` (a mapped index), `None` in a label-keyed one.
+    pub(crate) fn metric_name(&self, mi: usize) -> Option<&str> {
+        self.metrics.get(mi).and_then(|(_, n)| n.as_deref())
     }
 
     /// Sets how much one group of a streaming `select` reads at once: at most `series`
@@ -120,7 +170,7 @@ impl<'a> IndexStorage<'a> {
     }
 
     /// The labels of a series without the metric name, sorted.
-    fn series_labels_of(dims: &[(String, Dim)]) -> Labels {
+    pub(crate) fn series_labels_of(dims: &[(String, Dim)]) -> Labels {
         let mut labels: Labels = dims
             .iter()
             .map(|(n, d)| (label_safe(n), dim_text(d)))
@@ -131,7 +181,7 @@ impl<'a> IndexStorage<'a> {
     }
 
     /// Which metrics of a series (by index into `self.metrics`) satisfy the matchers.
-    fn matching_metrics(&self, base: &Labels, matchers: &[Matcher]) -> Vec<usize> {
+    pub(crate) fn matching_metrics(&self, base: &Labels, matchers: &[Matcher]) -> Vec<usize> {
         (0..self.metrics.len())
             .filter(|&i| {
                 let Some((_, name)) = self.metrics.get(i) else {
@@ -149,7 +199,7 @@ impl<'a> IndexStorage<'a> {
 
 /// Series chosen for one select: tsid → (labels without the metric name, the matching
 /// metrics (indices into `IndexStorage::metrics`), estimated samples in range).
-type Chosen = BTreeMap<Tsid, (Labels, Vec<usize>, u64)>;
+pub(crate) type Chosen = BTreeMap<Tsid, (Labels, Vec<usize>, u64)>;
 
 /// Most samples (estimated from the segments' series tables) one group of series
 /// gathers before it is handed over, by default: bounds a select's memory whatever the
@@ -168,7 +218,7 @@ impl IndexStorage<'_> {
     /// The series of a segment that may satisfy the matchers, from its dimension index:
     /// a superset (labels whose names were made label-safe are not narrowed here), which
     /// [`matching_metrics`](Self::matching_metrics) then checks exactly.
-    fn candidates(&self, p: &Postings, matchers: &[Matcher]) -> RoaringBitmap {
+    pub(crate) fn candidates(&self, p: &Postings, matchers: &[Matcher]) -> RoaringBitmap {
         let mut out = p.all();
         for m in matchers {
             if out.is_empty() {
@@ -198,7 +248,12 @@ impl IndexStorage<'_> {
     /// Phase one of a select: the series that satisfy the matchers and have data in
     /// range, chosen through each segment's dimension index and series table (no row is
     /// read), buffered series by their dimensions.
-    fn choose(&self, matchers: &[Matcher], start_ms: i64, end_ms: i64) -> Result<Chosen> {
+    pub(crate) fn choose_series(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Chosen> {
         let chosen: RefCell<Chosen> = RefCell::new(BTreeMap::new());
         let rejected: RefCell<HashSet<Tsid>> = RefCell::new(HashSet::new());
         self.index
@@ -261,7 +316,7 @@ impl Storage for IndexStorage<'_> {
         end_ms: i64,
         visit: &mut dyn FnMut(&Labels) -> Result<()>,
     ) -> Result<()> {
-        for (base, metrics, _) in self.choose(matchers, start_ms, end_ms)?.values() {
+        for (base, metrics, _) in self.choose_series(matchers, start_ms, end_ms)?.values() {
             for &mi in metrics {
                 let Some((_, name)) = self.metrics.get(mi) else {
                     continue;
@@ -287,7 +342,11 @@ impl Storage for IndexStorage<'_> {
         end_ms: i64,
         visit: &mut dyn FnMut(Series) -> Result<()>,
     ) -> Result<()> {
-        let chosen = self.choose(matchers, start_ms, end_ms)?;
+        // Never a silent partial answer: raw rows retention dropped cannot be read.
+        if let Some((x, y)) = crate::windows::expired_overlap(self.index, start_ms, end_ms) {
+            return Err(crate::windows::expired_error(start_ms, end_ms, x, y));
+        }
+        let chosen = self.choose_series(matchers, start_ms, end_ms)?;
         let tsids: Vec<Tsid> = chosen.keys().copied().collect();
         let mut from = 0usize;
         while from < tsids.len() {
@@ -358,6 +417,9 @@ impl Storage for IndexStorage<'_> {
                     limit: self.max_points,
                 });
             }
+            let mut st = self.stats.get();
+            st.raw_samples += gathered as u64;
+            self.stats.set(st);
             for t in group {
                 let Some((base, wanted, _)) = chosen.get(t) else {
                     continue;
@@ -377,5 +439,20 @@ impl Storage for IndexStorage<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Answers whole rollup buckets where the partitions' rollups fit the windows
+    /// exactly (see the `windows` module), otherwise reads raw samples.
+    fn select_windows(
+        &self,
+        matchers: &[Matcher],
+        req: &WindowRequest<'_>,
+        visit: &mut dyn FnMut(WindowSeries) -> Result<()>,
+    ) -> Result<()> {
+        if self.rollups && self.rollup_windows(matchers, req, visit)?.is_some() {
+            return Ok(());
+        }
+        let (lo, hi) = window_span(req);
+        self.select(matchers, lo, hi, &mut |s| visit(WindowSeries::Samples(s)))
     }
 }

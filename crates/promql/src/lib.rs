@@ -10,14 +10,15 @@ mod index;
 mod meta;
 mod storage;
 mod value;
+mod windows;
 
 pub use error::{Error, Result};
 pub use eval::{METRIC_NAME, QueryOptions, instant_query, parse, range_query};
-pub use index::{GROUP_POINTS, GROUP_SERIES, IndexStorage, label_safe};
+pub use index::{GROUP_POINTS, GROUP_SERIES, IndexStorage, ReadStats, label_safe};
 pub use meta::{label_names, label_values, selector_matchers, series};
 pub use storage::{
-    Labels, MatchOp, Matcher, MemStorage, STALE_NAN_BITS, Series, Storage, is_stale_nan,
-    matches_all,
+    Labels, MatchOp, Matcher, MemStorage, STALE_NAN_BITS, Series, Storage, Window, WindowAgg,
+    WindowRequest, WindowSeries, is_stale_nan, matches_all, window_span,
 };
 pub use value::{InstantSample, QueryValue, RangeSeries};
 

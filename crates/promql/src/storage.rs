@@ -37,6 +37,63 @@ pub fn matches_all(labels: &[(String, String)], matchers: &[Matcher]) -> bool {
     })
 }
 
+/// A window-aggregate read: the windows `(t - range_ms, t]` for each `t` of `ends`, and
+/// which aggregates the caller uses (a storage answering from pre-aggregated buckets
+/// only needs exact `min`/`max`/`sum` where they are used; `count` always).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowRequest<'a> {
+    /// The window ends (selector times, `offset` and `@` applied), one per step.
+    pub ends: &'a [i64],
+    /// The range of the selector, milliseconds.
+    pub range_ms: i64,
+    /// Whether `sum` is used (`sum_over_time`, `avg_over_time`).
+    pub sum: bool,
+    /// Whether `min` is used.
+    pub min: bool,
+    /// Whether `max` is used.
+    pub max: bool,
+}
+
+/// The aggregates of one window's samples, staleness markers excluded, every value
+/// finite: what `count/sum/avg/min/max_over_time` need.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowAgg {
+    /// Samples in the window (more than zero).
+    pub count: u64,
+    /// Their sum (meaningful when the request asked for it).
+    pub sum: f64,
+    /// Their minimum (meaningful when asked for).
+    pub min: f64,
+    /// Their maximum (meaningful when asked for).
+    pub max: f64,
+}
+
+/// One window of a [`WindowSeries::Windows`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Window {
+    /// No sample in the window.
+    Empty,
+    /// The window's aggregates, equal to those of its raw samples.
+    Agg(WindowAgg),
+    /// The window's raw samples, sorted (staleness markers may be present; the caller
+    /// drops them), where the aggregates could not be computed exactly.
+    Samples(Vec<(i64, f64)>),
+}
+
+/// One series of a [`Storage::select_windows`] answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WindowSeries {
+    /// The series' raw samples over the span of all windows: the caller windows them.
+    Samples(Series),
+    /// One [`Window`] per window end of the request.
+    Windows {
+        /// The labels, sorted by name.
+        labels: Labels,
+        /// One entry per `ends` element.
+        windows: Vec<Window>,
+    },
+}
+
 /// What the evaluator reads.
 pub trait Storage {
     /// Calls `visit` once per series that satisfies every matcher and has samples in
@@ -69,6 +126,32 @@ pub trait Storage {
     ) -> Result<()> {
         self.select(matchers, start_ms, end_ms, &mut |s| visit(&s.labels))
     }
+
+    /// Calls `visit` once per series that satisfies the matchers and has samples in
+    /// the windows of `req`, either with its raw samples over the windows' span (the
+    /// default, through [`select`](Self::select)) or with one [`Window`] per window end,
+    /// each equal to what the raw samples give (a store with pre-aggregated buckets, such
+    /// as a partition's rollups, answers whole buckets from them).
+    ///
+    /// # Errors
+    /// As [`select`](Self::select).
+    fn select_windows(
+        &self,
+        matchers: &[Matcher],
+        req: &WindowRequest<'_>,
+        visit: &mut dyn FnMut(WindowSeries) -> Result<()>,
+    ) -> Result<()> {
+        let (lo, hi) = window_span(req);
+        self.select(matchers, lo, hi, &mut |s| visit(WindowSeries::Samples(s)))
+    }
+}
+
+/// The first and last millisecond the windows of `req` cover, `(min end - range, max
+/// end]` as an inclusive range.
+pub fn window_span(req: &WindowRequest<'_>) -> (i64, i64) {
+    let lo = req.ends.iter().copied().min().unwrap_or(0);
+    let hi = req.ends.iter().copied().max().unwrap_or(0);
+    (lo.saturating_sub(req.range_ms.saturating_sub(1)), hi)
 }
 
 /// Series held in memory: the conformance harness's and the tests' storage.

@@ -18,7 +18,8 @@ use axum::routing::get;
 use serde_json::{Map, Value, json};
 use tidemark::{FieldRole, IndexMode};
 use tidemark_promql::{
-    Error as PromError, IndexStorage, Matcher, QueryOptions, Series, Storage, api as papi,
+    Error as PromError, IndexStorage, Matcher, QueryOptions, ReadStats, Series, Storage,
+    WindowRequest, WindowSeries, api as papi,
 };
 
 use crate::api::{AppState, blocking};
@@ -64,6 +65,11 @@ pub fn routes() -> Router<Arc<AppState>> {
 /// held only while one selector reads it.
 struct RegistryStorage {
     indices: Vec<Arc<IndexHandle>>,
+    /// Whether window aggregates may read rollups (`tidemark_rollups=false` turns it
+    /// off, for comparisons).
+    rollups: bool,
+    /// What the reads took, summed over the indices.
+    stats: std::cell::Cell<ReadStats>,
 }
 
 impl RegistryStorage {
@@ -75,7 +81,56 @@ impl RegistryStorage {
                 .into_iter()
                 .filter(|h| matches!(h.mapping().mode(), IndexMode::TimeSeries))
                 .collect(),
+            rollups: true,
+            stats: std::cell::Cell::new(ReadStats::default()),
         }
+    }
+
+    fn storage<'i>(&self, index: &'i tidemark::Index) -> IndexStorage<'i> {
+        let s = IndexStorage::new(index);
+        if self.rollups { s } else { s.without_rollups() }
+    }
+
+    fn absorb(&self, s: ReadStats) {
+        let mut t = self.stats.get();
+        t.raw_samples += s.raw_samples;
+        t.rollup_buckets += s.rollup_buckets;
+        t.rollup_windows += s.rollup_windows;
+        t.fallback_windows += s.fallback_windows;
+        self.stats.set(t);
+    }
+
+    /// Runs `f` over each index's storage in turn.
+    fn each(
+        &self,
+        mut f: impl FnMut(&IndexStorage<'_>) -> tidemark_promql::Result<()>,
+    ) -> tidemark_promql::Result<()> {
+        for h in &self.indices {
+            let out = h.read(|index| {
+                let s = self.storage(index);
+                let r = f(&s);
+                self.absorb(s.read_stats());
+                Ok(r)
+            });
+            match out {
+                Ok(r) => r?,
+                // An index deleted since the list was taken has no series.
+                Err(e) if e.status_and_kind().0 == 404 => {}
+                Err(e) => return Err(PromError::Storage(e.reason())),
+            }
+        }
+        Ok(())
+    }
+
+    /// The read stats as `data.stats.tidemark` of an answer.
+    fn stats_json(&self) -> Value {
+        let s = self.stats.get();
+        json!({"tidemark": {
+            "rawSamples": s.raw_samples,
+            "rollupBuckets": s.rollup_buckets,
+            "rollupWindows": s.rollup_windows,
+            "fallbackWindows": s.fallback_windows,
+        }})
     }
 }
 
@@ -87,19 +142,38 @@ impl Storage for RegistryStorage {
         end_ms: i64,
         visit: &mut dyn FnMut(Series) -> tidemark_promql::Result<()>,
     ) -> tidemark_promql::Result<()> {
-        for h in &self.indices {
-            let out = h.read(|index| {
-                Ok(IndexStorage::new(index).select(matchers, start_ms, end_ms, visit))
-            });
-            match out {
-                Ok(r) => r?,
-                // An index deleted since the list was taken has no series.
-                Err(e) if e.status_and_kind().0 == 404 => {}
-                Err(e) => return Err(PromError::Storage(e.reason())),
-            }
-        }
-        Ok(())
+        self.each(|s| s.select(matchers, start_ms, end_ms, visit))
     }
+
+    fn select_windows(
+        &self,
+        matchers: &[Matcher],
+        req: &WindowRequest<'_>,
+        visit: &mut dyn FnMut(WindowSeries) -> tidemark_promql::Result<()>,
+    ) -> tidemark_promql::Result<()> {
+        self.each(|s| s.select_windows(matchers, req, visit))
+    }
+}
+
+/// The storage of a query request: `tidemark_rollups=false` reads raw samples only.
+fn query_storage(st: &AppState, params: &[(String, String)]) -> RegistryStorage {
+    let mut s = RegistryStorage::new(st);
+    s.rollups = !matches!(
+        param(params, "tidemark_rollups"),
+        Some("false" | "0" | "off")
+    );
+    s
+}
+
+/// `data` with `stats` added when the request asked for them (`stats=all`, as
+/// Prometheus; Tidemark's read counters under `stats.tidemark`).
+fn with_stats(mut data: Value, params: &[(String, String)], storage: &RegistryStorage) -> Value {
+    if param(params, "stats").is_some_and(|v| !v.is_empty())
+        && let Value::Object(m) = &mut data
+    {
+        m.insert("stats".into(), storage.stats_json());
+    }
+    data
 }
 
 /// The parameters of a request: the query string, then a form body's pairs.
@@ -192,10 +266,10 @@ async fn query(State(st): St, RawQuery(raw): RawQuery, headers: HeaderMap, body:
         let q = required(&params, "query")?.to_owned();
         let t = time_param(&params, "time", now_ms())?;
         let opts = options(&params)?;
-        let storage = RegistryStorage::new(&st);
+        let storage = query_storage(&st, &params);
         run_blocking(move || {
             let v = tidemark_promql::instant_query(&storage, &q, t, &opts)?;
-            Ok(papi::data_json(&v))
+            Ok(with_stats(papi::data_json(&v), &params, &storage))
         })
         .await
     }
@@ -216,10 +290,10 @@ async fn query_range(
         let end = papi::parse_time("end", required(&params, "end")?)?;
         let step = papi::parse_duration("step", required(&params, "step")?)?;
         let opts = options(&params)?;
-        let storage = RegistryStorage::new(&st);
+        let storage = query_storage(&st, &params);
         run_blocking(move || {
             let v = tidemark_promql::range_query(&storage, &q, start, end, step, &opts)?;
-            Ok(papi::data_json(&v))
+            Ok(with_stats(papi::data_json(&v), &params, &storage))
         })
         .await
     }

@@ -232,3 +232,121 @@ fn errors_use_the_prometheus_format() {
     assert_eq!(status, 422, "{resp}");
     assert_eq!(resp["errorType"], "execution");
 }
+
+/// `*_over_time` over a partitioned index with rollups: once the partitions are sealed
+/// (the server's maintenance, a minute of grace), `stats=all` shows the rollup buckets
+/// read, and the answer equals the one read from raw samples only
+/// (`tidemark_rollups=false`).
+#[test]
+fn window_aggregates_read_rollups_through_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    let body = json!({
+        "settings": {"index": {"tidemark": {"partitions": {
+            "width": "1h", "seal_grace": "1m", "rollups": ["5m", "1h"]
+        }}}},
+        "mappings": {"properties": {
+            "host": {"type": "keyword", "time_series_dimension": true},
+            "site": {"type": "keyword", "time_series_dimension": true},
+            "temp": {"type": "double", "time_series_metric": "gauge"}
+        }}
+    });
+    let (status, resp) = s.put_json("/rolled", &body);
+    assert_eq!(status, 200, "{resp}");
+    let mut bulk = Vec::new();
+    // Three hours every 10 s (points on every bucket boundary), then one point at 5 h
+    // that moves the clock past the first three partitions.
+    let mut times: Vec<i64> = (0..3 * 360).map(|i| T0 + i * 10_000).collect();
+    times.push(T0 + 5 * 3_600_000);
+    for t in times {
+        for (host, site, inc) in INCS {
+            writeln!(bulk, "{{\"create\":{{}}}}").unwrap();
+            writeln!(
+                bulk,
+                "{{\"@timestamp\":{t},\"host\":\"{host}\",\"site\":\"{site}\",\"temp\":{}}}",
+                ((t - T0) / 10_000 * inc % 97) as f64 / 8.0
+            )
+            .unwrap();
+        }
+    }
+    let (status, resp) = s.bulk("/rolled/_bulk?refresh=true", &bulk);
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(resp["errors"], false, "{resp}");
+    let q = "sum by (site) (sum_over_time(temp[1h]))";
+    let params = |extra: &[(&'static str, &'static str)]| {
+        let mut p: Vec<(&str, String)> = vec![
+            ("query", q.to_owned()),
+            ("start", secs(T0 + 3_600_000)),
+            ("end", secs(T0 + 3 * 3_600_000)),
+            ("step", "3600".to_owned()),
+            ("stats", "all".to_owned()),
+        ];
+        p.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+        p
+    };
+    let run = |extra: &[(&'static str, &'static str)]| {
+        let p = params(extra);
+        let pairs: Vec<(&str, &str)> = p.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (status, v) = get(&s, "/api/v1/query_range", &pairs);
+        assert_eq!(status, 200, "{v}");
+        v
+    };
+    // Sealing runs in the write thread's maintenance (every 10 s).
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let rolled = loop {
+        let v = run(&[]);
+        if v["data"]["stats"]["tidemark"]["rollupBuckets"].as_u64() > Some(0) {
+            break v;
+        }
+        assert!(std::time::Instant::now() < until, "never sealed: {v}");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let raw = run(&[("tidemark_rollups", "false")]);
+    let (rs, ws) = (
+        &rolled["data"]["stats"]["tidemark"],
+        &raw["data"]["stats"]["tidemark"],
+    );
+    assert_eq!(ws["rollupBuckets"], 0, "{ws}");
+    assert!(ws["rawSamples"].as_u64() > Some(3000), "{ws}");
+    // Three hosts x three hours of 1 h buckets at most; raw samples only at 3:00.
+    assert!(rs["rollupBuckets"].as_u64() <= Some(9), "{rs}");
+    assert!(rs["rawSamples"].as_u64() <= Some(3), "{rs}");
+    let series = |v: &Value| -> Vec<(Value, Vec<(f64, f64)>)> {
+        let mut out: Vec<_> = v["data"]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let pts = s["values"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| {
+                        (
+                            p[0].as_f64().unwrap(),
+                            p[1].as_str().unwrap().parse().unwrap(),
+                        )
+                    })
+                    .collect();
+                (s["metric"].clone(), pts)
+            })
+            .collect();
+        out.sort_by_key(|s| s.0.to_string());
+        out
+    };
+    let (a, b) = (series(&rolled), series(&raw));
+    assert_eq!(a.len(), 2, "{rolled}");
+    assert_eq!(a.len(), b.len());
+    for ((la, pa), (lb, pb)) in a.iter().zip(&b) {
+        assert_eq!(la, lb);
+        assert_eq!(pa.len(), 3, "{rolled}");
+        assert_eq!(pa.len(), pb.len());
+        for (x, y) in pa.iter().zip(pb) {
+            assert_eq!(x.0, y.0);
+            assert!(
+                (x.1 - y.1).abs() <= 1e-9 * x.1.abs().max(y.1.abs()),
+                "{x:?} {y:?}"
+            );
+        }
+    }
+}

@@ -977,7 +977,20 @@ impl PartitionedEngine {
             next.push((*r, seg));
         }
         part.rollups = next;
+        let dir = part.dir.clone();
+        self.forget_rollup_postings(&dir);
         Ok(())
+    }
+
+    /// Drops the cached dimension indexes of the rollups of partition directory `dir`:
+    /// a rollup file is rewritten in place (same path) when it is rebuilt, unlike
+    /// segment files, so its cached index would describe the old series table.
+    fn forget_rollup_postings(&self, dir: &Path) {
+        let mut cache = match self.postings.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        cache.retain(|p, _| p.parent() != Some(dir));
     }
 
     /// Seals the partition starting at `start`: refresh, merge into one segment, build
@@ -1005,6 +1018,8 @@ impl PartitionedEngine {
             rollups.push((r, seg));
         }
         part.rollups = rollups;
+        let dir = part.dir.clone();
+        self.forget_rollup_postings(&dir);
         self.set_state(start, PartState::Sealed)
     }
 
@@ -1827,24 +1842,27 @@ impl PartitionedEngine {
         };
         let chosen = select(&self.postings(&path, seg));
         let cols = rollup::RowColumns::of(seg);
-        for ord in &chosen {
-            let Some(s) = seg.series().get(ord as usize) else {
-                continue;
-            };
-            if s.max_ts < from || s.min_ts > to || !keep_series(&s.tsid, &s.dims) {
-                continue;
-            }
-            seg.scan_series(&s.tsid, from, to, |rv| {
-                let (doc_count, metrics) = cols.read(rv.metrics);
-                f(RollupRow {
-                    tsid: &s.tsid,
-                    dims: &s.dims,
-                    bucket_ms: rv.ts_millis,
-                    doc_count,
-                    metrics,
-                });
-            })?;
-        }
+        let series = seg.series();
+        let kept: Vec<usize> = chosen
+            .iter()
+            .map(|ord| ord as usize)
+            .filter(|&i| {
+                series.get(i).is_some_and(|s| {
+                    s.max_ts >= from && s.min_ts <= to && keep_series(&s.tsid, &s.dims)
+                })
+            })
+            .collect();
+        // One decoded block kept across series (neighbours share blocks).
+        seg.scan_series_many(kept, from, to, |rv| {
+            let (doc_count, metrics) = cols.read(rv.metrics);
+            f(RollupRow {
+                tsid: &rv.series.tsid,
+                dims: &rv.series.dims,
+                bucket_ms: rv.ts_millis,
+                doc_count,
+                metrics,
+            });
+        })?;
         Ok(())
     }
 

@@ -1,5 +1,6 @@
 //! Rollups: per series and bucket of a fixed resolution, `count`, `min`, `max` and `sum`
-//! of every metric, plus `first`, `last` and the reset-aware `increase` of counters,
+//! of every metric and the timestamp and value of its first point (`first_ms`,
+//! `first_value`), plus `first`, `last` and the reset-aware `increase` of counters,
 //! stored as an ordinary segment per partition and resolution (one row per series and
 //! bucket, the bucket start as its timestamp, the dimensions unchanged, columns named
 //! `<metric>.<stat>`). Built from a partition's deduplicated rows, so duplicates never
@@ -29,6 +30,13 @@ pub struct RollupStats {
     /// For counters: first and last value and the increase between them within the
     /// bucket, a drop counting as a reset to zero (Prometheus' rule).
     pub counter: Option<CounterStats>,
+    /// The bucket's first value of the metric: its timestamp (ms) and value (a counter
+    /// as `f64`). Set by the rollup build and read back from a rollup segment; `None`
+    /// for stats not built from timestamped points, and for rollups written before the
+    /// `first_ms`/`first_value` columns existed. PromQL reads it to answer a window
+    /// `(t - r, t]` from buckets `[t - r, t)`: the point at `t - r` is excluded, the
+    /// point at `t` (first of the next bucket) included.
+    pub first_point: Option<(i64, f64)>,
 }
 
 /// The counter part of a [`RollupStats`].
@@ -71,7 +79,15 @@ impl RollupStats {
             max: f,
             sum: f,
             counter,
+            first_point: None,
         }
+    }
+
+    /// The stats of the value `v` at `ts_millis` (the first of a bucket).
+    pub fn of_point(ts_millis: i64, v: MetricValue) -> RollupStats {
+        let mut s = RollupStats::of(v);
+        s.first_point = Some((ts_millis, s.sum));
+        s
     }
 
     /// Adds the next value (in timestamp order).
@@ -113,6 +129,7 @@ impl RollupStats {
             }),
             (a, b) => a.or(b),
         };
+        self.first_point = self.first_point.or(later.first_point);
     }
 }
 
@@ -120,7 +137,17 @@ impl RollupStats {
 /// Elasticsearch's downsampled documents have one).
 pub const DOC_COUNT_COLUMN: &str = "_doc_count";
 
-const STATS: [&str; 7] = ["count", "first", "increase", "last", "max", "min", "sum"];
+const STATS: [&str; 9] = [
+    "count",
+    "first",
+    "increase",
+    "last",
+    "max",
+    "min",
+    "sum",
+    "first_ms",
+    "first_value",
+];
 
 /// File of the rollup at `resolution_ms` in partition directory `dir`.
 pub(crate) fn rollup_path(dir: &Path, resolution_ms: i64) -> PathBuf {
@@ -151,6 +178,12 @@ fn to_point(
             .push((format!("{name}.max"), MetricValue::Gauge(s.max)));
         p.metrics
             .push((format!("{name}.sum"), MetricValue::Gauge(s.sum)));
+        if let Some((ts, v)) = s.first_point {
+            p.metrics
+                .push((format!("{name}.first_ms"), MetricValue::Counter(ts)));
+            p.metrics
+                .push((format!("{name}.first_value"), MetricValue::Gauge(v)));
+        }
         if let Some(c) = s.counter {
             p.metrics
                 .push((format!("{name}.first"), MetricValue::Counter(c.first)));
@@ -220,7 +253,7 @@ pub(crate) fn compute(
                 match acc.get_mut(&name) {
                     Some(s) => s.add(v),
                     None => {
-                        acc.insert(name, RollupStats::of(v));
+                        acc.insert(name, RollupStats::of_point(p.ts_millis, v));
                     }
                 }
             }
@@ -304,11 +337,11 @@ pub(crate) fn rebuild(
 /// Column numbers of one metric's stats in a rollup segment (indexes into a row's
 /// metric values), `None` where the segment lacks the column.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct StatColumns([Option<usize>; 7]);
+pub(crate) struct StatColumns([Option<usize>; 9]);
 
 impl StatColumns {
     pub(crate) fn of(seg: &Segment, metric: &str) -> StatColumns {
-        let mut out = [None; 7];
+        let mut out = [None; 9];
         for (i, c) in seg.columns().iter().enumerate() {
             if let Some((m, stat)) = c.name.rsplit_once('.')
                 && m == metric
@@ -340,12 +373,17 @@ impl StatColumns {
             }),
             _ => None,
         };
+        let first_point = match (int(7), float(8)) {
+            (Some(ts), Some(v)) => Some((ts, v)),
+            _ => None,
+        };
         Some(RollupStats {
             count: u64::try_from(count).ok()?,
             min: float(5)?,
             max: float(4)?,
             sum: float(6)?,
             counter,
+            first_point,
         })
     }
 }
