@@ -374,16 +374,7 @@ impl Storage for IndexStorage<'_> {
                     start_ms,
                     end_ms,
                     |tsid, _| in_group.contains(tsid),
-                    |_, seg| {
-                        let series = seg.series();
-                        let mut b = RoaringBitmap::new();
-                        for t in group {
-                            if let Ok(i) = series.binary_search_by(|s| s.tsid.cmp(t)) {
-                                b.insert(i as u32);
-                            }
-                        }
-                        b
-                    },
+                    |_, seg| segment_rows(seg, group),
                     |tsid, ts, names, values| {
                         let Some((_, wanted, _)) = chosen.get(tsid) else {
                             return;
@@ -455,4 +446,17 @@ impl Storage for IndexStorage<'_> {
         let (lo, hi) = window_span(req);
         self.select(matchers, lo, hi, &mut |s| visit(WindowSeries::Samples(s)))
     }
+}
+
+/// The rows of `seg`'s series table that hold the series of `group`: what the engine's
+/// selected scans read of a segment.
+pub(crate) fn segment_rows(seg: &tidemark::segment::Segment, group: &[Tsid]) -> RoaringBitmap {
+    let series = seg.series();
+    let mut b = RoaringBitmap::new();
+    for t in group {
+        if let Ok(i) = series.binary_search_by(|s| s.tsid.cmp(t)) {
+            b.insert(i as u32);
+        }
+    }
+    b
 }

@@ -23,7 +23,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use roaring::RoaringBitmap;
 use tidemark::dedup::Piece;
 use tidemark::segment::MetricValue;
 use tidemark::tsid::Tsid;
@@ -554,16 +553,7 @@ impl IndexStorage<'_> {
                 from,
                 to,
                 |tsid, _| in_group.contains(tsid),
-                |_, seg| {
-                    let series = seg.series();
-                    let mut b = RoaringBitmap::new();
-                    for t in group {
-                        if let Ok(i) = series.binary_search_by(|s| s.tsid.cmp(t)) {
-                            b.insert(i as u32);
-                        }
-                    }
-                    b
-                },
+                |_, seg| crate::index::segment_rows(seg, group),
                 |tsid, ts, names, values| {
                     let Some((_, wanted, _)) = chosen.get(tsid) else {
                         return;

@@ -97,12 +97,8 @@ impl Batch {
         what: &dyn Fn() -> String,
     ) -> Result<()> {
         self.check_future(ts_millis, what)?;
-        let doc = self
-            .points
-            .doc(labels, ts_millis, value)
-            .map_err(|e| Error::bad("illegal_argument_exception", format!("{}: {e}", what())))?;
-        self.push_doc(doc);
-        Ok(())
+        let series = self.series(labels, &value, what)?;
+        self.push_sample(&series, ts_millis, value, what)
     }
 
     /// The series of `labels` for samples like `like` (see [`LabelPoints::series`]).
