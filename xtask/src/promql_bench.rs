@@ -355,6 +355,22 @@ fn read_stats(v: &Value) -> Value {
 /// index is created partitioned (1 h partitions, rollups at 5 m and 1 h, sealed 30 min
 /// after their end) before the load; the queries run over whole hours with a 1 h step
 /// once the partitions are sealed, and the two paths' answers are compared.
+/// Loads the bench's samples into `tm` by remote write, reports the rate and refreshes
+/// the index; the load's seconds.
+fn load_tidemark(a: &Args, tm: &Server, start_ms: i64, points: u64, samples: u64) -> Result<f64> {
+    let secs = load(a, &format!("{}/api/v1/write", tm.base), start_ms, points)?;
+    eprintln!(
+        "tidemark: loaded in {secs:.1} s ({:.0} samples/s)",
+        samples as f64 / secs
+    );
+    let _ = post_text(
+        &format!("{}/metrics/_refresh", tm.base),
+        "",
+        "application/json",
+    );
+    Ok(secs)
+}
+
 fn run_rollups(a: &Args, bin: &PathBuf) -> Result<()> {
     let now_s = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs() as i64;
     let end_s = (now_s - 600) / 60 * 60;
@@ -398,16 +414,7 @@ fn run_rollups(a: &Args, bin: &PathBuf) -> Result<()> {
         }
         Err(e) => return Err(e.into()),
     }
-    let load_s = load(a, &format!("{}/api/v1/write", tm.base), start_ms, points)?;
-    eprintln!(
-        "tidemark: loaded in {load_s:.1} s ({:.0} samples/s)",
-        samples as f64 / load_s
-    );
-    let _ = post_text(
-        &format!("{}/metrics/_refresh", tm.base),
-        "",
-        "application/json",
-    );
+    let load_s = load_tidemark(a, &tm, start_ms, points, samples)?;
     // Whole hours: windows (t - 1h, t] on the 1 h buckets.
     let q_end = end_s / 3600 * 3600;
     let q_start = q_end - (a.hours as i64 - 1) * 3600;
@@ -534,16 +541,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         .tempdir()?;
     let tdata = tdir.path().join("data");
     let tm = start_tidemark(&bin, &tdata, None)?;
-    let tm_load = load(&a, &format!("{}/api/v1/write", tm.base), start_ms, points)?;
-    eprintln!(
-        "tidemark: loaded in {tm_load:.1} s ({:.0} samples/s)",
-        samples as f64 / tm_load
-    );
-    let _ = post_text(
-        &format!("{}/metrics/_refresh", tm.base),
-        "",
-        "application/json",
-    );
+    let tm_load = load_tidemark(&a, &tm, start_ms, points, samples)?;
     let _ = post_text(
         &format!("{}/metrics/_forcemerge", tm.base),
         "",
