@@ -369,9 +369,7 @@ impl<'a> Ctx<'a> {
         sample_ts: bool,
         sink: &mut dyn FnMut(Row) -> Result<()>,
     ) -> Result<()> {
-        let times: Vec<i64> = (0..self.n)
-            .map(|i| self.selector_time(&vs.at, &vs.offset, i))
-            .collect();
+        let times = self.selector_times(vs);
         let lookback = self.opts.lookback_ms;
         let lo = times
             .iter()
@@ -427,6 +425,13 @@ impl<'a> Ctx<'a> {
         Ok(Val::Matrix(out))
     }
 
+    /// The selector time of `vs` (its `@` and `offset` applied) at every step.
+    fn selector_times(&self, vs: &VectorSelector) -> Vec<i64> {
+        (0..self.n)
+            .map(|i| self.selector_time(&vs.at, &vs.offset, i))
+            .collect()
+    }
+
     /// Reads a range selector's series and calls `f` with each series' labels and its
     /// window of samples (staleness markers removed) at every step: the samples in
     /// `(t - range, t]` for the step's selector time `t`.
@@ -437,9 +442,7 @@ impl<'a> Ctx<'a> {
     ) -> Result<()> {
         let vs = &ms.vs;
         let range = duration_ms(&ms.range);
-        let times: Vec<i64> = (0..self.n)
-            .map(|i| self.selector_time(&vs.at, &vs.offset, i))
-            .collect();
+        let times = self.selector_times(vs);
         let lo = times
             .iter()
             .copied()
@@ -476,9 +479,7 @@ impl<'a> Ctx<'a> {
     ) -> Result<()> {
         let vs = &ms.vs;
         let range = duration_ms(&ms.range);
-        let times: Vec<i64> = (0..self.n)
-            .map(|i| self.selector_time(&vs.at, &vs.offset, i))
-            .collect();
+        let times = self.selector_times(vs);
         let matchers = Self::matchers(vs)?;
         let (max_series, max_points) = (self.opts.max_series, self.opts.max_points);
         let deadline = self.deadline;

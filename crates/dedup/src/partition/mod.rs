@@ -1480,6 +1480,22 @@ impl PartitionedEngine {
             .map(|s| (rollup::rollup_path(dir, resolution_ms), s))
     }
 
+    /// The rollup segment a [`Piece::Rollup`] reads, with its path and the piece's time
+    /// range; `None` for another piece or a rollup no longer there.
+    fn rollup_piece(&self, piece: &Piece) -> Option<(PathBuf, &Segment, i64, i64)> {
+        let Piece::Rollup {
+            partition,
+            resolution_ms,
+            from,
+            to,
+        } = *piece
+        else {
+            return None;
+        };
+        let (path, seg) = self.rollup_of(partition, resolution_ms)?;
+        Some((path, seg, from, to))
+    }
+
     /// [`Engine::scan_live`] over the partitions overlapping `[from, to]`, oldest first.
     ///
     /// # Errors
@@ -1828,16 +1844,7 @@ impl PartitionedEngine {
         select: impl FnOnce(&Postings) -> roaring::RoaringBitmap,
         mut f: impl FnMut(RollupRow<'_>),
     ) -> Result<()> {
-        let Piece::Rollup {
-            partition,
-            resolution_ms,
-            from,
-            to,
-        } = *piece
-        else {
-            return Ok(());
-        };
-        let Some((path, seg)) = self.rollup_of(partition, resolution_ms) else {
+        let Some((path, seg, from, to)) = self.rollup_piece(piece) else {
             return Ok(());
         };
         let chosen = select(&self.postings(&path, seg));
@@ -1879,16 +1886,7 @@ impl PartitionedEngine {
         mut keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
         mut f: impl FnMut(&Tsid, &[(String, Dim)], i64, RollupStats),
     ) -> Result<()> {
-        let Piece::Rollup {
-            partition,
-            resolution_ms,
-            from,
-            to,
-        } = *piece
-        else {
-            return Ok(());
-        };
-        let Some((_, seg)) = self.rollup_of(partition, resolution_ms) else {
+        let Some((_, seg, from, to)) = self.rollup_piece(piece) else {
             return Ok(());
         };
         let cols = rollup::StatColumns::of(seg, metric);
