@@ -5,7 +5,8 @@
 //! ```text
 //! cargo run --release -p tidemark-dedup --example append_ingest -- [STRATEGY] [SERIES] [POINTS] [METRICS] [REFRESH_ZSTD_LEVEL]
 //! ```
-//! Defaults: `series-range`, 2,000 series, 200,000 points, 8 metrics (4 gauges, 4 counters).
+//! Defaults: `series-range`, 2,000 series, 200,000 points, 8 metrics (4 gauges, 4 counters),
+//! the engine's refresh zstd level.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tidemark_dedup::{AppendBatch, ColumnKind, Engine, EngineConfig, Outcome, Strategy};
@@ -29,15 +30,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let series: u64 = args.get(1).map_or(Ok(2_000), |s| s.parse())?;
     let points: u64 = args.get(2).map_or(Ok(200_000), |s| s.parse())?;
     let metrics: usize = args.get(3).map_or(Ok(8), |s| s.parse())?;
-    let refresh_level: i32 = args.get(4).map_or(Ok(1), |s| s.parse())?;
+    // The refresh zstd level; the engine's default when not given.
+    let refresh_level: Option<i32> = args.get(4).map(|s| s.parse()).transpose()?;
     let dir = tempfile::tempdir()?;
-    let config = EngineConfig::new()
+    let mut config = EngineConfig::new()
         .with_strategy(strategy)
         .with_durability(tidemark_dedup::Durability::Interval(
             std::time::Duration::from_secs(1),
         ))
-        .with_derived_tsids(true)
-        .with_zstd_levels(refresh_level, 3);
+        .with_derived_tsids(true);
+    if let Some(level) = refresh_level {
+        config = config.with_zstd_levels(level, 3);
+    }
     let mut e = Engine::create(dir.path(), config)?;
     let mut refs = Vec::new();
     for s in 0..series {

@@ -7,6 +7,7 @@
 //! as an owned `Point`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use tidemark_segment::{
     Dim, Extra, ExtraKind, FoldBuildHasher, MetricKind, MetricValue, Point, RowBatch,
@@ -395,6 +396,9 @@ impl RowBatch for BufferView<'_> {
     }
     fn series(&self, s: u32) -> Option<(Tsid, &[(String, Dim)])> {
         self.series.entry(s).map(|e| (e.tsid, &e.dims[..]))
+    }
+    fn shared_dims(&self, s: u32) -> Option<tidemark_segment::SharedDims> {
+        self.series.entry(s).map(|e| Arc::clone(&e.dims))
     }
     fn rows(&self) -> usize {
         self.buffer.rows()

@@ -127,7 +127,7 @@ impl Default for EngineConfig {
             auto_merge: true,
             merge_threads: 1,
             merge_stall: Some(1),
-            refresh_zstd_level: -1,
+            refresh_zstd_level: 0,
             merge_zstd_level: 3,
             mode: Mode::TimeSeries,
             derived_tsids: false,
@@ -223,10 +223,11 @@ impl EngineConfig {
         self
     }
 
-    /// zstd levels (-7..=-1 or 1..=22, see `tidemark_segment::is_zstd_level`) of the
-    /// segments a refresh writes (default -1, zstd's first "fast" level: they are small
-    /// and soon merged; 6% fewer instructions per point than level 1 for 3.5% more bytes
-    /// on 8-metric points) and of merged segments (default 3).
+    /// zstd levels (-7..=22, 0 for none; see `tidemark_segment::is_zstd_level`) of the
+    /// segments a refresh writes (default 0: no zstd, blocks keep only their codecs'
+    /// packing; they are small and soon merged, and skipping zstd takes 13–22% of the
+    /// instructions per point for about twice the bytes until the merge, see
+    /// docs/results/dedup.md) and of merged segments (default 3).
     pub fn with_zstd_levels(mut self, refresh: i32, merge: i32) -> EngineConfig {
         self.refresh_zstd_level = refresh;
         self.merge_zstd_level = merge;
@@ -310,7 +311,7 @@ impl EngineConfig {
             if !tidemark_segment::is_zstd_level(level) {
                 return Err(Error::InvalidConfig {
                     name,
-                    detail: format!("expected -7..=-1 or 1..=22, found {level}"),
+                    detail: format!("expected -7..=22 (0: stored), found {level}"),
                 });
             }
         }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tidemark_segment::{
     AtomicFile, Dim, DimsInterner, Extra, MetricValue, Point, RowId, Segment, Tombstones,
-    write_batch,
+    WrittenSeries, write_batch_with_series,
 };
 use tidemark_tsid::{SyntheticId, Tsid};
 
@@ -413,7 +413,19 @@ struct Slot {
 impl Slot {
     fn open(dir: &Path, entry: &SegmentEntry, interner: &mut DimsInterner) -> Result<Slot> {
         let path = segment_path(dir, entry.id);
-        let segment = Arc::new(Segment::open_interned(&path, interner)?);
+        let segment = Segment::open_interned(&path, interner)?;
+        Slot::with_segment(path, entry, segment)
+    }
+
+    /// The slot of a segment just written, its series table as the writer left it.
+    fn open_written(dir: &Path, entry: &SegmentEntry, series: WrittenSeries) -> Result<Slot> {
+        let path = segment_path(dir, entry.id);
+        let segment = Segment::open_written(&path, series)?;
+        Slot::with_segment(path, entry, segment)
+    }
+
+    fn with_segment(path: PathBuf, entry: &SegmentEntry, segment: Segment) -> Result<Slot> {
+        let segment = Arc::new(segment);
         if segment.row_count() != entry.rows {
             return Err(Error::RowCountMismatch {
                 path,

@@ -155,7 +155,7 @@ pub(crate) fn merge_segments(
             .collect();
         series_presence(&ins, &on_series, &series, ncols, &mut presence);
         let Some(first) = series.first() else { break };
-        writer.begin_series(tsid, first.dims.to_vec(), &presence)?;
+        writer.begin_series(tsid, Arc::clone(&first.dims), &presence)?;
         // Rows of this series, in (timestamp[, id]) order across the inputs holding it.
         loop {
             let mut best: Option<usize> = None;

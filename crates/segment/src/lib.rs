@@ -27,7 +27,7 @@ pub use dump::dump;
 pub use error::{Error, Place, Result};
 pub use format::directory::BlockRef;
 pub use format::meta::{ColumnInfo, ExtraInfo};
-pub use format::series::{Presence, Series};
+pub use format::series::{Presence, Series, WrittenSeries};
 pub use format::{
     DEFAULT_BLOCK_ROWS, DIR_ENTRY_LEN, FOOTER_LEN, FORMAT_VERSION, Footer, HEADER_LEN, MAGIC,
     MAX_BLOCK_ROWS, MIN_FORMAT_VERSION, SectionRef,
@@ -44,5 +44,5 @@ pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
 pub use validate::{MAX_NAME_LEN, PointViolation, validate_point};
 pub use writer::{
     FoldBuildHasher, FoldHasher, RowBatch, SegmentMeta, SegmentOptions, SegmentWriter,
-    is_zstd_level, write_batch,
+    is_zstd_level, write_batch, write_batch_with_series,
 };

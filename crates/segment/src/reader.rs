@@ -15,7 +15,7 @@ use crate::codec::{
 use crate::error::{Error, Place, Result};
 use crate::format::directory::{self, BlockRef, ColumnLayout};
 use crate::format::meta::{self, ColumnInfo, ExtraInfo, Meta};
-use crate::format::series::{self, Presence, Series};
+use crate::format::series::{self, Presence, Series, WrittenSeries};
 use crate::format::{
     FLAG_BLOOM, FLAG_EVENTS, FLAG_ID_INDEX, FOOTER_LEN, Footer, HEADER_LEN, MAGIC, SECTION_PLACES,
     blocks, check_header, section, section_bytes,
@@ -138,6 +138,28 @@ pub struct Segment {
     layout: Vec<ColumnLayout>,
 }
 
+/// Where [`Segment::new`] takes the series table from.
+enum SeriesSource<'a> {
+    /// Decoded from the file, dimension lists shared through the interner.
+    Decode(&'a mut DimsInterner),
+    /// Handed over by the writer that just wrote the file.
+    Written(Vec<Series>),
+}
+
+/// Memory-maps the file at `path`, refusing one too short for a header and footer.
+fn map_file(path: &Path) -> Result<memmap2::Mmap> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len();
+    if len < (HEADER_LEN + FOOTER_LEN) as u64 {
+        return Err(Error::Truncated {
+            place: Place::Footer,
+            needed: (HEADER_LEN + FOOTER_LEN) as u64,
+            available: len,
+        });
+    }
+    Ok(crate::mmap::map(&file)?)
+}
+
 impl Segment {
     /// Memory-maps and opens the segment at `path`.
     ///
@@ -156,17 +178,35 @@ impl Segment {
     pub fn open_interned(path: impl AsRef<Path>, interner: &mut DimsInterner) -> Result<Segment> {
         let path = path.as_ref();
         let mut inner = || -> Result<Segment> {
-            let file = File::open(path)?;
-            let len = file.metadata()?.len();
-            if len < (HEADER_LEN + FOOTER_LEN) as u64 {
-                return Err(Error::Truncated {
-                    place: Place::Footer,
-                    needed: (HEADER_LEN + FOOTER_LEN) as u64,
-                    available: len,
-                });
-            }
-            let map = crate::mmap::map(&file)?;
-            Segment::new(Backing::Mmap(map), Some(path.to_path_buf()), interner)
+            let map = map_file(path)?;
+            Segment::new(
+                Backing::Mmap(map),
+                Some(path.to_path_buf()),
+                SeriesSource::Decode(interner),
+            )
+        };
+        inner().map_err(|e| e.in_file(path))
+    }
+
+    /// Memory-maps and opens the segment at `path` that was just written, taking its
+    /// series table from the writer ([`SegmentStreamWriter::finish_with_series`]
+    /// (crate::SegmentStreamWriter::finish_with_series)) instead of decoding it: every
+    /// other section is read and checked as [`open`](Self::open) does, and the table's
+    /// length must equal the footer's series count. (Debug builds also decode the table
+    /// and require it to equal the one handed in.)
+    ///
+    /// # Errors
+    /// As [`open`](Self::open), and [`Error::Corrupt`] when `series` does not fit the
+    /// footer.
+    pub fn open_written(path: impl AsRef<Path>, series: WrittenSeries) -> Result<Segment> {
+        let path = path.as_ref();
+        let inner = || -> Result<Segment> {
+            let map = map_file(path)?;
+            Segment::new(
+                Backing::Mmap(map),
+                Some(path.to_path_buf()),
+                SeriesSource::Written(series.series),
+            )
         };
         inner().map_err(|e| e.in_file(path))
     }
@@ -177,10 +217,14 @@ impl Segment {
     /// [`Error::BadMagic`], [`Error::UnsupportedVersion`], [`Error::Truncated`],
     /// [`Error::OutOfBounds`], [`Error::ChecksumMismatch`] and [`Error::Corrupt`].
     pub fn from_vec(bytes: Vec<u8>) -> Result<Segment> {
-        Segment::new(Backing::Vec(bytes), None, &mut DimsInterner::new())
+        Segment::new(
+            Backing::Vec(bytes),
+            None,
+            SeriesSource::Decode(&mut DimsInterner::new()),
+        )
     }
 
-    fn new(data: Backing, path: Option<PathBuf>, interner: &mut DimsInterner) -> Result<Segment> {
+    fn new(data: Backing, path: Option<PathBuf>, source: SeriesSource<'_>) -> Result<Segment> {
         let bytes = data.bytes();
         // The header's magic is checked before the footer, its version after.
         let magic = Reader::new(bytes, Place::Header).magic()?;
@@ -195,7 +239,30 @@ impl Segment {
         check_header(bytes, &footer)?;
         let meta_bytes = section(bytes, &footer, 0)?;
         let meta = meta::decode(meta_bytes, &footer)?;
-        let series = series::decode(section(bytes, &footer, 1)?, &footer, &meta, interner)?;
+        let series_bytes = section(bytes, &footer, 1)?;
+        let series = match source {
+            SeriesSource::Decode(interner) => {
+                series::decode(series_bytes, &footer, &meta, interner)?
+            }
+            SeriesSource::Written(series) => {
+                if series.len() as u64 != footer.series_count {
+                    return Err(Error::corrupt(
+                        Place::SeriesTable,
+                        format!(
+                            "{} series written, footer says {}",
+                            series.len(),
+                            footer.series_count
+                        ),
+                    ));
+                }
+                debug_assert_eq!(
+                    series::decode(series_bytes, &footer, &meta, &mut DimsInterner::new()).ok(),
+                    Some(series.clone()),
+                    "the writer's series table differs from the file's"
+                );
+                series
+            }
+        };
         let layout = directory::layout(&footer, &meta, section(bytes, &footer, 2)?.len())?;
         if footer.flags & FLAG_BLOOM != 0 {
             SegmentBloomRef::new(section(bytes, &footer, 3)?, true)?;

@@ -17,12 +17,13 @@ use crate::error::{Error, Result};
 use crate::format::blocks::{self, extra_body, metric_candidates, timestamp_candidates};
 use crate::format::directory::{self, BlockRef, EMPTY_ENTRY};
 use crate::format::meta::{self, ColumnInfo, ExtraInfo};
-use crate::format::series::{self, Presence, SeriesOut};
+use crate::format::series::{self, Presence, SeriesOut, WrittenSeries};
 use crate::format::{
     FLAG_BLOOM, FLAG_EVENTS, FLAG_ID_INDEX, FORMAT_VERSION, Footer, MAX_BLOCK_ROWS, MAX_COLUMNS,
     MAX_ROWS, SECTION_COUNT, SectionRef, encode_header, len_u32,
 };
-use crate::point::{Dim, Extra, MetricKind, MetricValue};
+use crate::intern::SharedDims;
+use crate::point::{Extra, MetricKind, MetricValue};
 use crate::slots::{MAX_SLOT_ROWS, TimeSlots};
 use crate::validate::{MAX_NAME_LEN, dim_len};
 use crate::writer::{BLOOM_HEADROOM_DEN, BLOOM_HEADROOM_NUM, SegmentMeta, SegmentOptions};
@@ -363,9 +364,10 @@ impl<W: Write> SegmentStreamWriter<W> {
     pub fn begin_series(
         &mut self,
         tsid: Tsid,
-        dims: Vec<(String, Dim)>,
+        dims: impl Into<SharedDims>,
         presence: &[(u32, Presence)],
     ) -> Result<()> {
+        let dims: SharedDims = dims.into();
         if self.series.last().is_some_and(|s| s.row_count == 0) {
             self.series.pop();
         }
@@ -391,7 +393,7 @@ impl<W: Write> SegmentStreamWriter<W> {
                 }
             }
         }
-        for (name, value) in &dims {
+        for (name, value) in dims.iter() {
             let long = dim_len(name, value);
             if long > MAX_NAME_LEN {
                 return Err(Error::TooLarge {
@@ -798,7 +800,22 @@ impl<W: Write> SegmentStreamWriter<W> {
     ///
     /// # Errors
     /// I/O errors; [`Error::TooLarge`] for counts the format cannot hold.
-    pub fn finish(mut self) -> Result<(W, SegmentMeta)> {
+    pub fn finish(self) -> Result<(W, SegmentMeta)> {
+        self.finish_sections().map(|(out, meta, _)| (out, meta))
+    }
+
+    /// As [`finish`](Self::finish), also returning the series table as a reader would
+    /// decode it from the file, for [`Segment::open_written`](crate::Segment::open_written).
+    ///
+    /// # Errors
+    /// As [`finish`](Self::finish).
+    pub fn finish_with_series(self) -> Result<(W, SegmentMeta, WrittenSeries)> {
+        self.finish_sections()
+            .map(|(out, meta, series)| (out, meta, WrittenSeries::from_out(series)))
+    }
+
+    /// The steps of [`finish`](Self::finish); returns the series written.
+    fn finish_sections(mut self) -> Result<(W, SegmentMeta, Vec<SeriesOut>)> {
         self.write_last_blocks()?;
         let sections = self.encode_sections()?;
         let refs = self.write_sections(&sections)?;
@@ -880,7 +897,10 @@ impl<W: Write> SegmentStreamWriter<W> {
     }
 
     /// Step 4: writes the footer, flushes, and returns the output and what was written.
-    fn write_footer(mut self, sections: [SectionRef; SECTION_COUNT]) -> Result<(W, SegmentMeta)> {
+    fn write_footer(
+        mut self,
+        sections: [SectionRef; SECTION_COUNT],
+    ) -> Result<(W, SegmentMeta, Vec<SeriesOut>)> {
         let n = self.rows;
         let mut flags = 0;
         if self.options.bloom_rate().is_some() {
@@ -916,7 +936,7 @@ impl<W: Write> SegmentStreamWriter<W> {
             max_ts: footer.max_ts,
             len_bytes: self.out.pos,
         };
-        Ok((self.out.inner, meta))
+        Ok((self.out.inner, meta, self.series))
     }
 
     /// Builds the current series' slot map from its timestamps, now that its last row is

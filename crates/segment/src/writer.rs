@@ -10,8 +10,9 @@ use tidemark_tsid::{SyntheticId, Tsid};
 use crate::bloom::SegmentBloom;
 use crate::error::{Error, Result};
 use crate::format::meta::{ColumnInfo, ExtraInfo};
-use crate::format::series::Presence;
+use crate::format::series::{Presence, WrittenSeries};
 use crate::format::{DEFAULT_BLOCK_ROWS, MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS};
+use crate::intern::SharedDims;
 use crate::point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point};
 use crate::stream::{SegmentStreamWriter, StreamSchema, span_shift};
 use crate::validate::{MAX_NAME_LEN, first_duplicate};
@@ -139,7 +140,7 @@ impl SegmentOptions {
         if !is_zstd_level(self.zstd_level) {
             return Err(Error::InvalidOption {
                 name: "zstd_level",
-                detail: format!("expected -7..=-1 or 1..=22, found {}", self.zstd_level),
+                detail: format!("expected -7..=22 (0: stored), found {}", self.zstd_level),
             });
         }
         if let Some(fpr) = self.bloom_fpr {
@@ -653,6 +654,12 @@ pub trait RowBatch {
     fn series_count(&self) -> usize;
     /// Series `s`: its tsid and dimensions, sorted by name.
     fn series(&self, s: u32) -> Option<(Tsid, &[(String, Dim)])>;
+    /// Series `s`'s dimensions as a shared list, for the segment's series table: a copy
+    /// of [`series`](Self::series)' by default; a batch that holds them shared (interned)
+    /// hands out its own.
+    fn shared_dims(&self, s: u32) -> Option<SharedDims> {
+        self.series(s).map(|(_, dims)| SharedDims::from(dims))
+    }
     /// Number of rows (including any that [`include`](Self::include) leaves out).
     fn rows(&self) -> usize;
     /// Whether row `row` is written.
@@ -762,10 +769,11 @@ fn group_by_series(
 }
 
 /// Whether a segment's blocks may be written with zstd `level`: zstd's negative ("fast")
-/// levels down to -7, and 1..=22. Level 0 (zstd's alias of its default) is refused so that
-/// a level names one setting.
+/// levels down to -7, 1..=22, and 0, which here means no zstd at all (blocks stored with
+/// their codecs' own packing: for segments that are soon merged; zstd's own level 0, an
+/// alias of its default, is not offered, so that a level names one setting).
 pub fn is_zstd_level(level: i32) -> bool {
-    (-7..=22).contains(&level) && level != 0
+    (-7..=22).contains(&level)
 }
 
 /// Sorts the rows of `batch` and streams them through a [`SegmentStreamWriter`] to
@@ -784,6 +792,31 @@ pub fn write_batch<B: RowBatch + ?Sized, W: Write>(
     bloom: Option<(SegmentBloom, u64)>,
     out: W,
 ) -> Result<(W, SegmentMeta)> {
+    stream_batch(batch, options, bloom, out)?.finish()
+}
+
+/// As [`write_batch`], also returning the series table as a reader would decode it, so
+/// that the caller can open the file with [`Segment::open_written`](crate::Segment::open_written)
+/// without decoding it again (the engine's refresh does).
+///
+/// # Errors
+/// As [`write_batch`].
+pub fn write_batch_with_series<B: RowBatch + ?Sized, W: Write>(
+    batch: &B,
+    options: SegmentOptions,
+    bloom: Option<(SegmentBloom, u64)>,
+    out: W,
+) -> Result<(W, SegmentMeta, WrittenSeries)> {
+    stream_batch(batch, options, bloom, out)?.finish_with_series()
+}
+
+/// The rows of `batch` streamed to a new writer over `out`, which is left to finish.
+fn stream_batch<B: RowBatch + ?Sized, W: Write>(
+    batch: &B,
+    options: SegmentOptions,
+    bloom: Option<(SegmentBloom, u64)>,
+    out: W,
+) -> Result<SegmentStreamWriter<W>> {
     let events = options.events;
     let rows: Vec<u32> = (0..batch.rows() as u32)
         .filter(|&r| batch.include(r))
@@ -797,7 +830,7 @@ pub fn write_batch<B: RowBatch + ?Sized, W: Write>(
         writer.set_bloom_filter(filter, capacity);
     }
     write_rows(batch, &order, &plan, events, &mut writer)?;
-    writer.finish()
+    Ok(writer)
 }
 
 /// Values per source column (metrics, then extras) in `rows`: for the span of each
@@ -829,6 +862,9 @@ struct ColumnPlan {
     metrics: u32,
     /// Source metric order is name order: the ranks keep a row's values sorted.
     metrics_monotonic: bool,
+    /// Every source metric column is used, in name order: output numbering is the
+    /// source's, so rows' values go out as they are.
+    metrics_identity: bool,
 }
 
 /// The output columns of `batch`: the used ones in name order, with the span shift
@@ -871,11 +907,16 @@ fn plan_columns<B: RowBatch + ?Sized>(
         .collect::<Vec<_>>()
         .windows(2)
         .all(|w| w[0] < w[1]);
+    let metrics_identity = metric_rank
+        .iter()
+        .enumerate()
+        .all(|(c, r)| *r == Some(c as u32));
     let plan = ColumnPlan {
         metric_rank,
         extra_rank,
         metrics: sorted_columns.len() as u32,
         metrics_monotonic,
+        metrics_identity,
     };
     (plan, schema)
 }
@@ -890,14 +931,27 @@ impl ColumnPlan {
     }
 }
 
+/// A tsid as two integers whose order is the tsid's byte order.
+fn tsid_key(t: &Tsid) -> (u128, u32) {
+    let b = t.as_bytes();
+    let mut hi = [0u8; 16];
+    let mut lo = [0u8; 4];
+    hi.copy_from_slice(&b[..16]);
+    lo.copy_from_slice(&b[16..]);
+    (u128::from_be_bytes(hi), u32::from_be_bytes(lo))
+}
+
 /// `rows` in output order: (series in tsid order, timestamp), and the row id after
 /// them in an event segment.
 fn order_rows<B: RowBatch + ?Sized>(batch: &B, mut rows: Vec<u32>, events: bool) -> Vec<u32> {
     let series_count = batch.series_count();
-    let mut series_order: Vec<u32> = (0..series_count as u32).collect();
-    series_order.sort_by_key(|&s| batch.series(s).map(|(t, _)| t));
+    // Sorted once by a key read once per series.
+    let mut series_order: Vec<(Option<(u128, u32)>, u32)> = (0..series_count as u32)
+        .map(|s| (batch.series(s).map(|(t, _)| tsid_key(&t)), s))
+        .collect();
+    series_order.sort_unstable();
     let mut series_rank = vec![0u32; series_count];
-    for (rank, &s) in series_order.iter().enumerate() {
+    for (rank, &(_, s)) in series_order.iter().enumerate() {
         series_rank[s as usize] = rank as u32;
     }
     // A row's series is one of the batch's series.
@@ -960,28 +1014,38 @@ fn write_rows<B: RowBatch + ?Sized, W: Write>(
                 detail: format!("row of series {s} missing from the batch"),
             });
         };
-        writer.begin_series(tsid, dims.to_vec(), presence.of_run(batch, run, plan))?;
+        let dims = batch
+            .shared_dims(s)
+            .unwrap_or_else(|| SharedDims::from(dims));
+        writer.begin_series(tsid, dims, presence.of_run(batch, run, plan))?;
         for &i in run {
-            metrics.clear();
-            metrics.extend(
-                batch
-                    .row_metrics(i)
-                    .iter()
-                    .filter_map(|&(c, v)| plan.metric(c).map(|r| (r, v))),
-            );
-            if !plan.metrics_monotonic {
-                metrics.sort_unstable_by_key(|(c, _)| *c);
-            }
+            let row_metrics = if plan.metrics_identity {
+                batch.row_metrics(i)
+            } else {
+                metrics.clear();
+                metrics.extend(
+                    batch
+                        .row_metrics(i)
+                        .iter()
+                        .filter_map(|&(c, v)| plan.metric(c).map(|r| (r, v))),
+                );
+                if !plan.metrics_monotonic {
+                    metrics.sort_unstable_by_key(|(c, _)| *c);
+                }
+                &metrics[..]
+            };
             extras.clear();
-            extras.extend(
-                batch
-                    .row_extras(i)
-                    .iter()
-                    .filter_map(|(e, v)| plan.extra(*e).map(|r| (r, v))),
-            );
-            extras.sort_unstable_by_key(|(c, _)| *c);
+            let row_extras = batch.row_extras(i);
+            if !row_extras.is_empty() {
+                extras.extend(
+                    row_extras
+                        .iter()
+                        .filter_map(|(e, v)| plan.extra(*e).map(|r| (r, v))),
+                );
+                extras.sort_unstable_by_key(|(c, _)| *c);
+            }
             let id = if events { batch.row_id(i) } else { None };
-            writer.push_row(batch.row_ts(i), &metrics, &extras, id)?;
+            writer.push_row(batch.row_ts(i), row_metrics, &extras, id)?;
         }
         at = end;
     }

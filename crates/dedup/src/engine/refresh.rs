@@ -44,8 +44,9 @@ impl Engine {
                 columns: &self.columns,
             };
             let file = AtomicFile::create(&path).map_err(Error::io(&path))?;
-            let (file, meta) = write_batch(&view, self.config.segment_options(false), None, file)
-                .map_err(|e| Error::Segment(e.in_file(&path)))?;
+            let (file, meta, series) =
+                write_batch_with_series(&view, self.config.segment_options(false), None, file)
+                    .map_err(|e| Error::Segment(e.in_file(&path)))?;
             created.push(path.clone());
             file.commit().map_err(Error::io(&path))?;
             let entry = SegmentEntry {
@@ -53,7 +54,7 @@ impl Engine {
                 rows: meta.row_count,
                 tombstones: None,
             };
-            new_slot = Some(Slot::open(&self.dir, &entry, &mut self.interner)?);
+            new_slot = Some(Slot::open_written(&self.dir, &entry, series)?);
             next_segment = id.saturating_add(1);
         }
         // 2. Changed tombstones, as their next generation.

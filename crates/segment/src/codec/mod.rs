@@ -67,32 +67,42 @@ pub fn encoding_name(code: u8) -> &'static str {
 /// A reusable zstd compression context (creating one per block costs more than
 /// compressing a small block).
 pub struct BlockCompressor {
-    ctx: zstd::bulk::Compressor<'static>,
+    /// `None` at level 0: everything stored as it is.
+    ctx: Option<zstd::bulk::Compressor<'static>>,
 }
 
 impl BlockCompressor {
-    /// A context at `level`.
+    /// A context at `level`; level 0 stores every block and frame uncompressed (the
+    /// codecs' own packing only), for segments that are soon merged.
     pub fn new(level: i32) -> Result<BlockCompressor> {
-        Ok(BlockCompressor {
-            ctx: zstd::bulk::Compressor::new(level)?,
-        })
+        let ctx = match level {
+            0 => None,
+            l => Some(zstd::bulk::Compressor::new(l)?),
+        };
+        Ok(BlockCompressor { ctx })
     }
 
-    /// Compresses `data` as one zstd frame.
-    pub fn compress_frame(&mut self, data: &[u8]) -> Result<Vec<u8>> {
-        Ok(self.ctx.compress(data)?)
+    /// Compresses `data` as one zstd frame; `None` at level 0 (store it as it is).
+    pub fn compress_frame(&mut self, data: &[u8]) -> Result<Option<Vec<u8>>> {
+        match &mut self.ctx {
+            Some(ctx) => Ok(Some(ctx.compress(data)?)),
+            None => Ok(None),
+        }
     }
 
     /// Wraps `raw` in a block: zstd when that is smaller, else raw.
     pub fn compress_block(&mut self, raw: &[u8]) -> Result<Vec<u8>> {
-        let packed = self.ctx.compress(raw)?;
-        let mut out = Vec::with_capacity(1 + packed.len().min(raw.len()));
-        if packed.len() < raw.len() {
-            out.push(CODEC_ZSTD);
-            out.extend_from_slice(&packed);
-        } else {
-            out.push(CODEC_RAW);
-            out.extend_from_slice(raw);
+        let packed = self.compress_frame(raw)?;
+        let mut out = Vec::with_capacity(1 + packed.as_ref().map_or(raw.len(), Vec::len));
+        match packed {
+            Some(packed) if packed.len() < raw.len() => {
+                out.push(CODEC_ZSTD);
+                out.extend_from_slice(&packed);
+            }
+            _ => {
+                out.push(CODEC_RAW);
+                out.extend_from_slice(raw);
+            }
         }
         Ok(out)
     }

@@ -41,14 +41,16 @@ pub(super) fn put_coded_planes(
             out.push(first);
             continue;
         }
-        let z = comp.compress_frame(&plane_bytes)?;
-        if z.len() + 10 < plane_bytes.len() {
-            out.push(PLANE_ZSTD);
-            crate::le::put_varint(&mut out, z.len() as u64);
-            out.extend_from_slice(&z);
-        } else {
-            out.push(PLANE_RAW);
-            out.extend_from_slice(&plane_bytes);
+        match comp.compress_frame(&plane_bytes)? {
+            Some(z) if z.len() + 10 < plane_bytes.len() => {
+                out.push(PLANE_ZSTD);
+                crate::le::put_varint(&mut out, z.len() as u64);
+                out.extend_from_slice(&z);
+            }
+            _ => {
+                out.push(PLANE_RAW);
+                out.extend_from_slice(&plane_bytes);
+            }
         }
     }
     Ok(out)

@@ -94,7 +94,7 @@ impl Series {
 /// A series being written or written.
 pub(crate) struct SeriesOut {
     pub(crate) tsid: Tsid,
-    pub(crate) dims: Vec<(String, Dim)>,
+    pub(crate) dims: crate::intern::SharedDims,
     pub(crate) row_count: u64,
     pub(crate) min_ts: i64,
     pub(crate) max_ts: i64,
@@ -104,6 +104,88 @@ pub(crate) struct SeriesOut {
     pub(crate) counts: Vec<u64>,
     /// The series' time slot map, built when its last row is in.
     pub(crate) slots: Option<Box<TimeSlots>>,
+}
+
+impl SeriesOut {
+    /// The presence the series table records: each declared column with values, full
+    /// when every row has one.
+    fn observed(&self) -> impl Iterator<Item = (u32, Presence)> + '_ {
+        self.declared
+            .iter()
+            .zip(&self.counts)
+            .filter(|(_, n)| **n > 0)
+            .map(|(&(c, _), &n)| {
+                let p = if n == self.row_count {
+                    Presence::Full
+                } else {
+                    Presence::Partial
+                };
+                (c, p)
+            })
+    }
+}
+
+/// The series table of a segment just written, as [`decode`] would read it back from
+/// the file: handed to [`Segment::open_written`](crate::Segment::open_written) so that
+/// opening the segment does not decode what the writer already holds.
+#[derive(Debug)]
+pub struct WrittenSeries {
+    pub(crate) series: Vec<Series>,
+}
+
+impl WrittenSeries {
+    /// The series entries of `series` (written, in tsid order) with their rows numbered
+    /// from 0 and equal presence lists shared, as [`decode`] builds them.
+    pub(crate) fn from_out(series: Vec<SeriesOut>) -> WrittenSeries {
+        let mut lists: PresenceLists = std::collections::HashMap::new();
+        let mut list: Vec<(u32, Presence)> = Vec::new();
+        let mut next_row = 0u64;
+        let series = series
+            .into_iter()
+            .map(|s| {
+                list.clear();
+                list.extend(s.observed());
+                let first_row = next_row;
+                next_row += s.row_count;
+                Series {
+                    tsid: s.tsid,
+                    dims: s.dims,
+                    first_row,
+                    row_count: s.row_count,
+                    min_ts: s.min_ts,
+                    max_ts: s.max_ts,
+                    columns: share_list(&mut lists, &list),
+                    slots: s.slots,
+                }
+            })
+            .collect();
+        WrittenSeries { series }
+    }
+
+    /// Series entries held.
+    pub fn len(&self) -> usize {
+        self.series.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.series.is_empty()
+    }
+}
+
+/// Equal presence lists of one segment, held once.
+type PresenceLists = std::collections::HashMap<Vec<(u32, Presence)>, SharedPresence>;
+
+/// The shared copy of `list` in `lists`, added when new.
+fn share_list(lists: &mut PresenceLists, list: &[(u32, Presence)]) -> SharedPresence {
+    match lists.get(list) {
+        Some(shared) => Arc::clone(shared),
+        None => {
+            let shared: SharedPresence = Arc::from(list);
+            lists.insert(list.to_vec(), Arc::clone(&shared));
+            shared
+        }
+    }
 }
 
 /// Decodes the series table section (its decoded length, then its block) and checks it
@@ -254,8 +336,7 @@ fn parse(
     }
     let ncols = (meta.columns.len() + meta.extras.len()) as u64;
     // Series of one kind share one presence list: kept once per segment.
-    let mut lists: std::collections::HashMap<Vec<(u32, Presence)>, SharedPresence> =
-        std::collections::HashMap::new();
+    let mut lists: PresenceLists = std::collections::HashMap::new();
     let mut list: Vec<(u32, Presence)> = Vec::new();
     for s in &mut out {
         let count = r.count("presence entries", ncols)?;
@@ -275,14 +356,7 @@ fn parse(
             };
             list.push((c, p));
         }
-        s.columns = match lists.get(&list) {
-            Some(shared) => Arc::clone(shared),
-            None => {
-                let shared: Arc<[(u32, Presence)]> = Arc::from(list.as_slice());
-                lists.insert(list.clone(), Arc::clone(&shared));
-                shared
-            }
-        };
+        s.columns = share_list(&mut lists, &list);
     }
     if footer.version >= 4 {
         let maps = r.count("time slot maps", n as u64)?;
@@ -340,7 +414,7 @@ pub(crate) fn encode(
     }
     for s in series {
         put_varint(&mut st, s.dims.len() as u64);
-        for (name, value) in &s.dims {
+        for (name, value) in s.dims.iter() {
             // `dim_names` holds every series' names: a miss is a bug, never written
             // as another name.
             let Ok(id) = dim_names.binary_search(&name.as_str()) else {
@@ -379,24 +453,13 @@ pub(crate) fn encode(
     // Presence as observed: a column declared partial may turn out full or absent
     // (its blocks carry bitmaps either way, which the reader follows).
     for s in series {
-        let observed: Vec<(u32, u8)> = s
-            .declared
-            .iter()
-            .zip(&s.counts)
-            .filter(|(_, n)| **n > 0)
-            .map(|(&(c, _), &n)| {
-                let state = if n == s.row_count {
-                    STATE_FULL
-                } else {
-                    STATE_PARTIAL
-                };
-                (c, state)
-            })
-            .collect();
-        put_varint(&mut st, observed.len() as u64);
-        for (c, state) in observed {
+        put_varint(&mut st, s.observed().count() as u64);
+        for (c, p) in s.observed() {
             put_varint(&mut st, u64::from(c));
-            st.push(state);
+            st.push(match p {
+                Presence::Full => STATE_FULL,
+                Presence::Partial => STATE_PARTIAL,
+            });
         }
     }
     let maps = series.iter().filter(|s| s.slots.is_some()).count();
@@ -418,10 +481,18 @@ pub(crate) fn encode(
 /// The distinct dimension names of `series`, sorted: the names the series table refers to
 /// by index.
 pub(crate) fn dim_names(series: &[SeriesOut]) -> Vec<&str> {
-    let mut names: Vec<&str> = series
-        .iter()
-        .flat_map(|s| s.dims.iter().map(|(n, _)| n.as_str()))
-        .collect();
+    let mut names: Vec<&str> = Vec::new();
+    let mut prev: Option<&[(String, Dim)]> = None;
+    for s in series {
+        // Series of one kind share their names: a run of them adds them once.
+        let same = prev.is_some_and(|p| {
+            p.len() == s.dims.len() && p.iter().zip(s.dims.iter()).all(|(a, b)| a.0 == b.0)
+        });
+        if !same {
+            names.extend(s.dims.iter().map(|(n, _)| n.as_str()));
+            prev = Some(&s.dims);
+        }
+    }
     names.sort_unstable();
     names.dedup();
     names
