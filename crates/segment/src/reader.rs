@@ -8,21 +8,18 @@ use roaring::RoaringBitmap;
 use tidemark_tsid::{SyntheticId, Tsid};
 
 use crate::bloom::{SegmentBloom, SegmentBloomRef};
-use crate::codec::{
-    Values, decode_presence, decode_timestamps, decode_timestamps_run, decode_values,
-    decompress_block_into,
-};
 use crate::error::{Error, Place, Result};
+use crate::format::blocks::{self, BlockAt, DecodedBlock};
 use crate::format::directory::{self, BlockRef, ColumnLayout};
 use crate::format::meta::{self, ColumnInfo, ExtraInfo, Meta};
-use crate::format::series::{self, Presence, Series, WrittenSeries};
+use crate::format::series::{self, Series, WrittenSeries};
 use crate::format::{
     FLAG_BLOOM, FLAG_EVENTS, FLAG_ID_INDEX, FOOTER_LEN, Footer, HEADER_LEN, MAGIC, SECTION_PLACES,
-    blocks, check_header, section, section_bytes,
+    check_header, section, section_bytes,
 };
 use crate::intern::DimsInterner;
 use crate::le::Reader;
-use crate::point::{Extra, MetricKind, MetricValue, Point, RowId};
+use crate::point::{Extra, ExtraKind, MetricKind, MetricValue, Point, RowId};
 
 enum Backing {
     Vec(Vec<u8>),
@@ -92,20 +89,6 @@ pub struct RowView<'a> {
     pub ts_millis: i64,
     /// One entry per metric column (see [`Segment::columns`]), `None` where absent.
     pub metrics: &'a [Option<MetricValue>],
-}
-
-/// A decoded row block.
-#[derive(Debug, Default)]
-struct DecodedBlock {
-    /// Block whose timestamps are in `ts`.
-    block: Option<u32>,
-    /// Block whose metrics are in `metrics`.
-    metrics_block: Option<u32>,
-    /// Per metric column, its decoded column block (which may span several row blocks).
-    columns: Vec<(Option<u32>, Vec<Option<MetricValue>>)>,
-    ts: Vec<i64>,
-    /// Row-major: `rows × columns`.
-    metrics: Vec<Option<MetricValue>>,
 }
 
 /// A segment opened for reading. Opening checks the header, the footer (magic, CRC,
@@ -811,10 +794,7 @@ impl Segment {
         while row < end {
             let b = row / br;
             if block.block != Some(b as u32) {
-                block.block = None;
-                block.ts.clear();
-                self.decode_ts_block(b as u32, &mut block.ts)?;
-                block.block = Some(b as u32);
+                block.fill_timestamps(b as u32, |ts| self.decode_ts_block(b as u32, ts))?;
             }
             let block_end = ((b + 1) * br).min(end);
             let local = (row - b * br) as usize..(block_end - b * br) as usize;
@@ -906,61 +886,23 @@ impl Segment {
         (hi - lo) as usize
     }
 
-    /// Checks and decompresses a block into `out`; `false` for an empty entry.
-    fn block_body(&self, column: u32, block: u32, out: &mut Vec<u8>) -> Result<bool> {
-        let place = Place::Block { column, block };
-        let e = self.block_ref(column, block)?;
-        let Some(stored) = blocks::stored(self.bytes(), &e, place)? else {
-            out.clear();
-            return Ok(false);
-        };
-        let rows = self.rows_in(column, block) as u64;
-        let max_raw = blocks::max_raw_len(rows, column as usize > self.meta.columns.len());
-        decompress_block_into(stored, u64::from(e.raw_len), max_raw, place, out)?;
-        Ok(true)
+    /// Block `block` of column number `column`, located for the decoders of
+    /// [`blocks`]: its directory entry and the rows it covers.
+    fn block_at(&self, column: u32, block: u32) -> Result<BlockAt<'_>> {
+        let (lo, hi) = self.block_rows_range(column, block);
+        Ok(BlockAt {
+            file: self.bytes(),
+            entry: self.block_ref(column, block)?,
+            place: Place::Block { column, block },
+            lo,
+            hi,
+            series: &self.series,
+        })
     }
 
-    /// Series runs (series index, length) covering rows `lo..hi`.
-    fn runs_in(&self, (lo, hi): (u64, u64)) -> Vec<(usize, usize)> {
-        let mut out = Vec::new();
-        let mut i = self
-            .series
-            .partition_point(|s| s.first_row <= lo)
-            .saturating_sub(1);
-        while let Some(s) = self.series.get(i) {
-            if s.first_row >= hi {
-                break;
-            }
-            let a = s.first_row.max(lo);
-            let b = (s.first_row + s.row_count).min(hi);
-            if b > a {
-                out.push((i, (b - a) as usize));
-            }
-            i += 1;
-        }
-        out
-    }
-
+    /// Appends the timestamps of row block `block` to `out`.
     fn decode_ts_block(&self, block: u32, out: &mut Vec<i64>) -> Result<()> {
-        let place = Place::Block { column: 0, block };
-        let mut body = Vec::new();
-        if !self.block_body(0, block, &mut body)? {
-            return Err(Error::corrupt(place, "timestamp block is empty"));
-        }
-        let lens: Vec<usize> = self
-            .runs_in(self.block_rows_range(0, block))
-            .iter()
-            .map(|(_, l)| *l)
-            .collect();
-        let mut r = Reader::new(&body, place);
-        decode_timestamps(&mut r, &lens, out)?;
-        if !r.is_empty() {
-            return Err(Error::corrupt(
-                place,
-                format!("{} trailing bytes", r.remaining()),
-            ));
-        }
-        Ok(())
+        blocks::timestamps(&self.block_at(0, block)?, out)
     }
 
     /// Decodes the timestamps of series `series` (index) within `block`.
@@ -971,17 +913,7 @@ impl Segment {
         body: &mut Vec<u8>,
         out: &mut Vec<i64>,
     ) -> Result<()> {
-        let place = Place::Block { column: 0, block };
-        if !self.block_body(0, block, body)? {
-            return Err(Error::corrupt(place, "timestamp block is empty"));
-        }
-        let runs = self.runs_in(self.block_rows_range(0, block));
-        let target = runs
-            .iter()
-            .position(|(s, _)| *s == series)
-            .ok_or_else(|| Error::corrupt(place, "series not in block"))?;
-        let lens: Vec<usize> = runs.iter().map(|(_, l)| *l).collect();
-        decode_timestamps_run(&mut Reader::new(body, place), &lens, target, out)
+        blocks::series_timestamps(&self.block_at(0, block)?, series, body, out)
     }
 
     /// Decodes metric column `column` (0-based) of `block` into `out`, one entry per row.
@@ -991,85 +923,12 @@ impl Segment {
         block: u32,
         out: &mut Vec<Option<MetricValue>>,
     ) -> Result<()> {
-        let place = Place::Block {
-            column: column + 1,
-            block,
-        };
-        let rows = self.rows_in(column + 1, block);
-        out.clear();
-        out.resize(rows, None);
-        let mut body = Vec::new();
-        if !self.block_body(column + 1, block, &mut body)? {
-            return Ok(());
-        }
         let kind = self
             .meta
             .columns
             .get(column as usize)
             .map_or(MetricKind::Gauge, |c| c.kind);
-        let mut r = Reader::new(&body, place);
-        let present = self.present_rows(&mut r, column, block)?;
-        let (_, values) = decode_values(&mut r, present.len())?;
-        if !r.is_empty() {
-            return Err(Error::corrupt(
-                place,
-                format!("{} trailing bytes", r.remaining()),
-            ));
-        }
-        match (kind, values) {
-            (MetricKind::Gauge, Values::Gauge(v)) => {
-                for (&i, v) in present.iter().zip(v) {
-                    if let Some(slot) = out.get_mut(i) {
-                        *slot = Some(MetricValue::Gauge(v));
-                    }
-                }
-            }
-            (MetricKind::Counter, Values::Counter(v)) => {
-                for (&i, v) in present.iter().zip(v) {
-                    if let Some(slot) = out.get_mut(i) {
-                        *slot = Some(MetricValue::Counter(v));
-                    }
-                }
-            }
-            _ => {
-                return Err(Error::corrupt(
-                    place,
-                    "value encoding does not match the column kind",
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Reads a block's presence header: the block-relative rows that hold a value of
-    /// column index `index` (metric columns first, then extras).
-    fn present_rows(&self, r: &mut Reader<'_>, index: u32, block: u32) -> Result<Vec<usize>> {
-        let number = index + 1;
-        let rows = self.rows_in(number, block);
-        let mut present: Vec<usize> = Vec::with_capacity(rows);
-        match decode_presence(r, rows as u32)? {
-            Some(b) => present.extend(b.iter().map(|i| i as usize)),
-            None => {
-                let mut at = 0usize;
-                for (s, len) in self.runs_in(self.block_rows_range(number, block)) {
-                    match self.series.get(s).and_then(|s| s.presence(index)) {
-                        Some(Presence::Full) => present.extend(at..at + len),
-                        Some(Presence::Partial) => {
-                            return Err(Error::corrupt(
-                                Place::Block {
-                                    column: number,
-                                    block,
-                                },
-                                "partial series without a bitmap",
-                            ));
-                        }
-                        None => {}
-                    }
-                    at += len;
-                }
-            }
-        }
-        Ok(present)
+        blocks::metric_values(&self.block_at(column + 1, block)?, column, kind, out)
     }
 
     /// Decodes extra column `extra` (0-based) of its block `block`, one entry per row;
@@ -1082,39 +941,12 @@ impl Segment {
         rows: std::ops::Range<usize>,
     ) -> Result<Vec<Option<Extra>>> {
         let index = self.meta.columns.len() as u32 + extra;
-        let number = index + 1;
-        let place = Place::Block {
-            column: number,
-            block,
-        };
-        let mut out = vec![None; self.rows_in(number, block)];
-        let mut body = Vec::new();
-        if !self.block_body(number, block, &mut body)? {
-            return Ok(out);
-        }
         let kind = self
             .meta
             .extras
             .get(extra as usize)
-            .map_or(crate::point::ExtraKind::Keyword, |e| e.kind);
-        let mut r = Reader::new(&body, place);
-        let present = self.present_rows(&mut r, index, block)?;
-        // Positions in `present` (sorted rows) of the rows wanted.
-        let lo = present.partition_point(|&i| i < rows.start);
-        let hi = present.partition_point(|&i| i < rows.end);
-        let values = crate::codec::decode_extras(&mut r, kind, present.len(), lo..hi)?;
-        if !r.is_empty() {
-            return Err(Error::corrupt(
-                place,
-                format!("{} trailing bytes", r.remaining()),
-            ));
-        }
-        for (&i, v) in present.get(lo..hi).unwrap_or(&[]).iter().zip(values) {
-            if let Some(slot) = out.get_mut(i) {
-                *slot = Some(v);
-            }
-        }
-        Ok(out)
+            .map_or(ExtraKind::Keyword, |e| e.kind);
+        blocks::extra_values(&self.block_at(index + 1, block)?, index, kind, rows)
     }
 
     /// The extra (keyword/boolean) fields of `row`, by name; empty when the segment has
@@ -1141,44 +973,23 @@ impl Segment {
         Ok(out)
     }
 
+    /// Decodes row block `block` (timestamps and metrics) into `out`.
     fn decode_block(&self, block: u32, out: &mut DecodedBlock) -> Result<()> {
-        out.block = None;
-        out.ts.clear();
-        self.decode_ts_block(block, &mut out.ts)?;
-        out.block = Some(block);
+        out.fill_timestamps(block, |ts| self.decode_ts_block(block, ts))?;
         self.decode_block_metrics(block, out)
     }
 
     /// Decodes the metric columns of row block `block` (whose timestamps are in `out.ts`).
     fn decode_block_metrics(&self, block: u32, out: &mut DecodedBlock) -> Result<()> {
-        out.metrics_block = None;
-        let rows = out.ts.len();
-        let ncols = self.meta.columns.len();
-        out.metrics.clear();
-        out.metrics.resize(rows * ncols, None);
-        out.columns.resize_with(ncols, || (None, Vec::new()));
-        let first_row = u64::from(block) * u64::from(self.footer.block_rows);
-        for (c, (cached, values)) in out.columns.iter_mut().enumerate() {
-            let span = self
-                .layout
-                .get(c + 1)
-                .map_or(u64::from(self.footer.block_rows), |l| l.span);
-            let cb = (first_row / span) as u32;
-            if *cached != Some(cb) {
-                *cached = None;
-                self.decode_metric_block(c as u32, cb, values)?;
-                *cached = Some(cb);
-            }
-            let offset = (first_row - u64::from(cb) * span) as usize;
-            let part = values.get(offset..offset + rows).unwrap_or(&[]);
-            for (i, v) in part.iter().enumerate() {
-                if let Some(slot) = out.metrics.get_mut(i * ncols + c) {
-                    *slot = *v;
-                }
-            }
-        }
-        out.metrics_block = Some(block);
-        Ok(())
+        let block_rows = u64::from(self.footer.block_rows);
+        let span = |c: usize| self.layout.get(c + 1).map_or(block_rows, |l| l.span);
+        out.fill_metrics(
+            block,
+            u64::from(block) * block_rows,
+            self.meta.columns.len(),
+            span,
+            |c, cb, values| self.decode_metric_block(c, cb, values),
+        )
     }
 
     /// Bytes of each component.

@@ -447,8 +447,23 @@ impl<W: Write> SegmentStreamWriter<W> {
         extras: &[(u32, &Extra)],
         id: Option<&SyntheticId>,
     ) -> Result<()> {
+        let id_bytes = self.check_order(ts_millis, id)?;
+        self.check_values(metrics, extras)?;
+        self.open_blocks()?;
+        let row = self.rows;
+        self.push_timestamp(ts_millis);
+        self.push_metrics(row, metrics);
+        self.push_extras(row, extras);
+        self.record_id(id_bytes, row)?;
+        self.record_row(ts_millis, id_bytes);
+        Ok(())
+    }
+
+    /// Step 1 of [`push_row`](Self::push_row): checks that there is a current series and
+    /// room for a row, and that the row (timestamp, and id in an event segment) sorts
+    /// after the series' previous one; returns the row's id bytes.
+    fn check_order(&self, ts_millis: i64, id: Option<&SyntheticId>) -> Result<[u8; 28]> {
         let events = self.options.events();
-        let ncols = self.schema.columns.len() as u32;
         let Some(series) = self.series.last() else {
             return Err(Error::InvalidOption {
                 name: "row",
@@ -463,7 +478,6 @@ impl<W: Write> SegmentStreamWriter<W> {
                 max: MAX_ROWS,
             });
         }
-        // Order within the series.
         let id_bytes = match (events, id) {
             (false, _) => SyntheticId::new(tsid, ts_millis).to_bytes(),
             (true, Some(id)) => id.to_bytes(),
@@ -482,23 +496,27 @@ impl<W: Write> SegmentStreamWriter<W> {
             ts_millis.cmp(&self.prev_ts)
         };
         match order {
-            std::cmp::Ordering::Greater => {}
-            std::cmp::Ordering::Equal => {
-                return Err(Error::DuplicatePoint {
-                    tsid: tsid.to_string(),
-                    ts_millis,
-                });
-            }
-            std::cmp::Ordering::Less => {
-                return Err(Error::OutOfOrder {
-                    detail: format!(
-                        "series {tsid}: row at {ts_millis} ms after one at {} ms",
-                        self.prev_ts
-                    ),
-                });
-            }
+            std::cmp::Ordering::Greater => Ok(id_bytes),
+            std::cmp::Ordering::Equal => Err(Error::DuplicatePoint {
+                tsid: tsid.to_string(),
+                ts_millis,
+            }),
+            std::cmp::Ordering::Less => Err(Error::OutOfOrder {
+                detail: format!(
+                    "series {tsid}: row at {ts_millis} ms after one at {} ms",
+                    self.prev_ts
+                ),
+            }),
         }
-        // Values against the schema and the declared presence.
+    }
+
+    /// Step 2: checks the row's values against the schema (ascending column indexes,
+    /// kinds, keyword lengths) and the series' declared presence, counting them.
+    fn check_values(
+        &mut self,
+        metrics: &[(u32, MetricValue)],
+        extras: &[(u32, &Extra)],
+    ) -> Result<()> {
         let sorted = metrics.windows(2).all(|w| w[0].0 < w[1].0)
             && extras.windows(2).all(|w| w[0].0 < w[1].0);
         if !sorted {
@@ -542,9 +560,14 @@ impl<W: Write> SegmentStreamWriter<W> {
                 }
             }
         }
-        self.check_presence(metrics, extras, ncols)?;
+        let ncols = self.schema.columns.len() as u32;
+        self.check_presence(metrics, extras, ncols)
+    }
 
-        // Block boundaries: the row starts a new timestamp block (and maybe column blocks).
+    /// Step 3: at a block boundary, writes the timestamp block and the column blocks whose
+    /// span ends there; on the first row of a series in a timestamp block, starts its run
+    /// and marks its partial columns in the open blocks.
+    fn open_blocks(&mut self) -> Result<()> {
         if self.rows > 0 && self.rows % self.block_rows == 0 {
             self.flush_ts_block()?;
             self.flush_column_blocks(false)?;
@@ -555,24 +578,40 @@ impl<W: Write> SegmentStreamWriter<W> {
             self.mark_partial();
             self.run_marked = true;
         }
+        Ok(())
+    }
+
+    /// Step 4: adds the timestamp to the open timestamp block and the series' run in it.
+    fn push_timestamp(&mut self, ts_millis: i64) {
         if let Some(run) = self.ts_runs.last_mut() {
             *run += 1;
         }
         self.ts_block.push(ts_millis);
-        let row = self.rows;
+    }
+
+    /// Step 5: adds the metric values of row `row` to their columns' open blocks.
+    fn push_metrics(&mut self, row: u64, metrics: &[(u32, MetricValue)]) {
         for &(c, v) in metrics {
             if let Some(col) = self.metrics.get_mut(c as usize) {
                 col.rows.push((row - col.block * col.span) as u32);
                 col.values.push(v);
             }
         }
+    }
+
+    /// Step 6: adds the extra values of row `row` to their columns' open blocks.
+    fn push_extras(&mut self, row: u64, extras: &[(u32, &Extra)]) {
         for &(e, v) in extras {
             if let Some(col) = self.extras.get_mut(e as usize) {
                 col.rows.push((row - col.block * col.span) as u32);
                 col.values.push(v.clone());
             }
         }
-        // Ids.
+    }
+
+    /// Step 7: adds the row's id to the bloom filter (unless one was given) and to the id
+    /// index (streamed into the FST for time series, kept for sorting for events).
+    fn record_id(&mut self, id_bytes: [u8; 28], row: u64) -> Result<()> {
         if !self.bloom_given {
             if let Some(b) = &mut self.bloom {
                 b.insert(&id_bytes[..]);
@@ -580,10 +619,15 @@ impl<W: Write> SegmentStreamWriter<W> {
         }
         if let Some(f) = &mut self.fst {
             f.insert(id_bytes, row)?;
-        } else if events && self.options.id_index() {
+        } else if self.options.events() && self.options.id_index() {
             self.event_ids.push((id_bytes, row));
         }
-        // Bookkeeping.
+        Ok(())
+    }
+
+    /// Step 8: counts the row in its series (row count, time range, slot-map timestamps)
+    /// and the segment (time range, previous row, rows).
+    fn record_row(&mut self, ts_millis: i64, id_bytes: [u8; 28]) {
         if let Some(s) = self.series.last_mut() {
             if s.row_count == 0 {
                 s.min_ts = ts_millis;
@@ -599,9 +643,8 @@ impl<W: Write> SegmentStreamWriter<W> {
         self.min_ts = self.min_ts.min(ts_millis);
         self.max_ts = self.max_ts.max(ts_millis);
         self.prev_ts = ts_millis;
-        self.prev_id = events.then_some(id_bytes);
+        self.prev_id = self.options.events().then_some(id_bytes);
         self.rows += 1;
-        Ok(())
     }
 
     /// Checks a row's columns against its series' declared presence and counts them.
