@@ -794,6 +794,7 @@ fn to_json(results: &[DatasetResult], args: &Args, date: &str, command: &str, ok
                         "stats": {
                             "checks": stats.checks,
                             "live_map_hits": stats.live_map_hits,
+                            "newest_negatives": stats.newest_negatives,
                             "segments_pruned_by_time": stats.segments_pruned_by_time,
                             "series_range_negatives": stats.series_range_negatives,
                             "slot_negatives": stats.slot_negatives,

@@ -95,6 +95,10 @@ pub(crate) struct SeriesEntry {
     pub dims: tidemark_segment::SharedDims,
     /// Log generation whose file defines this series' ref (0: none yet).
     pub logged: u64,
+    /// An upper bound of the series' timestamps anywhere in the engine (buffer and
+    /// segments), `i64::MIN` when it holds none: a point after it is certainly new.
+    /// Deletes leave it as it is (a bound, not the maximum).
+    pub newest: i64,
 }
 
 /// Every series seen since the engine opened.
@@ -118,12 +122,14 @@ impl SeriesTable {
     }
 
     /// Registers a new series (the caller checked it is not known).
-    pub fn insert(&mut self, tsid: Tsid, dims: tidemark_segment::SharedDims) -> u32 {
+    /// Registers series `tsid`, whose timestamps in the segments are at most `newest`.
+    pub fn insert(&mut self, tsid: Tsid, dims: tidemark_segment::SharedDims, newest: i64) -> u32 {
         let s = self.entries.len() as u32;
         self.entries.push(SeriesEntry {
             tsid,
             dims,
             logged: 0,
+            newest,
         });
         self.by_tsid.insert(tsid, s);
         s

@@ -14,6 +14,10 @@ pub struct DedupStats {
     pub checks: u64,
     /// Checks answered by the live version map (the point is buffered, not yet in a segment).
     pub live_map_hits: u64,
+    /// `series-range` (and `series-range+bloom`): checks answered without looking at any
+    /// segment or the live version map, the point being newer than every timestamp the
+    /// engine holds for its series (in-order points).
+    pub newest_negatives: u64,
     /// Segments skipped because their [min, max] timestamp cannot hold the point.
     pub segments_pruned_by_time: u64,
     /// `series-range` (and `series-range+bloom`): segments ruled out because the series is absent or the timestamp is

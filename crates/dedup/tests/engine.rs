@@ -330,23 +330,26 @@ fn refresh_runs_when_the_buffer_reaches_its_size() {
 fn series_range_rules_out_absent_series_and_out_of_range_timestamps() {
     let dir = tempfile::tempdir().unwrap();
     let mut e = Engine::create(dir.path(), config(Strategy::SeriesRange)).unwrap();
-    e.batch((0..10).map(|i| Op::Create(point(1, i * 10))))
+    e.batch((0..10).map(|i| Op::Create(point(1, 100 + i * 10))))
         .unwrap();
     e.batch((0..10).map(|i| Op::Create(point(2, 1000 + i))))
         .unwrap();
     e.refresh().unwrap();
     drop(e);
-    // Counters start at open.
+    // Counters start at open; the series' newest timestamps are read from the segment.
     let mut e = Engine::open(dir.path(), config(Strategy::SeriesRange)).unwrap();
-    e.create_point(point(3, 50)).unwrap(); // absent series
-    e.create_point(point(1, 95)).unwrap(); // past series 1's max (90), inside the segment's
-    e.create_point(point(1, 45)).unwrap(); // inside the range, absent: a false positive
-    e.create_point(point(1, 40)).unwrap(); // a true duplicate
-    e.create_point(point(1, 5000)).unwrap(); // past the segment: pruned by time
+    e.create_point(point(3, 150)).unwrap(); // absent series: newer than all it holds
+    e.create_point(point(1, 195)).unwrap(); // past series 1's newest (190): no lookup
+    e.create_point(point(1, 145)).unwrap(); // inside the range, absent: a false positive
+    e.create_point(point(1, 140)).unwrap(); // a true duplicate
+    e.create_point(point(1, 5000)).unwrap(); // past series 1's newest again
     e.create_point(point(1, 5000)).unwrap(); // live map
+    e.create_point(point(2, 500)).unwrap(); // in the segment's range, outside series 2's
+    e.create_point(point(2, 50)).unwrap(); // before the segment: pruned by time
     let s = *e.stats();
-    assert_eq!(s.checks, 6);
-    assert_eq!(s.series_range_negatives, 2);
+    assert_eq!(s.checks, 8);
+    assert_eq!(s.newest_negatives, 3);
+    assert_eq!(s.series_range_negatives, 1);
     assert_eq!(s.false_positives, 1);
     assert_eq!(s.true_duplicates, 1);
     assert_eq!(s.verifications, 2);
@@ -751,7 +754,8 @@ fn merges_or_bloom_filters_when_sizes_allow_and_rebuild_them_otherwise() {
         engine.batch(absent).unwrap();
         let s1 = *engine.stats();
         let negatives = (s1.bloom_negatives - s0.bloom_negatives)
-            + (s1.series_range_negatives - s0.series_range_negatives);
+            + (s1.series_range_negatives - s0.series_range_negatives)
+            + (s1.newest_negatives - s0.newest_negatives);
         assert!(negatives >= 490, "{strategy:?}: {negatives}");
     }
 }

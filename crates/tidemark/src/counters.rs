@@ -33,6 +33,8 @@ pub struct Counters {
     pub dedup_checks: u64,
     /// Checks answered by the live version map.
     pub live_map_hits: u64,
+    /// Checks answered by the series' newest timestamp (an in-order point).
+    pub newest_negatives: u64,
     /// Segments skipped by their time range.
     pub segments_pruned_by_time: u64,
     /// Segments ruled out by the series range.
@@ -49,7 +51,7 @@ pub struct Counters {
     pub true_duplicates: u64,
 }
 
-const NAMES: [&str; 17] = [
+const NAMES: [&str; 18] = [
     "created",
     "duplicates",
     "replaced",
@@ -60,6 +62,7 @@ const NAMES: [&str; 17] = [
     "ignored_fields",
     "dedup_checks",
     "live_map_hits",
+    "newest_negatives",
     "segments_pruned_by_time",
     "series_range_negatives",
     "slot_negatives",
@@ -70,7 +73,7 @@ const NAMES: [&str; 17] = [
 ];
 
 impl Counters {
-    fn slots(&mut self) -> [&mut u64; 17] {
+    fn slots(&mut self) -> [&mut u64; 18] {
         [
             &mut self.created,
             &mut self.duplicates,
@@ -82,6 +85,7 @@ impl Counters {
             &mut self.ignored_fields,
             &mut self.dedup_checks,
             &mut self.live_map_hits,
+            &mut self.newest_negatives,
             &mut self.segments_pruned_by_time,
             &mut self.series_range_negatives,
             &mut self.slot_negatives,
@@ -109,6 +113,7 @@ impl Counters {
     pub fn with_dedup(mut self, s: &DedupStats) -> Counters {
         self.dedup_checks += s.checks;
         self.live_map_hits += s.live_map_hits;
+        self.newest_negatives += s.newest_negatives;
         self.segments_pruned_by_time += s.segments_pruned_by_time;
         self.series_range_negatives += s.series_range_negatives;
         self.slot_negatives += s.slot_negatives;

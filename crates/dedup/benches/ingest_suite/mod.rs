@@ -173,7 +173,7 @@ pub fn bench(c: &mut Criterion, group: &str, counters: bool) {
                 let s = e.stats();
                 println!(
                     "{} {}: ops {} live {} segments {} | checks {} live-map hits {} \
-                     pruned-by-time {} series-range negatives {} slot negatives {} bloom negatives {} \
+                     newest negatives {} pruned-by-time {} series-range negatives {} slot negatives {} bloom negatives {} \
                      false positives {} ({:.4}% of checks) true duplicates {} \
                      verifications {} ({} µs)",
                     stream.name(),
@@ -183,6 +183,7 @@ pub fn bench(c: &mut Criterion, group: &str, counters: bool) {
                     e.segment_count(),
                     s.checks,
                     s.live_map_hits,
+                    s.newest_negatives,
                     s.segments_pruned_by_time,
                     s.series_range_negatives,
                     s.slot_negatives,

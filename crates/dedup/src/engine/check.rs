@@ -75,7 +75,18 @@ impl Engine {
             return Err(Rejection::InconsistentDimensions { tsid });
         }
         let shared = self.interner.intern(tsid, dims.to_vec());
-        Ok(self.series.insert(tsid, shared))
+        let newest = self.stored_newest(&tsid);
+        Ok(self.series.insert(tsid, shared, newest))
+    }
+
+    /// The newest timestamp of series `tsid` in the segments (`i64::MIN` if none holds it).
+    pub(super) fn stored_newest(&self, tsid: &Tsid) -> i64 {
+        self.slots
+            .iter()
+            .filter_map(|s| s.segment.series_by_tsid(tsid))
+            .map(|s| s.max_ts)
+            .max()
+            .unwrap_or(i64::MIN)
     }
 
     /// The column `name` of `kind`: known, or registered now.
@@ -122,7 +133,7 @@ impl Engine {
         point: Option<&Point>,
         log: bool,
     ) -> Result<Outcome> {
-        let Some(tsid) = self.series.entry(s).map(|e| e.tsid) else {
+        let Some((tsid, newest)) = self.series.entry(s).map(|e| (e.tsid, e.newest)) else {
             return Err(Error::Poisoned);
         };
         let (id, key, hint) = match self.keyer.as_deref() {
@@ -147,26 +158,32 @@ impl Engine {
                 }
             }
         };
-        let loc = if self.config.strategy == Strategy::None {
+        let strategy = self.config.strategy;
+        let loc = if strategy == Strategy::None {
             None
         } else {
             self.stats.checks += 1;
-            let mut stats = std::mem::take(&mut self.stats);
-            let loc = if self.buffer.lookup(&key).is_some() {
-                stats.live_map_hits += 1;
-                Ok(Some(Location::Buffer(key)))
+            let series_newest =
+                matches!(strategy, Strategy::SeriesRange | Strategy::SeriesRangeBloom)
+                    && self.keyer.is_none();
+            if series_newest && ts > newest {
+                // After every timestamp the engine holds for the series: new. (The
+                // series range of the whole engine; in-order points end here.)
+                self.stats.newest_negatives += 1;
+                None
+            } else if self.buffer.lookup(&key).is_some() {
+                self.stats.live_map_hits += 1;
+                Some(Location::Buffer(key))
             } else {
                 locate_in_segments(
                     &self.slots,
-                    self.config.strategy,
-                    &mut stats,
+                    strategy,
+                    &mut self.stats,
                     &id,
                     self.keyer.as_deref(),
                     hint.as_ref(),
-                )
-            };
-            self.stats = stats;
-            loc?
+                )?
+            }
         };
         if create && loc.is_some() {
             return Ok(Outcome::Conflict { id });
@@ -181,6 +198,9 @@ impl Engine {
             self.kill(id, l)?;
         }
         self.buffer.push(key, s, ts, values, extras);
+        if let Some(e) = self.series.entry_mut(s) {
+            e.newest = e.newest.max(ts);
+        }
         Ok(if create {
             Outcome::Created { id }
         } else {

@@ -191,7 +191,8 @@ impl Engine {
                         Some(s) => s,
                         None => {
                             let shared = self.interner.intern(tsid, dims);
-                            self.series.insert(tsid, shared)
+                            let newest = self.stored_newest(&tsid);
+                            self.series.insert(tsid, shared, newest)
                         }
                     };
                     series_map.insert(series, s);
