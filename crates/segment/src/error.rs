@@ -230,4 +230,18 @@ impl Error {
             detail: detail.into(),
         }
     }
+
+    /// `Ok` when `bytes` have the CRC32 `expected`, else [`Error::ChecksumMismatch`].
+    pub(crate) fn check_crc(place: Place, bytes: &[u8], expected: u32) -> Result<()> {
+        let got = crc32fast::hash(bytes);
+        if got == expected {
+            Ok(())
+        } else {
+            Err(Error::ChecksumMismatch {
+                place,
+                expected,
+                got,
+            })
+        }
+    }
 }

@@ -1046,14 +1046,7 @@ impl Segment {
     fn verify_inner(&self) -> Result<()> {
         let bytes = self.bytes();
         let data = bytes.get(..bytes.len() - FOOTER_LEN).unwrap_or(&[]);
-        let got = crc32fast::hash(data);
-        if got != self.footer.data_crc {
-            return Err(Error::ChecksumMismatch {
-                place: Place::Data,
-                expected: self.footer.data_crc,
-                got,
-            });
-        }
+        Error::check_crc(Place::Data, data, self.footer.data_crc)?;
         for i in 0..SECTION_PLACES.len() {
             section(bytes, &self.footer, i)?;
         }

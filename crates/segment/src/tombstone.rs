@@ -155,14 +155,7 @@ impl Tombstones {
                 });
             }
         }
-        let got = crc32fast::hash(body);
-        if got != stored {
-            return Err(Error::ChecksumMismatch {
-                place,
-                expected: stored,
-                got,
-            });
-        }
+        Error::check_crc(place, body, stored)?;
         let version = r.u32()?;
         if version != TOMBSTONE_VERSION {
             return Err(Error::UnsupportedVersion {

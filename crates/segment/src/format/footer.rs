@@ -123,14 +123,7 @@ impl Footer {
             });
         }
         let body = bytes.get(..FOOTER_LEN - 8).unwrap_or(&[]);
-        let got = crc32fast::hash(body);
-        if got != stored_crc {
-            return Err(Error::ChecksumMismatch {
-                place: Place::Footer,
-                expected: stored_crc,
-                got,
-            });
-        }
+        Error::check_crc(Place::Footer, body, stored_crc)?;
         let mut r = Reader::new(body, Place::Footer);
         let row_count = r.u64()?;
         let series_count = r.u64()?;
@@ -271,13 +264,6 @@ pub(crate) fn section<'a>(bytes: &'a [u8], footer: &Footer, i: usize) -> Result<
     if s.len == 0 {
         return Ok(out);
     }
-    let got = crc32fast::hash(out);
-    if got != s.crc {
-        return Err(Error::ChecksumMismatch {
-            place,
-            expected: s.crc,
-            got,
-        });
-    }
+    Error::check_crc(place, out, s.crc)?;
     Ok(out)
 }

@@ -54,14 +54,7 @@ fn stored<'a>(file: &'a [u8], e: &BlockRef, place: Place) -> Result<Option<&'a [
     let stored = file
         .get(e.offset as usize..(e.offset + u64::from(e.len)) as usize)
         .unwrap_or(&[]);
-    let got = crc32fast::hash(stored);
-    if got != e.crc {
-        return Err(Error::ChecksumMismatch {
-            place,
-            expected: e.crc,
-            got,
-        });
-    }
+    Error::check_crc(place, stored, e.crc)?;
     Ok(Some(stored))
 }
 
