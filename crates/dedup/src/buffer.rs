@@ -261,8 +261,17 @@ pub(crate) struct Buffer {
 }
 
 impl Buffer {
+    /// A buffer with room for `points` points (and one metric value each) before any
+    /// vector grows: a fresh engine's first refresh otherwise copies every column again
+    /// at each doubling.
     pub fn with_capacity(points: usize) -> Buffer {
         Buffer {
+            series: Vec::with_capacity(points),
+            ts: Vec::with_capacity(points),
+            value_end: Vec::with_capacity(points),
+            extra_end: Vec::with_capacity(points),
+            alive: Vec::with_capacity(points),
+            values: Vec::with_capacity(points),
             map: HashMap::with_capacity_and_hasher(points, FastHash::default()),
             ..Buffer::default()
         }

@@ -152,14 +152,20 @@ pub(crate) fn encode_append(
     metrics: &[(u32, MetricValue)],
     extras: &[(u32, Extra)],
 ) {
-    put_u8(out, if create { OP_CREATE_REF } else { OP_INDEX_REF });
-    put_u32(out, series);
-    put_i64(out, ts_millis);
-    put_u32(out, metrics.len() as u32);
+    // The hot record of every ingest path: sized once, written in fixed-size pieces.
+    out.reserve(17 + metrics.len() * 13 + 4);
+    let mut head = [0u8; 17];
+    head[0] = if create { OP_CREATE_REF } else { OP_INDEX_REF };
+    head[1..5].copy_from_slice(&series.to_le_bytes());
+    head[5..13].copy_from_slice(&ts_millis.to_le_bytes());
+    head[13..17].copy_from_slice(&(metrics.len() as u32).to_le_bytes());
+    out.extend_from_slice(&head);
     for (c, v) in metrics {
-        put_u32(out, *c);
-        put_u8(out, metric_kind_code(v));
-        put_u64(out, v.to_bits());
+        let mut m = [0u8; 13];
+        m[..4].copy_from_slice(&c.to_le_bytes());
+        m[4] = metric_kind_code(v);
+        m[5..].copy_from_slice(&v.to_bits().to_le_bytes());
+        out.extend_from_slice(&m);
     }
     put_u32(out, extras.len() as u32);
     for (c, v) in extras {
