@@ -994,6 +994,7 @@ fn write_rows<B: RowBatch + ?Sized, W: Write>(
     let mut metrics: Vec<(u32, MetricValue)> = Vec::new();
     let mut extras: Vec<(u32, &Extra)> = Vec::new();
     let mut presence = SeriesPresence::new(plan.metric_rank.len() + plan.extra_rank.len());
+    let mut dense_run = DenseRun::default();
     let mut at = 0usize;
     while let Some(&first) = order.get(at) {
         let s = batch.row_series(first);
@@ -1017,7 +1018,18 @@ fn write_rows<B: RowBatch + ?Sized, W: Write>(
         let dims = batch
             .shared_dims(s)
             .unwrap_or_else(|| SharedDims::from(dims));
-        writer.begin_series(tsid, dims, presence.of_run(batch, run, plan))?;
+        let declared = presence.of_run(batch, run, plan);
+        let dense = !events
+            && plan.metrics_monotonic
+            && declared
+                .iter()
+                .all(|&(c, p)| p == Presence::Full && c < plan.metrics);
+        writer.begin_series(tsid, dims, declared)?;
+        if dense && dense_run.gather(batch, run, plan) {
+            writer.push_rows(&dense_run.ts, &dense_run.columns())?;
+            at = end;
+            continue;
+        }
         for &i in run {
             let row_metrics = if plan.metrics_identity {
                 batch.row_metrics(i)
@@ -1050,6 +1062,66 @@ fn write_rows<B: RowBatch + ?Sized, W: Write>(
         at = end;
     }
     Ok(())
+}
+
+/// A series run whose rows all have values in the same metric columns and no extras,
+/// gathered into columns for [`SegmentStreamWriter::push_rows`]: one pass over the
+/// run's rows (in arrival order in the batch, so each row is visited once) instead of a
+/// call per row. Buffers are reused across runs.
+#[derive(Default)]
+struct DenseRun {
+    ts: Vec<i64>,
+    /// Output column of each gathered column.
+    outputs: Vec<u32>,
+    values: Vec<Vec<MetricValue>>,
+}
+
+impl DenseRun {
+    /// Gathers `run`; false (nothing to push) when a row's columns differ from the
+    /// first row's or it has extras, which the caller's presence check rules out.
+    fn gather<B: RowBatch + ?Sized>(&mut self, batch: &B, run: &[u32], plan: &ColumnPlan) -> bool {
+        let Some(&first) = run.first() else {
+            return false;
+        };
+        let source = batch.row_metrics(first);
+        self.outputs.clear();
+        self.outputs
+            .extend(source.iter().filter_map(|&(c, _)| plan.metric(c)));
+        if self.outputs.len() != source.len() {
+            return false;
+        }
+        let k = source.len();
+        if self.values.len() < k {
+            self.values.resize_with(k, Vec::new);
+        }
+        self.ts.clear();
+        for v in self.values.iter_mut() {
+            v.clear();
+        }
+        for &i in run {
+            let row = batch.row_metrics(i);
+            if row.len() != k || !batch.row_extras(i).is_empty() {
+                return false;
+            }
+            for ((&(c, v), &(c0, _)), out) in row.iter().zip(source).zip(self.values.iter_mut()) {
+                if c != c0 {
+                    return false;
+                }
+                out.push(v);
+            }
+            self.ts.push(batch.row_ts(i));
+        }
+        true
+    }
+
+    /// The gathered columns as [`SegmentStreamWriter::push_rows`] takes them.
+    fn columns(&self) -> Vec<(u32, &[MetricValue])> {
+        self.outputs
+            .iter()
+            .zip(&self.values)
+            .map(|(&c, v)| (c, &v[..]))
+            .collect()
+    }
 }
 
 /// Counts a series run's values per output column, reusing its buffers across runs.

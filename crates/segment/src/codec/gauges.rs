@@ -31,21 +31,35 @@ pub const ENC_XOR_PLANES: u8 = 12;
 
 fn encode_xor(values: &[f64], out: &mut Vec<u8>) {
     out.push(ENC_XOR);
+    // At most 9 bytes a value. Each value's 8 payload bytes are written whole (one store,
+    // not a variable-length copy) and the cursor moves past the bytes that count; the
+    // next value overwrites the rest, and the tail is cut at the end.
+    let start = out.len();
+    out.resize(start + values.len() * 9 + 8, 0);
+    let mut pos = start;
     let mut prev = 0u64;
     for v in values {
         let bits = v.to_bits();
         let x = bits ^ prev;
         prev = bits;
         if x == 0 {
-            out.push(0x80);
+            if let Some(b) = out.get_mut(pos) {
+                *b = 0x80;
+            }
+            pos += 1;
             continue;
         }
         let lz = x.leading_zeros() / 8;
         let tz = x.trailing_zeros() / 8;
-        out.push(((lz as u8) << 4) | tz as u8);
-        let bytes = (x >> (8 * tz)).to_le_bytes();
-        out.extend_from_slice(bytes.get(..(8 - lz - tz) as usize).unwrap_or(&[]));
+        if let Some(b) = out.get_mut(pos) {
+            *b = ((lz as u8) << 4) | tz as u8;
+        }
+        if let Some(slot) = out.get_mut(pos + 1..pos + 9) {
+            slot.copy_from_slice(&(x >> (8 * tz)).to_le_bytes());
+        }
+        pos += 1 + (8 - lz - tz) as usize;
     }
+    out.truncate(pos);
 }
 
 fn integral(values: &[f64]) -> Option<Vec<i64>> {

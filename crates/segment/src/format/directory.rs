@@ -43,18 +43,16 @@ pub(crate) struct ColumnLayout {
     pub span: u64,
 }
 
-/// Encodes the directory from each column's entries, in column order.
-pub(crate) fn encode<'a>(columns: impl Iterator<Item = &'a [BlockRef]>) -> Vec<u8> {
-    let mut dir = Vec::new();
-    for entries in columns {
-        for e in entries {
-            put_u64(&mut dir, e.offset);
-            put_u32(&mut dir, e.len);
-            put_u32(&mut dir, e.raw_len);
-            put_u32(&mut dir, e.crc);
-        }
-    }
-    dir
+/// Bytes of one encoded directory entry.
+pub(crate) const ENTRY_LEN: usize = 20;
+
+/// Appends `e` encoded (`offset u64 | len u32 | raw_len u32 | crc u32`): a writer keeps
+/// each column's entries this way, 20 bytes a block, and writes them as they are.
+pub(crate) fn put_entry(out: &mut Vec<u8>, e: &BlockRef) {
+    put_u64(out, e.offset);
+    put_u32(out, e.len);
+    put_u32(out, e.raw_len);
+    put_u32(out, e.crc);
 }
 
 /// Each column's place in the directory (timestamps first), from the footer's row count

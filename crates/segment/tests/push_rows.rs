@@ -1,0 +1,200 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `SegmentStreamWriter::push_rows` (a series' rows at once, as columns) writes the same
+//! bytes as `push_row` row by row, across block boundaries and span shifts, with and
+//! without the id sections; and refuses what `push_row` refuses.
+
+use tidemark_segment::{
+    ColumnInfo, Error, MetricKind, MetricValue, Presence, Segment, SegmentOptions,
+    SegmentStreamWriter, StreamSchema,
+};
+use tidemark_tsid::Tsid;
+
+fn tsid(i: u32) -> Tsid {
+    let mut b = [0u8; 20];
+    b[..4].copy_from_slice(&i.to_be_bytes());
+    b[19] = (i as u8).wrapping_mul(37);
+    Tsid::from_bytes(b)
+}
+
+fn schema() -> StreamSchema {
+    StreamSchema {
+        columns: vec![
+            ColumnInfo {
+                name: "bytes".into(),
+                kind: MetricKind::Counter,
+                span_shift: 1,
+            },
+            ColumnInfo {
+                name: "cpu".into(),
+                kind: MetricKind::Gauge,
+                span_shift: 0,
+            },
+        ],
+        extras: vec![],
+    }
+}
+
+/// One series' rows: timestamps and both columns' values.
+struct Run {
+    tsid: Tsid,
+    ts: Vec<i64>,
+    bytes: Vec<MetricValue>,
+    cpu: Vec<MetricValue>,
+}
+
+/// Series of 1 to 300 rows (so that runs start and end anywhere in a 64-row block), some
+/// with an irregular cadence.
+fn runs() -> Vec<Run> {
+    (0..30u32)
+        .map(|s| {
+            let n = 1 + (s as usize * 97) % 300;
+            let ts: Vec<i64> = (0..n as i64)
+                .map(|k| 1_700_000_000_000 + k * 10_000 + if s % 4 == 0 { k * k } else { 0 })
+                .collect();
+            Run {
+                tsid: tsid(s),
+                bytes: (0..n as i64)
+                    .map(|k| MetricValue::Counter(k * 4_096 + i64::from(s)))
+                    .collect(),
+                cpu: (0..n)
+                    .map(|k| MetricValue::Gauge((k as f64 * 0.37 + f64::from(s)).sin()))
+                    .collect(),
+                ts,
+            }
+        })
+        .collect()
+}
+
+fn writer(options: SegmentOptions, rows: u64) -> SegmentStreamWriter<Vec<u8>> {
+    SegmentStreamWriter::new(Vec::new(), options, schema(), rows).unwrap()
+}
+
+const FULL: [(u32, Presence); 2] = [(0, Presence::Full), (1, Presence::Full)];
+
+fn by_rows(options: SegmentOptions, runs: &[Run]) -> Vec<u8> {
+    let rows = runs.iter().map(|r| r.ts.len() as u64).sum();
+    let mut w = writer(options, rows);
+    for r in runs {
+        w.begin_series(r.tsid, vec![("host".into(), "h".into())], &FULL)
+            .unwrap();
+        for k in 0..r.ts.len() {
+            w.push_row(r.ts[k], &[(0, r.bytes[k]), (1, r.cpu[k])], &[], None)
+                .unwrap();
+        }
+    }
+    w.finish().unwrap().0
+}
+
+/// The same rows through `push_rows`, each run cut into pieces of `piece` rows.
+fn by_runs(options: SegmentOptions, runs: &[Run], piece: usize) -> Vec<u8> {
+    let rows = runs.iter().map(|r| r.ts.len() as u64).sum();
+    let mut w = writer(options, rows);
+    for r in runs {
+        w.begin_series(r.tsid, vec![("host".into(), "h".into())], &FULL)
+            .unwrap();
+        let mut at = 0;
+        while at < r.ts.len() {
+            let end = (at + piece).min(r.ts.len());
+            let cols: [(u32, &[MetricValue]); 2] = [(0, &r.bytes[at..end]), (1, &r.cpu[at..end])];
+            w.push_rows(&r.ts[at..end], &cols).unwrap();
+            at = end;
+        }
+    }
+    w.finish().unwrap().0
+}
+
+#[test]
+fn push_rows_writes_the_bytes_push_row_writes() {
+    let runs = runs();
+    let options = [
+        SegmentOptions::new().with_block_rows(64),
+        SegmentOptions::new()
+            .with_block_rows(64)
+            .with_bloom(0.01)
+            .with_id_index(true),
+        SegmentOptions::new()
+            .with_block_rows(50)
+            .with_zstd_level(0)
+            .with_fast_encoding(true),
+    ];
+    for o in options {
+        let expected = by_rows(o.clone(), &runs);
+        for piece in [1, 7, 64, 1_000] {
+            assert!(
+                by_runs(o.clone(), &runs, piece) == expected,
+                "piece {piece}, {o:?}"
+            );
+        }
+        let seg = Segment::from_vec(expected).unwrap();
+        let r = &runs[5];
+        let last = *r.ts.last().unwrap();
+        assert!(seg.find(&r.tsid, last).unwrap().is_some(), "{o:?}");
+    }
+}
+
+#[test]
+fn push_rows_refuses_what_push_row_refuses() {
+    let dims = || vec![("host".to_owned(), tidemark_segment::Dim::from("h"))];
+    let g = |v: f64| MetricValue::Gauge(v);
+    let c = |v: i64| MetricValue::Counter(v);
+    let new = || {
+        let mut w = writer(SegmentOptions::new(), 10);
+        w.begin_series(tsid(1), dims(), &FULL).unwrap();
+        w
+    };
+    let ok = |w: &mut SegmentStreamWriter<Vec<u8>>, ts: &[i64]| {
+        let n = ts.len();
+        let bytes: Vec<_> = (0..n as i64).map(c).collect();
+        let cpu: Vec<_> = (0..n).map(|k| g(k as f64)).collect();
+        w.push_rows(ts, &[(0, &bytes[..]), (1, &cpu[..])])
+    };
+    // Timestamps out of order, repeated, or not after the previous push.
+    assert!(matches!(
+        ok(&mut new(), &[2, 1]),
+        Err(Error::OutOfOrder { .. })
+    ));
+    assert!(matches!(
+        ok(&mut new(), &[1, 1]),
+        Err(Error::DuplicatePoint { .. })
+    ));
+    let mut w = new();
+    ok(&mut w, &[1, 2]).unwrap();
+    assert!(matches!(
+        ok(&mut w, &[2, 3]),
+        Err(Error::DuplicatePoint { .. })
+    ));
+    assert!(matches!(ok(&mut w, &[0]), Err(Error::OutOfOrder { .. })));
+    ok(&mut w, &[3, 4]).unwrap();
+    // A value of the wrong kind, a column of the wrong length, columns out of order.
+    let err = new()
+        .push_rows(&[1], &[(0, &[c(1)][..]), (1, &[c(1)][..])])
+        .unwrap_err();
+    assert!(matches!(err, Error::MetricKindConflict { .. }), "{err:?}");
+    let err = new()
+        .push_rows(&[1, 2], &[(0, &[c(1)][..]), (1, &[g(1.0), g(2.0)][..])])
+        .unwrap_err();
+    assert!(err.to_string().contains("values for 2 rows"), "{err}");
+    let err = new()
+        .push_rows(&[1], &[(1, &[g(1.0)][..]), (0, &[c(1)][..])])
+        .unwrap_err();
+    assert!(err.to_string().contains("ascending"), "{err}");
+    // A column declared full left out; a column the series does not declare.
+    let err = new().push_rows(&[1], &[(1, &[g(1.0)][..])]).unwrap_err();
+    assert!(err.to_string().contains("declared full"), "{err}");
+    let mut w = writer(SegmentOptions::new(), 10);
+    w.begin_series(tsid(1), dims(), &[(1, Presence::Full)])
+        .unwrap();
+    let err = w
+        .push_rows(&[1], &[(0, &[c(1)][..]), (1, &[g(1.0)][..])])
+        .unwrap_err();
+    assert!(err.to_string().contains("does not declare"), "{err}");
+    // No series yet; an event segment.
+    let mut w = writer(SegmentOptions::new(), 10);
+    assert!(w.push_rows(&[1], &[]).is_err());
+    let mut w = writer(SegmentOptions::new().with_events(true), 10);
+    w.begin_series(tsid(1), dims(), &FULL).unwrap();
+    let err = w
+        .push_rows(&[1], &[(0, &[c(1)][..]), (1, &[g(1.0)][..])])
+        .unwrap_err();
+    assert!(err.to_string().contains("event segment"), "{err}");
+}
