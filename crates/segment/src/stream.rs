@@ -475,7 +475,11 @@ impl<W: Write> SegmentStreamWriter<W> {
     /// # Errors
     /// As [`push_row`](Self::push_row), and [`Error::InvalidOption`] in an event segment
     /// or for a column whose values are not one per row.
-    pub fn push_rows(&mut self, ts: &[i64], values: &[(u32, &[MetricValue])]) -> Result<()> {
+    pub fn push_rows<C: AsRef<[MetricValue]>>(
+        &mut self,
+        ts: &[i64],
+        values: &[(u32, C)],
+    ) -> Result<()> {
         self.check_run(ts, values)?;
         let n = ts.len();
         let mut done = 0usize;
@@ -489,8 +493,9 @@ impl<W: Write> SegmentStreamWriter<W> {
                 *run += take;
             }
             self.ts_block.extend_from_slice(chunk_ts);
-            for &(c, vals) in values {
-                if let Some(col) = self.metrics.get_mut(c as usize) {
+            for (c, vals) in values {
+                let vals = vals.as_ref();
+                if let Some(col) = self.metrics.get_mut(*c as usize) {
                     let first = (row - col.block * col.span) as u32;
                     col.rows.extend(first..first + take as u32);
                     col.values
@@ -514,7 +519,11 @@ impl<W: Write> SegmentStreamWriter<W> {
 
     /// The checks of [`push_rows`](Self::push_rows): order, room, kinds, lengths and
     /// the series' declared presence (counted for the rows).
-    fn check_run(&mut self, ts: &[i64], values: &[(u32, &[MetricValue])]) -> Result<()> {
+    fn check_run<C: AsRef<[MetricValue]>>(
+        &mut self,
+        ts: &[i64],
+        values: &[(u32, C)],
+    ) -> Result<()> {
         let bad = |detail: String| Error::InvalidOption {
             name: "rows",
             detail,
@@ -557,7 +566,8 @@ impl<W: Write> SegmentStreamWriter<W> {
         if !values.windows(2).all(|w| w[0].0 < w[1].0) {
             return Err(bad("column indexes must be ascending".into()));
         }
-        for &(c, vals) in values {
+        for (c, vals) in values {
+            let (c, vals) = (*c, vals.as_ref());
             let info = self.schema.columns.get(c as usize);
             let Some(info) = info else {
                 return Err(bad(format!("no metric column {c} in the schema")));

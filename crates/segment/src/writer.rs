@@ -1026,7 +1026,7 @@ fn write_rows<B: RowBatch + ?Sized, W: Write>(
                 .all(|&(c, p)| p == Presence::Full && c < plan.metrics);
         writer.begin_series(tsid, dims, declared)?;
         if dense && dense_run.gather(batch, run, plan) {
-            writer.push_rows(&dense_run.ts, &dense_run.columns())?;
+            writer.push_rows(&dense_run.ts, dense_run.columns())?;
             at = end;
             continue;
         }
@@ -1071,9 +1071,9 @@ fn write_rows<B: RowBatch + ?Sized, W: Write>(
 #[derive(Default)]
 struct DenseRun {
     ts: Vec<i64>,
-    /// Output column of each gathered column.
-    outputs: Vec<u32>,
-    values: Vec<Vec<MetricValue>>,
+    /// The first `width` hold the run: each gathered column's output column and values.
+    columns: Vec<(u32, Vec<MetricValue>)>,
+    width: usize,
 }
 
 impl DenseRun {
@@ -1084,26 +1084,27 @@ impl DenseRun {
             return false;
         };
         let source = batch.row_metrics(first);
-        self.outputs.clear();
-        self.outputs
-            .extend(source.iter().filter_map(|&(c, _)| plan.metric(c)));
-        if self.outputs.len() != source.len() {
-            return false;
-        }
         let k = source.len();
-        if self.values.len() < k {
-            self.values.resize_with(k, Vec::new);
+        if self.columns.len() < k {
+            self.columns.resize_with(k, || (0, Vec::new()));
+        }
+        self.width = 0;
+        for (&(c, _), (out, values)) in source.iter().zip(self.columns.iter_mut()) {
+            let Some(r) = plan.metric(c) else {
+                return false;
+            };
+            *out = r;
+            values.clear();
         }
         self.ts.clear();
-        for v in self.values.iter_mut() {
-            v.clear();
-        }
         for &i in run {
             let row = batch.row_metrics(i);
             if row.len() != k || !batch.row_extras(i).is_empty() {
                 return false;
             }
-            for ((&(c, v), &(c0, _)), out) in row.iter().zip(source).zip(self.values.iter_mut()) {
+            for ((&(c, v), &(c0, _)), (_, out)) in
+                row.iter().zip(source).zip(self.columns.iter_mut())
+            {
                 if c != c0 {
                     return false;
                 }
@@ -1111,16 +1112,13 @@ impl DenseRun {
             }
             self.ts.push(batch.row_ts(i));
         }
+        self.width = k;
         true
     }
 
     /// The gathered columns as [`SegmentStreamWriter::push_rows`] takes them.
-    fn columns(&self) -> Vec<(u32, &[MetricValue])> {
-        self.outputs
-            .iter()
-            .zip(&self.values)
-            .map(|(&c, v)| (c, &v[..]))
-            .collect()
+    fn columns(&self) -> &[(u32, Vec<MetricValue>)] {
+        self.columns.get(..self.width).unwrap_or(&[])
     }
 }
 

@@ -190,7 +190,7 @@ fn push_rows_refuses_what_push_row_refuses() {
     assert!(err.to_string().contains("does not declare"), "{err}");
     // No series yet; an event segment.
     let mut w = writer(SegmentOptions::new(), 10);
-    assert!(w.push_rows(&[1], &[]).is_err());
+    assert!(w.push_rows(&[1], &[(0, &[c(1)][..])]).is_err());
     let mut w = writer(SegmentOptions::new().with_events(true), 10);
     w.begin_series(tsid(1), dims(), &FULL).unwrap();
     let err = w

@@ -137,8 +137,10 @@ impl WrittenSeries {
     /// The series entries of `series` (written, in tsid order) with their rows numbered
     /// from 0 and equal presence lists shared, as [`decode`] builds them.
     pub(crate) fn from_out(series: Vec<SeriesOut>) -> WrittenSeries {
-        let mut lists: PresenceLists = std::collections::HashMap::new();
+        let mut lists = PresenceLists::default();
         let mut list: Vec<(u32, Presence)> = Vec::new();
+        // Neighbours mostly share their list: the previous one answers without a lookup.
+        let mut previous: Option<SharedPresence> = None;
         let mut next_row = 0u64;
         let series = series
             .into_iter()
@@ -147,6 +149,11 @@ impl WrittenSeries {
                 list.extend(s.observed());
                 let first_row = next_row;
                 next_row += s.row_count;
+                let columns = match previous.as_ref().filter(|p| p[..] == list[..]) {
+                    Some(p) => Arc::clone(p),
+                    None => share_list(&mut lists, &list),
+                };
+                previous = Some(Arc::clone(&columns));
                 Series {
                     tsid: s.tsid,
                     dims: s.dims,
@@ -154,7 +161,7 @@ impl WrittenSeries {
                     row_count: s.row_count,
                     min_ts: s.min_ts,
                     max_ts: s.max_ts,
-                    columns: share_list(&mut lists, &list),
+                    columns,
                     slots: s.slots,
                 }
             })
@@ -174,7 +181,8 @@ impl WrittenSeries {
 }
 
 /// Equal presence lists of one segment, held once.
-type PresenceLists = std::collections::HashMap<Vec<(u32, Presence)>, SharedPresence>;
+type PresenceLists =
+    std::collections::HashMap<Vec<(u32, Presence)>, SharedPresence, crate::writer::FoldBuildHasher>;
 
 /// The shared copy of `list` in `lists`, added when new.
 fn share_list(lists: &mut PresenceLists, list: &[(u32, Presence)]) -> SharedPresence {
@@ -336,7 +344,7 @@ fn parse(
     }
     let ncols = (meta.columns.len() + meta.extras.len()) as u64;
     // Series of one kind share one presence list: kept once per segment.
-    let mut lists: PresenceLists = std::collections::HashMap::new();
+    let mut lists = PresenceLists::default();
     let mut list: Vec<(u32, Presence)> = Vec::new();
     for s in &mut out {
         let count = r.count("presence entries", ncols)?;
