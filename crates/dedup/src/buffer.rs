@@ -257,6 +257,11 @@ pub(crate) struct Buffer {
     ids: Vec<SyntheticId>,
     values: Vec<(u32, MetricValue)>,
     extra_values: Vec<(u32, Extra)>,
+    /// `Some(k)` while every point pushed since the last clear has `k` metric values and
+    /// no extras: point `i`'s values are then at `i * k`, an address a reader computes
+    /// without first loading `value_end` (a refresh reads the points in series order,
+    /// and each load it waits for is a cache miss).
+    width: Option<u32>,
     map: HashMap<Key, u32, FastHash>,
 }
 
@@ -305,6 +310,13 @@ impl Buffer {
         extras: &[(u32, Extra)],
     ) {
         let i = self.ts.len() as u32;
+        let k = values.len() as u32;
+        self.width = match self.width {
+            _ if !extras.is_empty() => None,
+            None if i == 0 => Some(k),
+            Some(w) if w == k => Some(w),
+            _ => None,
+        };
         self.series.push(series);
         self.ts.push(ts);
         self.values.extend_from_slice(values);
@@ -336,6 +348,7 @@ impl Buffer {
         self.ids.clear();
         self.values.clear();
         self.extra_values.clear();
+        self.width = None;
         self.map.clear();
     }
 
@@ -353,11 +366,22 @@ impl Buffer {
     }
 
     pub fn values_of(&self, i: u32) -> &[(u32, MetricValue)] {
-        let (lo, hi) = range(&self.value_end, i);
+        let (lo, hi) = match self.width {
+            Some(k) => {
+                let lo = i as usize * k as usize;
+                (lo, lo + k as usize)
+            }
+            None => range(&self.value_end, i),
+        };
+        debug_assert_eq!((lo, hi), range(&self.value_end, i));
         self.values.get(lo..hi).unwrap_or(&[])
     }
 
     pub fn extras_of(&self, i: u32) -> &[(u32, Extra)] {
+        if self.width.is_some() {
+            // No point since the last clear has extras.
+            return &[];
+        }
         let (lo, hi) = range(&self.extra_end, i);
         self.extra_values.get(lo..hi).unwrap_or(&[])
     }
