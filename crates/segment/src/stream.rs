@@ -15,7 +15,7 @@ use crate::bloom::SegmentBloom;
 use crate::codec::BlockCompressor;
 use crate::error::{Error, Result};
 use crate::format::blocks::{self, extra_body, metric_candidates, timestamp_candidates};
-use crate::format::directory::{self, BlockRef, EMPTY_ENTRY};
+use crate::format::directory::{BlockRef, DirectoryWriter, EMPTY_ENTRY};
 use crate::format::meta::{self, ColumnInfo, ExtraInfo};
 use crate::format::series::{self, Presence, SeriesOut, WrittenSeries};
 use crate::format::{
@@ -148,8 +148,6 @@ struct ColumnBuf<V> {
     values: Vec<V>,
     /// A series declared partial for this column has rows in the open block.
     partial: bool,
-    /// Directory entries of the written blocks, encoded ([`directory::put_entry`]).
-    entries: Vec<u8>,
 }
 
 impl<V> ColumnBuf<V> {
@@ -173,8 +171,7 @@ impl<V> ColumnBuf<V> {
     }
 
     /// Records a written block and takes its buffers back, emptied, for the next one.
-    fn finish_block(&mut self, entry: BlockRef, mut rows: Vec<u32>, mut values: Vec<V>) {
-        directory::put_entry(&mut self.entries, &entry);
+    fn finish_block(&mut self, mut rows: Vec<u32>, mut values: Vec<V>) {
         rows.clear();
         values.clear();
         self.rows = rows;
@@ -188,7 +185,6 @@ impl<V> ColumnBuf<V> {
             rows: Vec::new(),
             values: Vec::new(),
             partial: false,
-            entries: Vec::new(),
         }
     }
 }
@@ -245,8 +241,8 @@ pub struct SegmentStreamWriter<W: Write> {
     max_ts: i64,
     ts_block: Vec<i64>,
     ts_runs: Vec<usize>,
-    /// Directory entries of the timestamp blocks, encoded.
-    ts_entries: Vec<u8>,
+    /// Directory entries: timestamps (column 0), metric columns, extra columns.
+    dir: DirectoryWriter,
     metrics: Vec<ColumnBuf<MetricValue>>,
     extras: Vec<ColumnBuf<Extra>>,
     bloom: Option<SegmentBloom>,
@@ -289,6 +285,7 @@ impl<W: Write> SegmentStreamWriter<W> {
         let block_rows = options.block_rows();
         schema.check(block_rows)?;
         let span = |shift: u8| u64::from(block_rows) << shift;
+        let ncolumns = schema.columns.len() + schema.extras.len();
         let metrics = schema
             .columns
             .iter()
@@ -326,7 +323,7 @@ impl<W: Write> SegmentStreamWriter<W> {
             max_ts: i64::MIN,
             ts_block: Vec::with_capacity(block_rows as usize),
             ts_runs: Vec::new(),
-            ts_entries: Vec::new(),
+            dir: DirectoryWriter::new(1 + ncolumns),
             metrics,
             extras,
             bloom,
@@ -974,7 +971,7 @@ impl<W: Write> SegmentStreamWriter<W> {
         }
         let candidates = timestamp_candidates(&self.ts_block, &self.ts_runs);
         let entry = self.write_best(&[], candidates)?;
-        directory::put_entry(&mut self.ts_entries, &entry);
+        self.dir.push(0, &entry)?;
         self.ts_block.clear();
         self.ts_runs.clear();
         Ok(())
@@ -996,8 +993,9 @@ impl<W: Write> SegmentStreamWriter<W> {
             debug_assert_eq!(self.metrics.len(), self.schema.columns.len());
             let kind = self.schema.columns[c].kind;
             let entry = self.encode_metric_block(kind, &block_rows, &values, partial)?;
+            self.dir.push(1 + c, &entry)?;
             if let Some(col) = self.metrics.get_mut(c) {
-                col.finish_block(entry, block_rows, values);
+                col.finish_block(block_rows, values);
             }
         }
         for e in 0..self.extras.len() {
@@ -1016,8 +1014,9 @@ impl<W: Write> SegmentStreamWriter<W> {
                 let raw = extra_body(kind, &block_rows, &values, partial)?;
                 self.write_best(&[], vec![raw])?
             };
+            self.dir.push(1 + self.metrics.len() + e, &entry)?;
             if let Some(col) = self.extras.get_mut(e) {
-                col.finish_block(entry, block_rows, values);
+                col.finish_block(block_rows, values);
             }
         }
         Ok(())
@@ -1076,10 +1075,7 @@ impl<W: Write> SegmentStreamWriter<W> {
         }
         self.flush_ts_block()?;
         self.flush_column_blocks(true)?;
-        debug_assert_eq!(
-            (self.ts_entries.len() / directory::ENTRY_LEN) as u64,
-            self.rows.div_ceil(self.block_rows)
-        );
+        debug_assert_eq!(self.dir.count(0), self.rows.div_ceil(self.block_rows));
         Ok(())
     }
 
@@ -1127,23 +1123,23 @@ impl<W: Write> SegmentStreamWriter<W> {
     ) -> Result<[SectionRef; SECTION_COUNT]> {
         let mut refs = [SectionRef::default(); SECTION_COUNT];
         for (i, (slot, bytes)) in refs.iter_mut().zip(sections).enumerate() {
-            let mut parts: Vec<&[u8]> = vec![bytes];
-            if i == DIRECTORY_SECTION {
-                parts = std::iter::once(self.ts_entries.as_slice())
-                    .chain(self.metrics.iter().map(|c| c.entries.as_slice()))
-                    .chain(self.extras.iter().map(|c| c.entries.as_slice()))
-                    .collect();
-            }
-            let len: usize = parts.iter().map(|p| p.len()).sum();
             let mut crc = crc32fast::Hasher::new();
             let offset = self.out.pos;
-            for p in &parts {
-                crc.update(p);
-                self.out.put(p)?;
-            }
+            let out = &mut self.out;
+            let mut put = |b: &[u8]| {
+                crc.update(b);
+                out.put(b)
+            };
+            let len = if i == DIRECTORY_SECTION {
+                self.dir.write_to(&mut put)?;
+                self.dir.len()
+            } else {
+                put(bytes)?;
+                bytes.len() as u64
+            };
             *slot = SectionRef {
                 offset: if len == 0 { 0 } else { offset },
-                len: len as u64,
+                len,
                 crc: if len == 0 { 0 } else { crc.finalize() },
             };
         }

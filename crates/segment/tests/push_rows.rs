@@ -198,3 +198,37 @@ fn push_rows_refuses_what_push_row_refuses() {
         .unwrap_err();
     assert!(err.to_string().contains("event segment"), "{err}");
 }
+
+/// A directory larger than the writer keeps in memory (1 MiB: about 52,000 entries) goes
+/// through its spill file and reads back whole: 600,000 rows in 8-row blocks are 75,000
+/// timestamp blocks and as many metric blocks per column.
+#[test]
+fn a_directory_larger_than_memory_spills_and_reads_back() {
+    let rows_per_series = 60_000usize;
+    let mut w = writer(SegmentOptions::new().with_block_rows(8), 600_000);
+    for s in 0..10u32 {
+        w.begin_series(tsid(s), vec![("host".into(), "h".into())], &FULL)
+            .unwrap();
+        let ts: Vec<i64> = (0..rows_per_series as i64).map(|k| k * 1_000).collect();
+        let bytes: Vec<_> = (0..rows_per_series as i64)
+            .map(|k| MetricValue::Counter(k * 3 + i64::from(s)))
+            .collect();
+        let cpu: Vec<_> = (0..rows_per_series)
+            .map(|k| MetricValue::Gauge(k as f64 / 8.0))
+            .collect();
+        w.push_rows(&ts, &[(0, &bytes[..]), (1, &cpu[..])]).unwrap();
+    }
+    let (bytes, meta) = w.finish().unwrap();
+    assert_eq!(meta.row_count, 600_000);
+    let seg = Segment::from_vec(bytes).unwrap();
+    seg.verify().unwrap();
+    assert_eq!(seg.column_block_count(0), Some(75_000));
+    for s in [0u32, 4, 9] {
+        for k in [0i64, 7, 8, 31_337, 59_999] {
+            let row = seg.find(&tsid(s), k * 1_000).unwrap().unwrap();
+            let p = seg.row(row).unwrap();
+            let bytes = p.metrics.iter().find(|(n, _)| n == "bytes").unwrap().1;
+            assert_eq!(bytes, MetricValue::Counter(k * 3 + i64::from(s)));
+        }
+    }
+}
