@@ -586,50 +586,8 @@ impl<W: Write> SegmentStreamWriter<W> {
                 ));
             }
         }
-        let Some(s) = self.series.last_mut() else {
-            return Ok(());
-        };
-        // Every row has exactly the listed columns: each must be declared, and every
-        // column declared full must be listed.
-        let mut j = 0usize;
-        for &(c, _) in values {
-            while let Some(&(d, p)) = s.declared.get(j).filter(|&&(d, _)| d < c) {
-                if p == Presence::Full {
-                    return Err(bad(format!(
-                        "series {}: column {d} declared full has no value",
-                        s.tsid
-                    )));
-                }
-                j += 1;
-            }
-            match s.declared.get(j) {
-                Some(&(d, _)) if d == c => {
-                    if let Some(count) = s.counts.get_mut(j) {
-                        *count += ts.len() as u64;
-                    }
-                    j += 1;
-                }
-                _ => {
-                    return Err(bad(format!(
-                        "series {}: a value in column {c}, which its presence does not declare",
-                        s.tsid
-                    )));
-                }
-            }
-        }
-        if let Some(&(d, _)) = s
-            .declared
-            .get(j..)
-            .unwrap_or(&[])
-            .iter()
-            .find(|&&(_, p)| p == Presence::Full)
-        {
-            return Err(bad(format!(
-                "series {}: column {d} declared full has no value",
-                s.tsid
-            )));
-        }
-        Ok(())
+        // Every row has exactly the listed columns.
+        self.check_presence(values.iter().map(|(c, _)| *c), ts.len() as u64)
     }
 
     /// Step 1 of [`push_row`](Self::push_row): checks that there is a current series and
@@ -734,7 +692,11 @@ impl<W: Write> SegmentStreamWriter<W> {
             }
         }
         let ncols = self.schema.columns.len() as u32;
-        self.check_presence(metrics, extras, ncols)
+        let present = metrics
+            .iter()
+            .map(|&(c, _)| c)
+            .chain(extras.iter().map(|&(e, _)| ncols + e));
+        self.check_presence(present, 1)
     }
 
     /// Step 3: at a block boundary, writes the timestamp block and the column blocks whose
@@ -846,20 +808,13 @@ impl<W: Write> SegmentStreamWriter<W> {
         self.rows += ts.len() as u64;
     }
 
-    /// Checks a row's columns against its series' declared presence and counts them.
-    fn check_presence(
-        &mut self,
-        metrics: &[(u32, MetricValue)],
-        extras: &[(u32, &Extra)],
-        ncols: u32,
-    ) -> Result<()> {
+    /// Checks the columns (metric columns `0..C`, then extra columns `C..`) that `rows`
+    /// rows all have values in against their series' declared presence, and counts them.
+    fn check_presence(&mut self, present: impl Iterator<Item = u32>, rows: u64) -> Result<()> {
+        let ncols = self.schema.columns.len() as u32;
         let Some(s) = self.series.last_mut() else {
             return Ok(());
         };
-        let present = metrics
-            .iter()
-            .map(|&(c, _)| c)
-            .chain(extras.iter().map(|&(e, _)| ncols + e));
         let mut j = 0usize;
         let name = |schema: &StreamSchema, c: u32| -> String {
             if c < ncols {
@@ -889,7 +844,7 @@ impl<W: Write> SegmentStreamWriter<W> {
             match s.declared.get(j) {
                 Some(&(d, _)) if d == c => {
                     if let Some(n) = s.counts.get_mut(j) {
-                        *n += 1;
+                        *n += rows;
                     }
                     j += 1;
                 }
