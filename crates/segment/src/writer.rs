@@ -1066,8 +1066,8 @@ fn write_rows<B: RowBatch + ?Sized, W: Write>(
 
 /// A series run whose rows all have values in the same metric columns and no extras,
 /// gathered into columns for [`SegmentStreamWriter::push_rows`]: one pass over the
-/// run's rows (in arrival order in the batch, so each row is visited once) instead of a
-/// call per row. Buffers are reused across runs.
+/// run's rows, each read once for all its columns, instead of a writer call per row.
+/// Buffers are reused across runs.
 #[derive(Default)]
 struct DenseRun {
     ts: Vec<i64>,
