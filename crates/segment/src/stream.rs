@@ -499,7 +499,9 @@ impl<W: Write> SegmentStreamWriter<W> {
                         .extend_from_slice(vals.get(chunk.clone()).unwrap_or(&[]));
                 }
             }
-            if !self.bloom_given || self.fst.is_some() {
+            // Ids only where a section needs them: a bloom filter built from the rows, or
+            // the id index.
+            if (self.bloom.is_some() && !self.bloom_given) || self.fst.is_some() {
                 let tsid = self.series.last().map(|s| s.tsid);
                 for (k, &t) in chunk_ts.iter().enumerate() {
                     if let Some(tsid) = tsid {
