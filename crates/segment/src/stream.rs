@@ -501,13 +501,10 @@ impl<W: Write> SegmentStreamWriter<W> {
             }
             // Ids only where a section needs them: a bloom filter built from the rows, or
             // the id index.
-            if (self.bloom.is_some() && !self.bloom_given) || self.fst.is_some() {
-                let tsid = self.series.last().map(|s| s.tsid);
+            let needs_ids = (self.bloom.is_some() && !self.bloom_given) || self.fst.is_some();
+            if let Some(tsid) = self.series.last().map(|s| s.tsid).filter(|_| needs_ids) {
                 for (k, &t) in chunk_ts.iter().enumerate() {
-                    if let Some(tsid) = tsid {
-                        let id_bytes = SyntheticId::new(tsid, t).to_bytes();
-                        self.record_id(id_bytes, row + k as u64)?;
-                    }
+                    self.record_id(SyntheticId::new(tsid, t).to_bytes(), row + k as u64)?;
                 }
             }
             self.record_rows(chunk_ts);
@@ -544,20 +541,11 @@ impl<W: Write> SegmentStreamWriter<W> {
             return Err(bad("a row before any series".into()));
         };
         let tsid = series.tsid;
-        let prev = (series.row_count > 0).then_some(self.prev_ts);
-        let mut before = prev;
+        let mut before = (series.row_count > 0).then_some(self.prev_ts);
         for &t in ts {
             if let Some(p) = before {
-                if t == p {
-                    return Err(Error::DuplicatePoint {
-                        tsid: tsid.to_string(),
-                        ts_millis: t,
-                    });
-                }
-                if t < p {
-                    return Err(Error::OutOfOrder {
-                        detail: format!("series {tsid}: row at {t} ms after one at {p} ms"),
-                    });
+                if let Some(e) = order_error(t.cmp(&p), tsid, t, p) {
+                    return Err(e);
                 }
             }
             before = Some(t);
@@ -628,18 +616,9 @@ impl<W: Write> SegmentStreamWriter<W> {
         } else {
             ts_millis.cmp(&self.prev_ts)
         };
-        match order {
-            std::cmp::Ordering::Greater => Ok(id_bytes),
-            std::cmp::Ordering::Equal => Err(Error::DuplicatePoint {
-                tsid: tsid.to_string(),
-                ts_millis,
-            }),
-            std::cmp::Ordering::Less => Err(Error::OutOfOrder {
-                detail: format!(
-                    "series {tsid}: row at {ts_millis} ms after one at {} ms",
-                    self.prev_ts
-                ),
-            }),
+        match order_error(order, tsid, ts_millis, self.prev_ts) {
+            Some(e) => Err(e),
+            None => Ok(id_bytes),
         }
     }
 
@@ -1161,6 +1140,26 @@ impl<W: Write> SegmentStreamWriter<W> {
 
 /// The error of a row's value that its schema column (`(name, kind name)`, if any) does
 /// not take.
+/// The error for a row at `ts_millis` of series `tsid` that compares to the previous
+/// row (at `prev_ts`) as `order`; `None` when it comes after it.
+fn order_error(
+    order: std::cmp::Ordering,
+    tsid: Tsid,
+    ts_millis: i64,
+    prev_ts: i64,
+) -> Option<Error> {
+    match order {
+        std::cmp::Ordering::Greater => None,
+        std::cmp::Ordering::Equal => Some(Error::DuplicatePoint {
+            tsid: tsid.to_string(),
+            ts_millis,
+        }),
+        std::cmp::Ordering::Less => Some(Error::OutOfOrder {
+            detail: format!("series {tsid}: row at {ts_millis} ms after one at {prev_ts} ms"),
+        }),
+    }
+}
+
 fn kind_error(
     column: Option<(&str, &'static str)>,
     found: &'static str,
