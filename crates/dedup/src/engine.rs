@@ -7,12 +7,13 @@ use std::time::Instant;
 
 use tidemark_segment::{
     AtomicFile, Dim, DimsInterner, Extra, MetricValue, Point, RowId, Segment, Tombstones,
-    WrittenSeries, write_batch_with_series,
+    WrittenSeries,
 };
 use tidemark_tsid::{SyntheticId, Tsid};
 
 use crate::buffer::{
-    Buffer, BufferView, ColumnId, ColumnKind, ColumnRef, ColumnTable, Key, SeriesRef, SeriesTable,
+    Buffer, ColumnId, ColumnKind, ColumnRef, ColumnTable, Key, SeriesRef, SeriesTable,
+    write_segment,
 };
 
 use crate::config::{EngineConfig, Strategy};
@@ -627,7 +628,7 @@ impl Engine {
     /// hour or day.
     pub(crate) fn release_buffer(&mut self) {
         if self.buffer.is_empty() {
-            self.buffer = Buffer::with_capacity(0);
+            self.buffer = Buffer::default();
         }
     }
 

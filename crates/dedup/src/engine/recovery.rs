@@ -135,7 +135,6 @@ impl Engine {
         keyer: Option<Arc<EventKeyer>>,
         interner: DimsInterner,
     ) -> Engine {
-        let buffer_rows = config.refresh_rows.min(1 << 18);
         Engine {
             dir,
             stats: DedupStats::new(config.strategy),
@@ -147,7 +146,7 @@ impl Engine {
             slots,
             // Sized for a refresh's worth up front (capped): growing by rehashing moved
             // every buffered point again and again (memmove was 11% of in-order ingest).
-            buffer: Buffer::with_capacity(buffer_rows),
+            buffer: Buffer::default(),
             series: SeriesTable::default(),
             columns: ColumnTable::default(),
             scratch: (Vec::new(), Vec::new()),

@@ -38,15 +38,15 @@ impl Engine {
         if !self.buffer.is_empty() {
             let id = self.next_segment;
             let path = segment_path(&self.dir, id);
-            let view = BufferView {
-                buffer: &self.buffer,
-                series: &self.series,
-                columns: &self.columns,
-            };
             let file = AtomicFile::create(&path).map_err(Error::io(&path))?;
-            let (file, meta, series) =
-                write_batch_with_series(&view, self.config.segment_options(false), None, file)
-                    .map_err(|e| Error::Segment(e.in_file(&path)))?;
+            let (file, meta, series) = write_segment(
+                &self.buffer,
+                &self.series,
+                &self.columns,
+                self.config.segment_options(false),
+                file,
+            )
+            .map_err(|e| Error::Segment(e.in_file(&path)))?;
             created.push(path.clone());
             file.commit().map_err(Error::io(&path))?;
             let entry = SegmentEntry {

@@ -1,0 +1,470 @@
+//! The buffer of points not yet in a segment, held per series as Prometheus' head holds
+//! a chunk per series: each series' run keeps its timestamps and, while every point of
+//! the run has values in the same metric columns and no extras, one vector per column.
+//! A refresh writes such a run's columns as they are instead of gathering its rows from
+//! an arrival-ordered log. A run whose timestamps arrive in ascending order is searched
+//! by timestamp, so the live version map holds only the points of runs that arrived out
+//! of order, and events (keyed by their id).
+
+use std::collections::HashMap;
+
+use tidemark_segment::{Extra, MetricValue, Point};
+use tidemark_tsid::SyntheticId;
+
+use super::{ColumnId, ColumnTable, FastHash, Key, SeriesTable};
+
+/// A buffered point: its run and its place in the run. Valid until the buffer is
+/// cleared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Row {
+    pub(super) run: u32,
+    pub(super) off: u32,
+}
+
+/// `run_of` entry of a series with no run.
+const NO_RUN: u32 = u32::MAX;
+
+/// Bounds of the rows a run makes room for at a fill's first point.
+const MIN_ROOM: usize = 8;
+const MAX_ROOM: usize = 1024;
+
+/// A run's values.
+#[derive(Debug)]
+pub(crate) enum Values {
+    /// Every row has a value in each of `cols` (metric column refs, ascending) and no
+    /// extras: `columns[j]` holds column `cols[j]`'s values, one per row.
+    Dense {
+        cols: Vec<u32>,
+        columns: Vec<Vec<MetricValue>>,
+    },
+    /// Rows as `(column, value)` lists: row `i`'s are `values[value_end[i-1]..value_end[i]]`.
+    Rows {
+        values: Vec<(u32, MetricValue)>,
+        value_end: Vec<u32>,
+        extras: Vec<(u32, Extra)>,
+        extra_end: Vec<u32>,
+    },
+}
+
+/// The buffered points of one series, in arrival order.
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub series: u32,
+    pub ts: Vec<i64>,
+    /// Killed rows, a bit each (empty while none is).
+    dead_bits: Vec<u64>,
+    /// Rows killed since the last clear.
+    pub dead: u32,
+    /// Timestamps strictly ascending and no event ids: a point is found by binary search,
+    /// and the live map holds none of the run's points.
+    pub sorted: bool,
+    pub values: Values,
+    /// Events: each row's id.
+    pub ids: Vec<SyntheticId>,
+}
+
+impl Run {
+    fn new(series: u32) -> Run {
+        Run {
+            series,
+            ts: Vec::new(),
+            dead_bits: Vec::new(),
+            dead: 0,
+            sorted: true,
+            values: Values::Dense {
+                cols: Vec::new(),
+                columns: Vec::new(),
+            },
+            ids: Vec::new(),
+        }
+    }
+
+    /// Whether row `off` is live (pushed and not killed).
+    pub fn is_alive(&self, off: usize) -> bool {
+        off < self.ts.len()
+            && self
+                .dead_bits
+                .get(off / 64)
+                .is_none_or(|w| (w >> (off % 64)) & 1 == 0)
+    }
+
+    /// The live rows' offsets, ascending.
+    pub fn alive(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.ts.len()).filter(|&o| self.is_alive(o))
+    }
+
+    /// Kills row `off`; false if it was not live.
+    fn kill(&mut self, off: usize) -> bool {
+        if !self.is_alive(off) {
+            return false;
+        }
+        let words = self.ts.len().div_ceil(64);
+        if self.dead_bits.len() < words {
+            self.dead_bits.resize(words, 0);
+        }
+        if let Some(w) = self.dead_bits.get_mut(off / 64) {
+            *w |= 1 << (off % 64);
+        }
+        self.dead += 1;
+        true
+    }
+
+    /// Rows pushed since the last clear, live or not.
+    pub fn rows(&self) -> usize {
+        self.ts.len()
+    }
+
+    /// Live rows.
+    pub fn live(&self) -> usize {
+        self.ts.len() - self.dead as usize
+    }
+
+    /// Empties the run, keeping its vectors' memory unless it is far more than what this
+    /// fill used (a series that was busy once does not keep that much for ever).
+    fn clear(&mut self) {
+        let used = self.ts.len();
+        let trim = |cap: usize| cap > 4 * used.max(16);
+        fn reset<T>(v: &mut Vec<T>, shrink: bool) {
+            v.clear();
+            if shrink {
+                v.shrink_to(0);
+            }
+        }
+        let shrink = trim(self.ts.capacity());
+        reset(&mut self.ts, shrink);
+        reset(&mut self.dead_bits, shrink);
+        reset(&mut self.ids, shrink);
+        match &mut self.values {
+            Values::Dense { columns, .. } => {
+                for c in columns.iter_mut() {
+                    reset(c, shrink);
+                }
+            }
+            Values::Rows {
+                values,
+                value_end,
+                extras,
+                extra_end,
+            } => {
+                let wide = trim(values.capacity() / 8);
+                reset(values, wide);
+                reset(value_end, shrink);
+                reset(extras, wide);
+                reset(extra_end, shrink);
+            }
+        }
+        self.dead = 0;
+        self.sorted = true;
+    }
+
+    /// Row `off`'s metric values, `(column ref, value)` ascending, into `out`.
+    pub fn metrics_into(&self, off: usize, out: &mut Vec<(u32, MetricValue)>) {
+        out.clear();
+        match &self.values {
+            Values::Dense { cols, columns } => {
+                out.extend(
+                    cols.iter()
+                        .zip(columns)
+                        .filter_map(|(&c, vals)| vals.get(off).map(|&v| (c, v))),
+                );
+            }
+            Values::Rows {
+                values, value_end, ..
+            } => {
+                let (lo, hi) = range(value_end, off);
+                out.extend_from_slice(values.get(lo..hi).unwrap_or(&[]));
+            }
+        }
+    }
+
+    /// Row `off`'s extras, `(extra column ref, value)` ascending.
+    pub fn extras_of(&self, off: usize) -> &[(u32, Extra)] {
+        match &self.values {
+            Values::Dense { .. } => &[],
+            Values::Rows {
+                extras, extra_end, ..
+            } => {
+                let (lo, hi) = range(extra_end, off);
+                extras.get(lo..hi).unwrap_or(&[])
+            }
+        }
+    }
+
+    /// Adds a row's values (its timestamp, liveness and id are the caller's).
+    /// `room`: the rows to make room for at a fill's first point.
+    fn push_values(&mut self, values: &[(u32, MetricValue)], extras: &[(u32, Extra)], room: usize) {
+        let first = self.ts.is_empty();
+        if first {
+            self.ts.reserve(room);
+        }
+        if let Values::Dense { cols, columns } = &mut self.values {
+            if first && extras.is_empty() {
+                // A new fill takes the first point's columns, reusing the vectors.
+                if !same_columns(cols, values) {
+                    cols.clear();
+                    cols.extend(values.iter().map(|&(c, _)| c));
+                    columns.resize_with(cols.len(), Vec::new);
+                }
+                for c in columns.iter_mut() {
+                    c.reserve(room);
+                }
+            }
+            if extras.is_empty() && same_columns(cols, values) {
+                for (col, &(_, v)) in columns.iter_mut().zip(values) {
+                    col.push(v);
+                }
+                return;
+            }
+            self.unpack_rows();
+        } else if first && extras.is_empty() {
+            self.values = Values::Dense {
+                cols: values.iter().map(|&(c, _)| c).collect(),
+                columns: values.iter().map(|&(_, v)| vec![v]).collect(),
+            };
+            return;
+        }
+        if let Values::Rows {
+            values: vs,
+            value_end,
+            extras: es,
+            extra_end,
+        } = &mut self.values
+        {
+            vs.extend_from_slice(values);
+            value_end.push(vs.len() as u32);
+            es.extend(extras.iter().cloned());
+            extra_end.push(es.len() as u32);
+        }
+    }
+
+    /// Turns dense columns into row lists (a point with other columns or extras came).
+    fn unpack_rows(&mut self) {
+        let Values::Dense { cols, columns } = &self.values else {
+            return;
+        };
+        let n = self.ts.len();
+        let mut values = Vec::with_capacity(n * cols.len());
+        let mut value_end = Vec::with_capacity(n);
+        for off in 0..n {
+            values.extend(
+                cols.iter()
+                    .zip(columns)
+                    .filter_map(|(&c, vals)| vals.get(off).map(|&v| (c, v))),
+            );
+            value_end.push(values.len() as u32);
+        }
+        self.values = Values::Rows {
+            values,
+            value_end,
+            extras: Vec::new(),
+            extra_end: vec![0; n],
+        };
+    }
+}
+
+fn same_columns(cols: &[u32], values: &[(u32, MetricValue)]) -> bool {
+    cols.len() == values.len() && cols.iter().zip(values).all(|(&c, &(v, _))| c == v)
+}
+
+fn range(ends: &[u32], i: usize) -> (usize, usize) {
+    let hi = ends.get(i).copied().unwrap_or(0) as usize;
+    let lo = match i.checked_sub(1) {
+        Some(j) => ends.get(j).copied().unwrap_or(0) as usize,
+        None => 0,
+    };
+    (lo, hi.max(lo))
+}
+
+/// Buffered points, one run per series.
+#[derive(Debug)]
+pub(crate) struct Buffer {
+    runs: Vec<Run>,
+    /// Each series' run by series ref (`NO_RUN`: none).
+    run_of: Vec<u32>,
+    /// Rows pushed since the last clear, live or not.
+    rows: usize,
+    /// Live rows.
+    live: usize,
+    /// The live points of unsorted runs and events.
+    map: HashMap<Key, Row, FastHash>,
+    /// The rows a run makes room for at its first point: the last fill's rows per run
+    /// (growing a run's vectors one doubling at a time costs a reallocation each).
+    room: usize,
+}
+
+impl Default for Buffer {
+    fn default() -> Buffer {
+        Buffer {
+            runs: Vec::new(),
+            run_of: Vec::new(),
+            rows: 0,
+            live: 0,
+            map: HashMap::default(),
+            room: MIN_ROOM,
+        }
+    }
+}
+
+impl Buffer {
+    /// Live points.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Points pushed since the last clear, live or not (what the memory holds).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The runs, in no particular order (some may hold no live row).
+    pub fn runs(&self) -> &[Run] {
+        &self.runs
+    }
+
+    fn run(&self, row: Row) -> Option<&Run> {
+        self.runs.get(row.run as usize)
+    }
+
+    /// Where the live point of `key` is, if buffered.
+    pub fn lookup(&self, key: &Key) -> Option<Row> {
+        if let Key::Point(s, ts) = *key {
+            let r = self.run_of.get(s as usize).copied().unwrap_or(NO_RUN);
+            let run = self.runs.get(r as usize)?;
+            if run.sorted {
+                let off = run.ts.binary_search(&ts).ok()?;
+                return run.is_alive(off).then_some(Row {
+                    run: r,
+                    off: off as u32,
+                });
+            }
+        }
+        self.map.get(key).copied()
+    }
+
+    /// Adds a point (the caller checked its key is not live).
+    pub fn push(
+        &mut self,
+        key: Key,
+        series: u32,
+        ts: i64,
+        values: &[(u32, MetricValue)],
+        extras: &[(u32, Extra)],
+    ) {
+        let idx = series as usize;
+        if self.run_of.len() <= idx {
+            self.run_of.resize(idx + 1, NO_RUN);
+        }
+        let mut r = self.run_of[idx];
+        if r == NO_RUN {
+            r = self.runs.len() as u32;
+            self.runs.push(Run::new(series));
+            self.run_of[idx] = r;
+        }
+        let Some(run) = self.runs.get_mut(r as usize) else {
+            return;
+        };
+        let event = matches!(key, Key::Event(_));
+        if run.sorted && (event || run.ts.last().is_some_and(|&last| ts <= last)) {
+            // From here on the run's live points are found through the map.
+            run.sorted = false;
+            for (off, &t) in run.ts.iter().enumerate() {
+                if run.is_alive(off) {
+                    let row = Row {
+                        run: r,
+                        off: off as u32,
+                    };
+                    self.map.insert(Key::Point(series, t), row);
+                }
+            }
+        }
+        run.push_values(values, extras, self.room);
+        let off = run.ts.len() as u32;
+        run.ts.push(ts);
+        if let Key::Event(id) = key {
+            run.ids.push(id);
+        }
+        if !run.sorted {
+            self.map.insert(key, Row { run: r, off });
+        }
+        self.rows += 1;
+        self.live += 1;
+    }
+
+    /// Removes a live point.
+    pub fn kill(&mut self, key: &Key) {
+        let Some(row) = self.lookup(key) else { return };
+        self.map.remove(key);
+        if let Some(run) = self.runs.get_mut(row.run as usize) {
+            if run.kill(row.off as usize) {
+                self.live -= 1;
+            }
+        }
+    }
+
+    /// Empties the buffer. Runs that held rows keep their memory for the next fill;
+    /// series that sent nothing since the last clear lose their run.
+    pub fn clear(&mut self) {
+        let Buffer { runs, run_of, .. } = self;
+        runs.retain_mut(|run| {
+            let keep = run.rows() > 0;
+            if let Some(slot) = run_of.get_mut(run.series as usize) {
+                *slot = NO_RUN;
+            }
+            run.clear();
+            keep
+        });
+        for (r, run) in runs.iter().enumerate() {
+            if let Some(slot) = run_of.get_mut(run.series as usize) {
+                *slot = r as u32;
+            }
+        }
+        self.room = (self.rows / runs.len().max(1)).clamp(MIN_ROOM, MAX_ROOM);
+        self.rows = 0;
+        self.live = 0;
+        self.map.clear();
+    }
+
+    /// Live points, in no particular order.
+    pub fn live(&self) -> impl Iterator<Item = Row> + '_ {
+        self.runs.iter().enumerate().flat_map(|(r, run)| {
+            run.alive().map(move |off| Row {
+                run: r as u32,
+                off: off as u32,
+            })
+        })
+    }
+
+    pub fn series_of(&self, row: Row) -> u32 {
+        self.run(row).map_or(0, |r| r.series)
+    }
+
+    pub fn ts_of(&self, row: Row) -> i64 {
+        self.run(row)
+            .and_then(|r| r.ts.get(row.off as usize).copied())
+            .unwrap_or(0)
+    }
+
+    /// Buffered point `row` as a [`Point`], names sorted as a segment returns them.
+    pub fn point(&self, row: Row, series: &SeriesTable, columns: &ColumnTable) -> Option<Point> {
+        let run = self.run(row)?;
+        let off = row.off as usize;
+        let e = series.entry(run.series)?;
+        let mut p = Point::new(e.tsid, *run.ts.get(off)?);
+        p.dims = e.dims.to_vec();
+        let mut values = Vec::new();
+        run.metrics_into(off, &mut values);
+        for (c, v) in values {
+            let name = columns.name(ColumnId::Metric(c))?;
+            p.metrics.push((name.to_owned(), v));
+        }
+        for (c, v) in run.extras_of(off) {
+            let name = columns.name(ColumnId::Extra(*c))?;
+            p.extras.push((name.to_owned(), v.clone()));
+        }
+        Some(p.normalized())
+    }
+}
