@@ -148,6 +148,15 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Bytes `v` takes as a varint.
+#[inline]
+pub(crate) fn varint_len(v: u64) -> usize {
+    // 1 byte per 7 significant bits, at least one: ceil(bits / 7) is
+    // (9 * bits + 64) / 64 for bits in 1..=64, without a division.
+    let bits = (64 - (v | 1).leading_zeros()) as usize;
+    (9 * bits + 64) / 64
+}
+
 /// Appends `v` zigzag-encoded as a varint.
 #[inline]
 pub(crate) fn put_zigzag(out: &mut Vec<u8>, v: i64) {
@@ -167,6 +176,20 @@ pub(crate) fn unzigzag(v: u64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn varint_len_is_the_length_put_varint_writes() {
+        let mut probes = vec![0u64, 1, u64::MAX];
+        for shift in 0..64 {
+            let p = 1u64 << shift;
+            probes.extend([p - 1, p, p + 1]);
+        }
+        for v in probes {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(varint_len(v), out.len(), "{v}");
+        }
+    }
 
     #[test]
     fn varints_round_trip_extremes() {

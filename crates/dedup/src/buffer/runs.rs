@@ -287,9 +287,12 @@ pub(crate) struct Buffer {
     live: usize,
     /// The live points of unsorted runs and events.
     map: HashMap<Key, Row, FastHash>,
-    /// The rows a run makes room for at its first point: the last fill's rows per run
-    /// (growing a run's vectors one doubling at a time costs a reallocation each).
+    /// The rows a run makes room for at its first point: the last fill's rows per run,
+    /// or before any fill the caller's estimate (growing a run's vectors one doubling at
+    /// a time costs a reallocation each).
     room: usize,
+    /// Whether `room` was measured on a fill.
+    measured: bool,
 }
 
 impl Default for Buffer {
@@ -301,6 +304,7 @@ impl Default for Buffer {
             live: 0,
             map: HashMap::default(),
             room: MIN_ROOM,
+            measured: false,
         }
     }
 }
@@ -327,6 +331,14 @@ impl Buffer {
 
     fn run(&self, row: Row) -> Option<&Run> {
         self.runs.get(row.run as usize)
+    }
+
+    /// Before the first fill: each run will hold about `rows` rows (e.g. the rows of a
+    /// fill spread over the known series). Ignored once a fill measured it.
+    pub fn expect_rows_per_run(&mut self, rows: usize) {
+        if !self.measured {
+            self.room = rows.clamp(MIN_ROOM, MAX_ROOM);
+        }
     }
 
     /// Where the live point of `key` is, if buffered.
@@ -422,7 +434,10 @@ impl Buffer {
                 *slot = r as u32;
             }
         }
-        self.room = (self.rows / runs.len().max(1)).clamp(MIN_ROOM, MAX_ROOM);
+        if !runs.is_empty() {
+            self.room = (self.rows / runs.len()).clamp(MIN_ROOM, MAX_ROOM);
+            self.measured = true;
+        }
         self.rows = 0;
         self.live = 0;
         self.map.clear();

@@ -197,6 +197,10 @@ impl Engine {
         if let Some(l) = loc {
             self.kill(id, l)?;
         }
+        if self.buffer.rows() == 0 {
+            let per_series = self.config.refresh_rows / self.series.entries.len().max(1);
+            self.buffer.expect_rows_per_run(per_series);
+        }
         self.buffer.push(key, s, ts, values, extras);
         if let Some(e) = self.series.entry_mut(s) {
             e.newest = e.newest.max(ts);

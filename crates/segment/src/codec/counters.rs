@@ -3,7 +3,7 @@
 use super::BlockCompressor;
 use super::planes::{put_coded_planes, put_planes, read_coded_planes, read_planes};
 use crate::error::Result;
-use crate::le::{Reader, put_zigzag, unzigzag, zigzag};
+use crate::le::{Reader, put_zigzag, unzigzag, varint_len, zigzag};
 
 /// Counter: zigzag varint deltas from the previous present value (the first from 0).
 pub const ENC_DELTA: u8 = 2;
@@ -70,14 +70,40 @@ pub(super) fn delta_split(values: &[i64], enc: u8) -> Vec<u8> {
     split
 }
 
-/// The cheap candidates for a counter block, for fast writes: deltas and deltas of
-/// deltas.
+/// The cheap candidate for a counter block, for fast writes: deltas or deltas of deltas,
+/// whichever is smaller (deltas on a tie), sized in one pass and encoded once.
 pub fn counter_candidates_fast(values: &[i64]) -> Vec<Vec<u8>> {
-    let mut delta = Vec::with_capacity(values.len() * 2 + 1);
-    encode_counter(values, ENC_DELTA, &mut delta);
-    let mut dod = Vec::with_capacity(values.len() * 2 + 1);
-    encode_counter(values, ENC_DOD, &mut dod);
-    vec![delta, dod]
+    let (delta, dod) = counter_sizes(values);
+    let enc = if dod < delta { ENC_DOD } else { ENC_DELTA };
+    let mut out = Vec::with_capacity(1 + delta.min(dod));
+    encode_counter(values, enc, &mut out);
+    vec![out]
+}
+
+/// The encoded lengths of `values` as deltas and as deltas of deltas (without the
+/// encoding byte).
+pub(super) fn counter_sizes(values: &[i64]) -> (usize, usize) {
+    let (mut delta, mut dod) = (0usize, 0usize);
+    let mut prev = 0i64;
+    let mut prev_delta = 0i64;
+    let split = values.len().min(2);
+    let (head, tail) = values.split_at(split);
+    for &v in head {
+        let d = v.wrapping_sub(prev);
+        let n = varint_len(zigzag(d));
+        delta += n;
+        dod += n;
+        prev_delta = d;
+        prev = v;
+    }
+    for &v in tail {
+        let d = v.wrapping_sub(prev);
+        delta += varint_len(zigzag(d));
+        dod += varint_len(zigzag(d.wrapping_sub(prev_delta)));
+        prev_delta = d;
+        prev = v;
+    }
+    (delta, dod)
 }
 
 /// Reads `count` zigzag varint deltas from 0 (deltas of deltas from the third value on

@@ -2,7 +2,7 @@
 //! layouts.
 
 use super::BlockCompressor;
-use super::counters::{delta_split, encode_counter, integrate, read_deltas};
+use super::counters::{counter_sizes, delta_split, encode_counter, integrate, read_deltas};
 use super::planes::{put_coded_planes, put_planes, read_coded_planes, read_planes};
 use super::{ENC_DELTA, unknown_encoding};
 use crate::error::{Error, Result};
@@ -121,19 +121,41 @@ pub fn gauge_candidates(values: &[f64], comp: &mut BlockCompressor) -> Result<Ve
 
 /// The cheap candidates for a gauge block, for fast writes (no byte-plane layouts, which
 /// need a zstd pass each): XOR, and integer deltas when every value is an integer.
+/// Of the two, only the smaller is encoded (XOR on a tie), sized first.
 pub fn gauge_candidates_fast(values: &[f64]) -> Vec<Vec<u8>> {
+    // Most gauges are not integers, and the test fails at the first that is not.
+    if let Some(ints) = integral(values) {
+        let (delta_len, _) = counter_sizes(&ints);
+        if delta_len < xor_size(values) {
+            let mut d = Vec::with_capacity(values.len() * 2 + 1);
+            encode_counter(&ints, ENC_DELTA, &mut d);
+            if let Some(first) = d.first_mut() {
+                *first = ENC_INT_DELTA;
+            }
+            return vec![d];
+        }
+    }
     let mut xor = Vec::with_capacity(values.len() * 3 + 1);
     encode_xor(values, &mut xor);
-    let mut out = vec![xor];
-    if let Some(ints) = integral(values) {
-        let mut d = Vec::with_capacity(values.len() * 2 + 1);
-        encode_counter(&ints, ENC_DELTA, &mut d);
-        if let Some(first) = d.first_mut() {
-            *first = ENC_INT_DELTA;
-        }
-        out.push(d);
-    }
-    out
+    vec![xor]
+}
+
+/// The length of [`encode_xor`]'s output for `values`, without the encoding byte.
+fn xor_size(values: &[f64]) -> usize {
+    let mut prev = 0u64;
+    values
+        .iter()
+        .map(|v| {
+            let bits = v.to_bits();
+            let x = bits ^ prev;
+            prev = bits;
+            if x == 0 {
+                1
+            } else {
+                1 + 8 - (x.leading_zeros() / 8 + x.trailing_zeros() / 8) as usize
+            }
+        })
+        .sum()
 }
 
 /// The values whose XOR with the previous value's bits (from 0) are `words`.

@@ -265,4 +265,50 @@ mod tests {
             assert_eq!(got, Values::Counter(values.to_vec()));
         }
     }
+
+    /// The smallest of `cands` by length, the first on a tie (what a fast write kept when
+    /// it encoded every cheap candidate).
+    fn smallest(cands: Vec<Vec<u8>>) -> Vec<u8> {
+        let mut best: Option<Vec<u8>> = None;
+        for c in cands {
+            if best.as_ref().is_none_or(|b| c.len() < b.len()) {
+                best = Some(c);
+            }
+        }
+        best.unwrap_or_default()
+    }
+
+    proptest::proptest! {
+        /// A fast write sizes the cheap encodings and encodes only the smallest: the bytes
+        /// of the smallest of them encoded in full, for counters and for gauges (integer
+        /// valued or not).
+        #[test]
+        fn fast_candidates_are_the_smallest_cheap_encoding(
+            base in proptest::prelude::any::<i64>(),
+            steps in proptest::collection::vec(-300i64..300, 0..200),
+            scale in proptest::prop_oneof![proptest::strategy::Just(1.0f64), proptest::strategy::Just(0.01)],
+        ) {
+            let mut v = base / 4;
+            let counters: Vec<i64> = steps
+                .iter()
+                .map(|&s| {
+                    v = v.wrapping_add(s);
+                    v
+                })
+                .collect();
+            let mut comp = BlockCompressor::new(3).unwrap();
+            let full = counter_candidates(&counters, &mut comp).unwrap();
+            let fast = counters::counter_candidates_fast(&counters);
+            proptest::prop_assert_eq!(fast.len(), 1);
+            proptest::prop_assert_eq!(&fast[0], &smallest(full[..2].to_vec()));
+
+            let gauges: Vec<f64> = steps.iter().map(|&s| s as f64 * scale).collect();
+            let full = gauge_candidates(&gauges, &mut comp).unwrap();
+            let mut cheap = vec![full[1].clone()];
+            cheap.extend(full.get(6).cloned());
+            let fast = gauges::gauge_candidates_fast(&gauges);
+            proptest::prop_assert_eq!(fast.len(), 1);
+            proptest::prop_assert_eq!(&fast[0], &smallest(cheap));
+        }
+    }
 }
