@@ -8,6 +8,7 @@
 //! filter is the one structure proportional to the rows, by design).
 
 use std::io::{self, Write};
+use std::sync::Arc;
 
 use tidemark_tsid::{SyntheticId, Tsid};
 
@@ -417,14 +418,23 @@ impl<W: Write> SegmentStreamWriter<W> {
             });
         }
         self.close_series_slots();
+        let declared = match self.series.last() {
+            Some(prev) if prev.declared[..] == *presence => Arc::clone(&prev.declared),
+            _ => Arc::from(presence),
+        };
+        let counts = if presence.iter().all(|&(_, p)| p == Presence::Full) {
+            Vec::new()
+        } else {
+            vec![0; presence.len()]
+        };
         self.series.push(SeriesOut {
             tsid,
             dims,
             row_count: 0,
             min_ts: 0,
             max_ts: 0,
-            declared: presence.to_vec(),
-            counts: vec![0; presence.len()],
+            declared,
+            counts,
             slots: None,
         });
         self.run_marked = false;
@@ -866,7 +876,7 @@ impl<W: Write> SegmentStreamWriter<W> {
             return;
         };
         let ncols = self.metrics.len() as u32;
-        for &(c, p) in &s.declared {
+        for &(c, p) in s.declared.iter() {
             if p != Presence::Partial {
                 continue;
             }

@@ -931,23 +931,13 @@ impl ColumnPlan {
     }
 }
 
-/// A tsid as two integers whose order is the tsid's byte order.
-fn tsid_key(t: &Tsid) -> (u128, u32) {
-    let b = t.as_bytes();
-    let mut hi = [0u8; 16];
-    let mut lo = [0u8; 4];
-    hi.copy_from_slice(&b[..16]);
-    lo.copy_from_slice(&b[16..]);
-    (u128::from_be_bytes(hi), u32::from_be_bytes(lo))
-}
-
 /// `rows` in output order: (series in tsid order, timestamp), and the row id after
 /// them in an event segment.
 fn order_rows<B: RowBatch + ?Sized>(batch: &B, mut rows: Vec<u32>, events: bool) -> Vec<u32> {
     let series_count = batch.series_count();
     // Sorted once by a key read once per series.
     let mut series_order: Vec<(Option<(u128, u32)>, u32)> = (0..series_count as u32)
-        .map(|s| (batch.series(s).map(|(t, _)| tsid_key(&t)), s))
+        .map(|s| (batch.series(s).map(|(t, _)| t.sort_key()), s))
         .collect();
     series_order.sort_unstable();
     let mut series_rank = vec![0u32; series_count];

@@ -83,6 +83,13 @@ impl Tsid {
         &self.0
     }
 
+    /// The tsid as two integers whose order is the tsid's byte order: a sort of many
+    /// tsids compares these instead of calling `memcmp` on 20 bytes.
+    pub fn sort_key(&self) -> (u128, u32) {
+        let [h @ .., l0, l1, l2, l3] = self.0;
+        (u128::from_be_bytes(h), u32::from_be_bytes([l0, l1, l2, l3]))
+    }
+
     /// The sortable prefix: names byte, then the leading values' bytes.
     pub fn prefix(&self) -> [u8; TSID_PREFIX_LEN] {
         let mut p = [0u8; TSID_PREFIX_LEN];
@@ -142,6 +149,23 @@ impl std::str::FromStr for Tsid {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sort_key_orders_as_the_bytes() {
+        let mut tsids: Vec<Tsid> = (0u32..200)
+            .map(|i| {
+                let mut b = [0u8; TSID_LEN];
+                let x = i.wrapping_mul(0x9e37_79b9);
+                b[(i % 20) as usize] = x as u8;
+                b[19 - (i % 7) as usize] ^= (x >> 8) as u8;
+                Tsid::from_bytes(b)
+            })
+            .collect();
+        let mut by_key = tsids.clone();
+        tsids.sort();
+        by_key.sort_by_key(Tsid::sort_key);
+        assert_eq!(tsids, by_key);
+    }
 
     #[test]
     fn hex_round_trip() {

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use tidemark_segment::{Extra, MetricValue, Point};
-use tidemark_tsid::SyntheticId;
+use tidemark_tsid::{SyntheticId, Tsid};
 
 use super::{ColumnId, ColumnTable, FastHash, Key, SeriesTable};
 
@@ -50,6 +50,9 @@ pub(crate) enum Values {
 #[derive(Debug)]
 pub(crate) struct Run {
     pub series: u32,
+    /// The series' tsid as its sort key: runs are written in this order, and a clear
+    /// leaves them in it (so that the next refresh's sort finds them sorted).
+    pub key: (u128, u32),
     pub ts: Vec<i64>,
     /// Killed rows, a bit each (empty while none is).
     dead_bits: Vec<u64>,
@@ -64,9 +67,10 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    fn new(series: u32) -> Run {
+    fn new(series: u32, tsid: &Tsid) -> Run {
         Run {
             series,
+            key: tsid.sort_key(),
             ts: Vec::new(),
             dead_bits: Vec::new(),
             dead: 0,
@@ -362,6 +366,7 @@ impl Buffer {
         &mut self,
         key: Key,
         series: u32,
+        tsid: &Tsid,
         ts: i64,
         values: &[(u32, MetricValue)],
         extras: &[(u32, Extra)],
@@ -373,7 +378,7 @@ impl Buffer {
         let mut r = self.run_of[idx];
         if r == NO_RUN {
             r = self.runs.len() as u32;
-            self.runs.push(Run::new(series));
+            self.runs.push(Run::new(series, tsid));
             self.run_of[idx] = r;
         }
         let Some(run) = self.runs.get_mut(r as usize) else {
@@ -417,8 +422,8 @@ impl Buffer {
         }
     }
 
-    /// Empties the buffer. Runs that held rows keep their memory for the next fill;
-    /// series that sent nothing since the last clear lose their run.
+    /// Empties the buffer. Runs that held rows keep their memory for the next fill, in
+    /// tsid order; series that sent nothing since the last clear lose their run.
     pub fn clear(&mut self) {
         let Buffer { runs, run_of, .. } = self;
         runs.retain_mut(|run| {
@@ -429,6 +434,7 @@ impl Buffer {
             run.clear();
             keep
         });
+        runs.sort_unstable_by_key(|r| r.key);
         for (r, run) in runs.iter().enumerate() {
             if let Some(slot) = run_of.get_mut(run.series as usize) {
                 *slot = r as u32;

@@ -40,15 +40,15 @@ pub(crate) fn write_segment<W: Write>(
                 detail: format!("run of series {} missing from the table", run.series),
             });
         };
-        order.push((e.tsid, run, e));
+        order.push((run.key, run, e));
     }
-    order.sort_unstable_by_key(|&(tsid, _, _)| tsid);
+    order.sort_unstable_by_key(|&(key, _, _)| key);
     let mut writer =
         SegmentStreamWriter::new(out, options, plan.schema.clone(), buffer.len() as u64)?;
     let mut scratch = Scratch::default();
-    for (tsid, run, e) in order {
+    for (_, run, e) in order {
         plan.presence(run, &mut scratch);
-        writer.begin_series(tsid, Arc::clone(&e.dims), &scratch.presence)?;
+        writer.begin_series(e.tsid, Arc::clone(&e.dims), &scratch.presence)?;
         if let (Values::Dense { cols, columns }, true, 0, false) =
             (&run.values, run.sorted, run.dead, events)
         {
@@ -369,7 +369,7 @@ mod tests {
             } else {
                 Vec::new()
             };
-            buffer.push(key, s, ts, &values, &extras);
+            buffer.push(key, s, &t, ts, &values, &extras);
         }
         let mut writer = SegmentWriter::new(options.clone()).unwrap();
         for row in buffer.live() {

@@ -201,7 +201,7 @@ impl Engine {
             let per_series = self.config.refresh_rows / self.series.entries.len().max(1);
             self.buffer.expect_rows_per_run(per_series);
         }
-        self.buffer.push(key, s, ts, values, extras);
+        self.buffer.push(key, s, &tsid, ts, values, extras);
         if let Some(e) = self.series.entry_mut(s) {
             e.newest = e.newest.max(ts);
         }

@@ -43,7 +43,17 @@ pub fn encode_timestamps(ts: &[i64], runs: &[usize], out: &mut Vec<u8>) {
     }
 }
 
+/// The step most common between a run's neighbours, the smallest of those equally
+/// common (0 for a run of one).
 fn most_common_delta(run: &[i64]) -> i64 {
+    // A steady series (the usual case) has one step: no counting, no allocation.
+    let mut steps = run.windows(2).map(|w| w[1].wrapping_sub(w[0]));
+    let Some(first) = steps.next() else {
+        return 0;
+    };
+    if steps.all(|d| d == first) {
+        return first;
+    }
     let mut deltas: Vec<i64> = run.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
     deltas.sort_unstable();
     let mut best = (0usize, deltas.first().copied().unwrap_or(0));
@@ -193,6 +203,40 @@ pub fn decode_timestamps_run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The most common step by counting every one (the reference for the fast path).
+    fn most_common_by_count(run: &[i64]) -> i64 {
+        let deltas: Vec<i64> = run.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
+        let mut best: Option<(usize, i64)> = None;
+        for &d in &deltas {
+            let n = deltas.iter().filter(|&&x| x == d).count();
+            let better = match best {
+                None => true,
+                Some((bn, bd)) => n > bn || (n == bn && d < bd),
+            };
+            if better {
+                best = Some((n, d));
+            }
+        }
+        best.map_or(0, |(_, d)| d)
+    }
+
+    #[test]
+    fn most_common_delta_is_the_smallest_most_frequent_step() {
+        let runs: [&[i64]; 8] = [
+            &[],
+            &[5],
+            &[0, 10, 20, 30],
+            &[0, 10, 20, 25, 35],
+            &[0, 7, 14, 24, 34],
+            &[100, 90, 80, 85],
+            &[i64::MIN, i64::MAX, 0],
+            &[3, 3, 3, 4, 4],
+        ];
+        for run in runs {
+            assert_eq!(most_common_delta(run), most_common_by_count(run), "{run:?}");
+        }
+    }
     use crate::error::Place;
 
     #[test]

@@ -35,7 +35,7 @@ pub(crate) const TAG_BOOL: u8 = 4;
 pub(crate) const TAG_IP: u8 = 5;
 
 /// A presence list shared by the series of a segment that have it.
-type SharedPresence = Arc<[(u32, Presence)]>;
+pub(crate) type SharedPresence = Arc<[(u32, Presence)]>;
 
 /// How a series holds one metric column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -98,9 +98,11 @@ pub(crate) struct SeriesOut {
     pub(crate) row_count: u64,
     pub(crate) min_ts: i64,
     pub(crate) max_ts: i64,
-    /// Declared presence per column index (metrics, then extras), sorted by index.
-    pub(crate) declared: Vec<(u32, Presence)>,
-    /// Values seen per declared column.
+    /// Declared presence per column index (metrics, then extras), sorted by index;
+    /// shared with the previous series when equal (neighbours mostly declare alike).
+    pub(crate) declared: SharedPresence,
+    /// Values seen per declared column; empty when every declared column is full (each
+    /// then has one value per row, which the writer checks).
     pub(crate) counts: Vec<u64>,
     /// The series' time slot map, built when its last row is in.
     pub(crate) slots: Option<Box<TimeSlots>>,
@@ -110,11 +112,20 @@ impl SeriesOut {
     /// The presence the series table records: each declared column with values, full
     /// when every row has one.
     fn observed(&self) -> impl Iterator<Item = (u32, Presence)> + '_ {
+        let all_full = self.counts.is_empty();
         self.declared
             .iter()
-            .zip(&self.counts)
-            .filter(|(_, n)| **n > 0)
-            .map(|(&(c, _), &n)| {
+            .enumerate()
+            .map(move |(j, &(c, _))| {
+                let n = if all_full {
+                    self.row_count
+                } else {
+                    self.counts.get(j).copied().unwrap_or(0)
+                };
+                (c, n)
+            })
+            .filter(|&(_, n)| n > 0)
+            .map(|(c, n)| {
                 let p = if n == self.row_count {
                     Presence::Full
                 } else {
