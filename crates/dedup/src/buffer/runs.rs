@@ -50,8 +50,7 @@ pub(crate) enum Values {
 #[derive(Debug)]
 pub(crate) struct Run {
     pub series: u32,
-    /// The series' tsid as its sort key: runs are written in this order, and a clear
-    /// leaves them in it (so that the next refresh's sort finds them sorted).
+    /// The series' tsid as its sort key: runs are written in this order.
     pub key: (u128, u32),
     pub ts: Vec<i64>,
     /// Killed rows, a bit each (empty while none is).
@@ -297,6 +296,9 @@ pub(crate) struct Buffer {
     room: usize,
     /// Whether `room` was measured on a fill.
     measured: bool,
+    /// The indexes of `runs[..order.len()]` in tsid order (runs created since the last
+    /// clear come after them).
+    order: Vec<u32>,
 }
 
 impl Default for Buffer {
@@ -309,6 +311,7 @@ impl Default for Buffer {
             map: HashMap::default(),
             room: MIN_ROOM,
             measured: false,
+            order: Vec::new(),
         }
     }
 }
@@ -422,9 +425,24 @@ impl Buffer {
         }
     }
 
-    /// Empties the buffer. Runs that held rows keep their memory for the next fill, in
-    /// tsid order; series that sent nothing since the last clear lose their run.
+    /// Empties the buffer. Runs that held rows keep their memory (and their tsid order)
+    /// for the next fill; series that sent nothing since the last clear lose their run.
     pub fn clear(&mut self) {
+        let order = self.tsid_order();
+        // Each run's index once the idle ones are gone (NO_RUN: dropped).
+        let mut kept = 0u32;
+        let index: Vec<u32> = self
+            .runs
+            .iter()
+            .map(|run| {
+                if run.rows() > 0 {
+                    kept += 1;
+                    kept - 1
+                } else {
+                    NO_RUN
+                }
+            })
+            .collect();
         let Buffer { runs, run_of, .. } = self;
         runs.retain_mut(|run| {
             let keep = run.rows() > 0;
@@ -434,19 +452,50 @@ impl Buffer {
             run.clear();
             keep
         });
-        runs.sort_unstable_by_key(|r| r.key);
         for (r, run) in runs.iter().enumerate() {
             if let Some(slot) = run_of.get_mut(run.series as usize) {
                 *slot = r as u32;
             }
         }
-        if !runs.is_empty() {
-            self.room = (self.rows / runs.len()).clamp(MIN_ROOM, MAX_ROOM);
+        self.order = order
+            .into_iter()
+            .filter_map(|r| index.get(r as usize).copied().filter(|&i| i != NO_RUN))
+            .collect();
+        if !self.runs.is_empty() {
+            self.room = (self.rows / self.runs.len()).clamp(MIN_ROOM, MAX_ROOM);
             self.measured = true;
         }
         self.rows = 0;
         self.live = 0;
         self.map.clear();
+    }
+
+    /// Every run's index, in tsid order: the order kept since the last clear, merged
+    /// with the runs created since, sorted (a few, once series are known). Runs stay
+    /// where they were created, so appends, which come in the shipper's series order,
+    /// do not jump around in memory.
+    pub fn tsid_order(&self) -> Vec<u32> {
+        let key = |r: u32| self.runs.get(r as usize).map(|run| run.key);
+        let mut fresh: Vec<u32> = (self.order.len() as u32..self.runs.len() as u32).collect();
+        fresh.sort_unstable_by_key(|&r| key(r));
+        let mut out = Vec::with_capacity(self.runs.len());
+        let (mut a, mut b) = (self.order.iter().peekable(), fresh.iter().peekable());
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(&&x), Some(&&y)) => {
+                    if key(x) <= key(y) {
+                        a.next()
+                    } else {
+                        b.next()
+                    }
+                }
+                (Some(_), None) => a.next(),
+                (None, Some(_)) => b.next(),
+                (None, None) => break,
+            };
+            out.extend(next.copied());
+        }
+        out
     }
 
     /// Live points, in no particular order.

@@ -30,7 +30,10 @@ pub(crate) fn write_segment<W: Write>(
     let events = options.events();
     let plan = Plan::new(buffer, columns, options.block_rows());
     let mut order = Vec::with_capacity(buffer.runs().len());
-    for run in buffer.runs().iter().filter(|r| r.live() > 0) {
+    for r in buffer.tsid_order() {
+        let Some(run) = buffer.runs().get(r as usize).filter(|r| r.live() > 0) else {
+            continue;
+        };
         let Some(e) = series.entry(run.series) else {
             // Every run's series is in the table; a miss is a bug, never a file missing
             // rows.
@@ -40,13 +43,12 @@ pub(crate) fn write_segment<W: Write>(
                 detail: format!("run of series {} missing from the table", run.series),
             });
         };
-        order.push((run.key, run, e));
+        order.push((run, e));
     }
-    order.sort_unstable_by_key(|&(key, _, _)| key);
     let mut writer =
         SegmentStreamWriter::new(out, options, plan.schema.clone(), buffer.len() as u64)?;
     let mut scratch = Scratch::default();
-    for (_, run, e) in order {
+    for (run, e) in order {
         plan.presence(run, &mut scratch);
         writer.begin_series(e.tsid, Arc::clone(&e.dims), &scratch.presence)?;
         if let (Values::Dense { cols, columns }, true, 0, false) =
@@ -312,28 +314,35 @@ mod tests {
     }
 
     /// The buffer the operations leave, and the same points in a [`SegmentWriter`].
-    fn build(
-        ops: &[Op],
-        events: bool,
-        options: &SegmentOptions,
-    ) -> (Buffer, SeriesTable, ColumnTable, SegmentWriter) {
+    /// The tables a test buffer uses: four metric columns registered out of name order
+    /// (refs are not ranks) and a keyword extra.
+    fn tables() -> (Buffer, SeriesTable, ColumnTable) {
         let mut columns = ColumnTable::default();
-        // Registered out of name order: refs are not ranks.
         columns.insert("m.z", ColumnKind::Gauge);
         columns.insert("m.a", ColumnKind::Counter);
         columns.insert("m.k", ColumnKind::Gauge);
         columns.insert("m.b", ColumnKind::Counter);
         columns.insert("x.note", ColumnKind::Keyword);
-        let mut series = SeriesTable::default();
-        let mut buffer = Buffer::default();
+        (Buffer::default(), SeriesTable::default(), columns)
+    }
+
+    /// Applies the operations to the buffer (over `nseries` series), and returns the
+    /// buffer's live points in a [`SegmentWriter`].
+    fn build(
+        (buffer, series, columns): &mut (Buffer, SeriesTable, ColumnTable),
+        ops: &[Op],
+        nseries: u8,
+        events: bool,
+        options: &SegmentOptions,
+    ) -> SegmentWriter {
         for (n, &(s, ts, mask, extra, kill)) in ops.iter().enumerate() {
-            let t = tsid(s % 6);
+            let t = tsid(s % nseries);
             let s = match series.get(&t) {
                 Some(r) => r,
                 None => {
                     let dims: SharedDims = SharedDims::from(vec![(
                         "host".to_owned(),
-                        tidemark_segment::Dim::from(format!("h{}", s % 6)),
+                        tidemark_segment::Dim::from(format!("h{}", s % nseries)),
                     )]);
                     series.insert(t, dims, i64::MIN)
                 }
@@ -373,7 +382,7 @@ mod tests {
         }
         let mut writer = SegmentWriter::new(options.clone()).unwrap();
         for row in buffer.live() {
-            let p = buffer.point(row, &series, &columns).unwrap();
+            let p = buffer.point(row, series, columns).unwrap();
             if events {
                 let run = &buffer.runs()[row.run as usize];
                 writer.push_with_id(p, run.ids[row.off as usize]).unwrap();
@@ -381,7 +390,7 @@ mod tests {
                 writer.push(p).unwrap();
             }
         }
-        (buffer, series, columns, writer)
+        writer
     }
 
     fn ops() -> impl Strategy<Value = Vec<Op>> {
@@ -424,14 +433,27 @@ mod tests {
             if bloom {
                 options = options.with_bloom(0.01);
             }
-            let (buffer, series, columns, writer) = build(&ops, events, &options);
-            prop_assume!(!buffer.is_empty());
-            let (ours, meta, _) =
-                write_segment(&buffer, &series, &columns, options.clone(), Vec::new()).unwrap();
-            let (theirs, their_meta) = write_batch(&writer, options, None, Vec::new()).unwrap();
-            prop_assert_eq!(meta.row_count, their_meta.row_count);
-            prop_assert_eq!(meta.row_count, buffer.len() as u64);
-            prop_assert!(ours == theirs, "files differ ({} and {} bytes)", ours.len(), theirs.len());
+            // Two fills, the second over more series, with a clear between them: runs
+            // kept, dropped and created keep the tsid order.
+            let mut state = tables();
+            let half = ops.len() / 2;
+            for (fill, (part, nseries)) in [(&ops[..half], 6u8), (&ops[half..], 10)].into_iter().enumerate() {
+                let writer = build(&mut state, part, nseries, events, &options);
+                let (buffer, series, columns) = &state;
+                if !buffer.is_empty() {
+                    let (ours, meta, _) =
+                        write_segment(buffer, series, columns, options.clone(), Vec::new()).unwrap();
+                    let (theirs, their_meta) =
+                        write_batch(&writer, options.clone(), None, Vec::new()).unwrap();
+                    prop_assert_eq!(meta.row_count, their_meta.row_count);
+                    prop_assert_eq!(meta.row_count, buffer.len() as u64);
+                    prop_assert!(
+                        ours == theirs,
+                        "fill {}: files differ ({} and {} bytes)", fill, ours.len(), theirs.len()
+                    );
+                }
+                state.0.clear();
+            }
         }
     }
 }
