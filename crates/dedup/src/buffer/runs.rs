@@ -296,6 +296,8 @@ pub(crate) struct Buffer {
     room: usize,
     /// Whether `room` was measured on a fill.
     measured: bool,
+    /// Before that: the rows runs may still reserve in this fill.
+    budget: usize,
     /// The indexes of `runs[..order.len()]` in tsid order (runs created since the last
     /// clear come after them).
     order: Vec<u32>,
@@ -311,6 +313,7 @@ impl Default for Buffer {
             map: HashMap::default(),
             room: MIN_ROOM,
             measured: false,
+            budget: 0,
             order: Vec::new(),
         }
     }
@@ -340,12 +343,27 @@ impl Buffer {
         self.runs.get(row.run as usize)
     }
 
-    /// Before the first fill: each run will hold about `rows` rows (e.g. the rows of a
-    /// fill spread over the known series). Ignored once a fill measured it.
-    pub fn expect_rows_per_run(&mut self, rows: usize) {
+    /// Before the first fill is measured: each run will hold about `rows` rows (e.g. a
+    /// fill spread over the series known so far), and the runs together at most
+    /// `fill` rows. Ignored once a fill measured it.
+    pub fn expect_rows_per_run(&mut self, rows: usize, fill: usize) {
         if !self.measured {
             self.room = rows.clamp(MIN_ROOM, MAX_ROOM);
+            self.budget = fill;
         }
+    }
+
+    /// The rows a run makes room for at its first point of a fill. Before a fill has been
+    /// measured, the estimate comes out of a budget of one fill's rows: series registered
+    /// as their points come make the first estimates far too large, and the budget keeps
+    /// what they reserve to a fill.
+    fn take_room(&mut self) -> usize {
+        if self.measured {
+            return self.room;
+        }
+        let room = self.room.min(self.budget).max(MIN_ROOM);
+        self.budget = self.budget.saturating_sub(room);
+        room
     }
 
     /// Where the live point of `key` is, if buffered.
@@ -384,6 +402,11 @@ impl Buffer {
             self.runs.push(Run::new(series, tsid));
             self.run_of[idx] = r;
         }
+        let first = self
+            .runs
+            .get(r as usize)
+            .is_some_and(|run| run.ts.is_empty());
+        let room = if first { self.take_room() } else { 0 };
         let Some(run) = self.runs.get_mut(r as usize) else {
             return;
         };
@@ -401,7 +424,7 @@ impl Buffer {
                 }
             }
         }
-        run.push_values(values, extras, self.room);
+        run.push_values(values, extras, room);
         let off = run.ts.len() as u32;
         run.ts.push(ts);
         if let Key::Event(id) = key {
@@ -536,5 +559,57 @@ impl Buffer {
             p.extras.push((name.to_owned(), v.clone()));
         }
         Some(p.normalized())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tsid(s: u32) -> Tsid {
+        let mut b = [0u8; 20];
+        b[..4].copy_from_slice(&s.to_be_bytes());
+        Tsid::from_bytes(b)
+    }
+
+    fn reserved(b: &Buffer) -> usize {
+        b.runs.iter().map(|r| r.ts.capacity()).sum()
+    }
+
+    /// Series registered as their points come: the first estimate (a whole fill for the
+    /// one series known) must not be reserved for every run.
+    #[test]
+    fn the_first_fill_reserves_at_most_a_fill() {
+        let mut b = Buffer::default();
+        b.expect_rows_per_run(1_000, 1_000);
+        let values = [(0u32, MetricValue::Gauge(1.0))];
+        for s in 0..500u32 {
+            b.push(Key::Point(s, 10), s, &tsid(s), 10, &values, &[]);
+        }
+        assert!(reserved(&b) <= 1_000 + 500 * MIN_ROOM, "{}", reserved(&b));
+        assert_eq!(b.len(), 500);
+    }
+
+    /// After a fill, runs make room for what a run held on average, and a run that
+    /// reserved far more than it used gives it back at the clear.
+    #[test]
+    fn later_fills_reserve_the_measured_rows_per_run() {
+        let mut b = Buffer::default();
+        b.expect_rows_per_run(MAX_ROOM, MAX_ROOM);
+        let values = [(0u32, MetricValue::Gauge(1.0))];
+        for s in 0..4u32 {
+            for t in 0..20i64 {
+                b.push(Key::Point(s, t), s, &tsid(s), t, &values, &[]);
+            }
+        }
+        b.clear();
+        assert!(b.measured);
+        assert_eq!(b.room, 20);
+        // The first run reserved MAX_ROOM for 20 rows: shrunk.
+        assert!(reserved(&b) <= 4 * 2 * 20, "{}", reserved(&b));
+        // A series new in this fill gets the measured room.
+        b.push(Key::Point(9, 0), 9, &tsid(9), 0, &values, &[]);
+        let run = b.runs.iter().find(|r| r.series == 9).map(|r| r.ts.capacity());
+        assert!(run.is_some_and(|c| (20..40).contains(&c)), "{run:?}");
     }
 }

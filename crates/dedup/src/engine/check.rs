@@ -199,7 +199,8 @@ impl Engine {
         }
         if self.buffer.rows() == 0 {
             let per_series = self.config.refresh_rows / self.series.entries.len().max(1);
-            self.buffer.expect_rows_per_run(per_series);
+            self.buffer
+                .expect_rows_per_run(per_series, self.config.refresh_rows);
         }
         self.buffer.push(key, s, &tsid, ts, values, extras);
         if let Some(e) = self.series.entry_mut(s) {
