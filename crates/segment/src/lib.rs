@@ -43,6 +43,6 @@ pub use tidemark_bloom::{AtomicFile, is_temp_name, sync_dir};
 pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
 pub use validate::{MAX_NAME_LEN, PointViolation, validate_point};
 pub use writer::{
-    FoldBuildHasher, FoldHasher, RowBatch, SegmentMeta, SegmentOptions, SegmentWriter,
-    is_zstd_level, write_batch, write_batch_with_series,
+    FoldBuildHasher, FoldHasher, PlannedSchema, RowBatch, SegmentMeta, SegmentOptions,
+    SegmentWriter, is_zstd_level, plan_schema, write_batch, write_batch_with_series,
 };

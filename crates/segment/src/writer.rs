@@ -867,22 +867,33 @@ struct ColumnPlan {
     metrics_identity: bool,
 }
 
-/// The output columns of `batch`: the used ones in name order, with the span shift
-/// their share of the `n` rows calls for.
-fn plan_columns<B: RowBatch + ?Sized>(
-    batch: &B,
+/// A segment's columns planned from how many values each holds: see [`plan_schema`].
+#[derive(Debug, Clone)]
+pub struct PlannedSchema {
+    /// The used columns, metrics and extras each in name order, with their span shifts.
+    pub schema: StreamSchema,
+    /// Each source metric column's output column (`None`: unused).
+    pub metric_rank: Vec<Option<u32>>,
+    /// Each source extra column's output extra column (`None`: unused).
+    pub extra_rank: Vec<Option<u32>>,
+}
+
+/// The schema the writers give a batch of `rows` rows whose source columns are
+/// `columns` and `extras` (name and kind, in the caller's order) holding `present[i]`
+/// values each (metrics, then extras): the used ones in name order, each with the span
+/// shift its share of the rows calls for ([`span_shift`](crate::span_shift)), and where
+/// each source column goes.
+pub fn plan_schema(
+    columns: &[(String, MetricKind)],
+    extras: &[(String, ExtraKind)],
     present: &[u64],
-    n: u64,
+    rows: u64,
     block_rows: u32,
-) -> (ColumnPlan, StreamSchema) {
-    let columns = batch.columns();
-    let extra_columns = batch.extra_columns();
+) -> PlannedSchema {
     let used = |i: usize| present.get(i).is_some_and(|&p| p > 0);
     let (metric_rank, sorted_columns) = rank_by_name(columns, used);
-    let (extra_rank, sorted_extras) = rank_by_name(extra_columns, |e| used(columns.len() + e));
-    // `present` has one count per source column, metrics then extras.
-    debug_assert_eq!(present.len(), columns.len() + extra_columns.len());
-    let shift = |i: usize| span_shift(n, present[i], block_rows);
+    let (extra_rank, sorted_extras) = rank_by_name(extras, |e| used(columns.len() + e));
+    let shift = |i: usize| span_shift(rows, present.get(i).copied().unwrap_or(0), block_rows);
     let schema = StreamSchema {
         columns: sorted_columns
             .iter()
@@ -901,6 +912,37 @@ fn plan_columns<B: RowBatch + ?Sized>(
             })
             .collect(),
     };
+    PlannedSchema {
+        schema,
+        metric_rank,
+        extra_rank,
+    }
+}
+
+/// The output columns of `batch`: the used ones in name order, with the span shift
+/// their share of the `n` rows calls for.
+fn plan_columns<B: RowBatch + ?Sized>(
+    batch: &B,
+    present: &[u64],
+    n: u64,
+    block_rows: u32,
+) -> (ColumnPlan, StreamSchema) {
+    // `present` has one count per source column, metrics then extras.
+    debug_assert_eq!(
+        present.len(),
+        batch.columns().len() + batch.extra_columns().len()
+    );
+    let PlannedSchema {
+        schema,
+        metric_rank,
+        extra_rank,
+    } = plan_schema(
+        batch.columns(),
+        batch.extra_columns(),
+        present,
+        n,
+        block_rows,
+    );
     let metrics_monotonic = metric_rank
         .iter()
         .flatten()
@@ -914,7 +956,7 @@ fn plan_columns<B: RowBatch + ?Sized>(
     let plan = ColumnPlan {
         metric_rank,
         extra_rank,
-        metrics: sorted_columns.len() as u32,
+        metrics: schema.columns.len() as u32,
         metrics_monotonic,
         metrics_identity,
     };

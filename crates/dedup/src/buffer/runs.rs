@@ -609,7 +609,11 @@ mod tests {
         assert!(reserved(&b) <= 4 * 2 * 20, "{}", reserved(&b));
         // A series new in this fill gets the measured room.
         b.push(Key::Point(9, 0), 9, &tsid(9), 0, &values, &[]);
-        let run = b.runs.iter().find(|r| r.series == 9).map(|r| r.ts.capacity());
+        let run = b
+            .runs
+            .iter()
+            .find(|r| r.series == 9)
+            .map(|r| r.ts.capacity());
         assert!(run.is_some_and(|c| (20..40).contains(&c)), "{run:?}");
     }
 }

@@ -8,8 +8,8 @@ use std::io::Write;
 use std::sync::Arc;
 
 use tidemark_segment::{
-    ColumnInfo, Error, Extra, ExtraInfo, MetricValue, Presence, Result, SegmentMeta,
-    SegmentOptions, SegmentStreamWriter, StreamSchema, WrittenSeries, span_shift,
+    Error, Extra, MetricValue, PlannedSchema, Presence, Result, SegmentMeta, SegmentOptions,
+    SegmentStreamWriter, StreamSchema, WrittenSeries, plan_schema,
 };
 
 use super::runs::{Run, Values};
@@ -131,29 +131,17 @@ impl Plan {
         for run in buffer.runs() {
             count_present(run, nmetrics, &mut present);
         }
-        let rows = buffer.len() as u64;
-        let shift = |i: usize| span_shift(rows, present.get(i).copied().unwrap_or(0), block_rows);
-        let used = |i: usize| present.get(i).is_some_and(|&p| p > 0);
-        let (metric_rank, metrics) = rank_by_name(&columns.metrics, used);
-        let (extra_rank, extras) = rank_by_name(&columns.extras, |e| used(nmetrics + e));
-        let schema = StreamSchema {
-            columns: metrics
-                .iter()
-                .map(|&(src, (name, kind))| ColumnInfo {
-                    name: name.clone(),
-                    kind: *kind,
-                    span_shift: shift(src),
-                })
-                .collect(),
-            extras: extras
-                .iter()
-                .map(|&(src, (name, kind))| ExtraInfo {
-                    name: name.clone(),
-                    kind: *kind,
-                    span_shift: shift(nmetrics + src),
-                })
-                .collect(),
-        };
+        let PlannedSchema {
+            schema,
+            metric_rank,
+            extra_rank,
+        } = plan_schema(
+            &columns.metrics,
+            &columns.extras,
+            &present,
+            buffer.len() as u64,
+            block_rows,
+        );
         let ranks: Vec<u32> = metric_rank.iter().flatten().copied().collect();
         Plan {
             schema,
@@ -264,30 +252,6 @@ fn count_present(run: &Run, nmetrics: usize, present: &mut [u64]) {
             }
         }
     }
-}
-
-/// Used columns sorted by name, each with its source position.
-type SortedColumns<'a, K> = Vec<(usize, &'a (String, K))>;
-
-/// Each used column's rank in name order (`None` for unused ones), indexed by source
-/// position, and the used columns sorted by name with their source positions.
-fn rank_by_name<K>(
-    columns: &[(String, K)],
-    used: impl Fn(usize) -> bool,
-) -> (Vec<Option<u32>>, SortedColumns<'_, K>) {
-    let mut sorted: SortedColumns<'_, K> = columns
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| used(*i))
-        .collect();
-    sorted.sort_by(|a, b| a.1.0.cmp(&b.1.0));
-    let mut rank = vec![None; columns.len()];
-    for (r, &(src, _)) in sorted.iter().enumerate() {
-        if let Some(slot) = rank.get_mut(src) {
-            *slot = Some(r as u32);
-        }
-    }
-    (rank, sorted)
 }
 
 #[cfg(test)]

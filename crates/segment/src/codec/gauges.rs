@@ -72,17 +72,19 @@ fn integral(values: &[f64]) -> Option<Vec<i64>> {
         .collect()
 }
 
-fn xor_words(values: &[f64]) -> Vec<u64> {
+/// Each value's bits XOR the previous value's (the first XOR 0).
+fn xors(values: &[f64]) -> impl Iterator<Item = u64> + '_ {
     let mut prev = 0u64;
-    values
-        .iter()
-        .map(|v| {
-            let bits = v.to_bits();
-            let x = bits ^ prev;
-            prev = bits;
-            x
-        })
-        .collect()
+    values.iter().map(move |v| {
+        let bits = v.to_bits();
+        let x = bits ^ prev;
+        prev = bits;
+        x
+    })
+}
+
+fn xor_words(values: &[f64]) -> Vec<u64> {
+    xors(values).collect()
 }
 
 /// Encoded candidates for a gauge block's values (after the presence header).
@@ -142,13 +144,8 @@ pub fn gauge_candidates_fast(values: &[f64]) -> Vec<Vec<u8>> {
 
 /// The length of [`encode_xor`]'s output for `values`, without the encoding byte.
 fn xor_size(values: &[f64]) -> usize {
-    let mut prev = 0u64;
-    values
-        .iter()
-        .map(|v| {
-            let bits = v.to_bits();
-            let x = bits ^ prev;
-            prev = bits;
+    xors(values)
+        .map(|x| {
             if x == 0 {
                 1
             } else {
