@@ -70,29 +70,35 @@ pub(crate) fn write_segment<W: Write>(
 }
 
 /// A run's live rows, sorted (by timestamp, then id in an event segment), one by one.
-fn write_rows<W: Write>(
-    run: &Run,
+fn write_rows<'a, W: Write>(
+    run: &'a Run,
     plan: &Plan,
     events: bool,
-    scratch: &mut Scratch<'_>,
+    scratch: &mut Scratch<'a>,
     writer: &mut SegmentStreamWriter<W>,
 ) -> Result<()> {
-    let mut offs: Vec<usize> = run.alive().collect();
+    let Scratch {
+        offs,
+        source,
+        metrics,
+        extras,
+        ..
+    } = scratch;
+    offs.clear();
+    offs.extend(run.alive());
     if events {
         offs.sort_unstable_by_key(|&o| (run.ts.get(o), run.ids.get(o).map(|i| i.to_bytes())));
     } else if !run.sorted {
         offs.sort_unstable_by_key(|&o| run.ts.get(o));
     }
-    let mut source = Vec::new();
-    let mut extras: Vec<(u32, &Extra)> = Vec::new();
-    for o in offs {
-        run.metrics_into(o, &mut source);
-        scratch.metrics.clear();
-        for &(c, v) in &source {
-            scratch.metrics.push((plan.metric(c)?, v));
+    for &o in offs.iter() {
+        run.metrics_into(o, source);
+        metrics.clear();
+        for &(c, v) in source.iter() {
+            metrics.push((plan.metric(c)?, v));
         }
         if !plan.metrics_monotonic {
-            scratch.metrics.sort_unstable_by_key(|&(c, _)| c);
+            metrics.sort_unstable_by_key(|&(c, _)| c);
         }
         extras.clear();
         for (e, v) in run.extras_of(o) {
@@ -101,7 +107,7 @@ fn write_rows<W: Write>(
         extras.sort_unstable_by_key(|&(c, _)| c);
         let id = if events { run.ids.get(o) } else { None };
         let ts = run.ts.get(o).copied().unwrap_or(0);
-        writer.push_row(ts, &scratch.metrics, &extras, id)?;
+        writer.push_row(ts, metrics, extras, id)?;
     }
     Ok(())
 }
@@ -112,7 +118,12 @@ struct Scratch<'a> {
     presence: Vec<(u32, Presence)>,
     counts: Vec<u64>,
     dense: Vec<(u32, &'a [MetricValue])>,
+    /// A run's live rows in write order.
+    offs: Vec<usize>,
+    /// A row's values by source column, then by output column.
+    source: Vec<(u32, MetricValue)>,
     metrics: Vec<(u32, MetricValue)>,
+    extras: Vec<(u32, &'a Extra)>,
 }
 
 /// Where each source column goes in the output: the used columns in name order.
@@ -128,8 +139,9 @@ impl Plan {
     fn new(buffer: &Buffer, columns: &ColumnTable, block_rows: u32) -> Plan {
         let nmetrics = columns.metrics.len();
         let mut present = vec![0u64; nmetrics + columns.extras.len()];
+        let mut source = Vec::new();
         for run in buffer.runs() {
-            count_present(run, nmetrics, &mut present);
+            count_present(run, nmetrics, &mut present, &mut source);
         }
         let PlannedSchema {
             schema,
@@ -187,16 +199,16 @@ impl Plan {
         let ncols = nmetrics as usize + self.schema.extras.len();
         scratch.counts.clear();
         scratch.counts.resize(ncols, 0);
-        let mut source = Vec::new();
+        let Scratch { counts, source, .. } = scratch;
         for o in run.alive() {
-            run.metrics_into(o, &mut source);
+            run.metrics_into(o, source);
             let metrics = source.iter().filter_map(|&(c, _)| self.metric(c).ok());
             let extras = run
                 .extras_of(o)
                 .iter()
                 .filter_map(|(e, _)| self.extra(*e).ok().map(|r| nmetrics + r));
             for c in metrics.chain(extras) {
-                if let Some(k) = scratch.counts.get_mut(c as usize) {
+                if let Some(k) = counts.get_mut(c as usize) {
                     *k += 1;
                 }
             }
@@ -224,8 +236,14 @@ fn unplanned(what: &str, c: u32) -> Error {
     }
 }
 
-/// Adds the values per source column (metrics, then extras) in the live rows of `run`.
-fn count_present(run: &Run, nmetrics: usize, present: &mut [u64]) {
+/// Adds the values per source column (metrics, then extras) in the live rows of `run`
+/// (`source`: a reused buffer).
+fn count_present(
+    run: &Run,
+    nmetrics: usize,
+    present: &mut [u64],
+    source: &mut Vec<(u32, MetricValue)>,
+) {
     let live = run.live() as u64;
     if live == 0 {
         return;
@@ -238,10 +256,9 @@ fn count_present(run: &Run, nmetrics: usize, present: &mut [u64]) {
         }
         return;
     }
-    let mut source = Vec::new();
     for o in run.alive() {
-        run.metrics_into(o, &mut source);
-        for &(c, _) in &source {
+        run.metrics_into(o, source);
+        for &(c, _) in source.iter() {
             if let Some(p) = present.get_mut(c as usize) {
                 *p += 1;
             }
