@@ -144,8 +144,7 @@ impl Engine {
             },
             config,
             slots,
-            // Sized for a refresh's worth up front (capped): growing by rehashing moved
-            // every buffered point again and again (memmove was 11% of in-order ingest).
+            // Runs size themselves at their first point of a fill (`Buffer::take_room`).
             buffer: Buffer::default(),
             series: SeriesTable::default(),
             columns: ColumnTable::default(),
