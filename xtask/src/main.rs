@@ -70,9 +70,10 @@ tasks:
       Needs target/release/tidemark-server (cargo build --release -p tidemark-server)
   soak [--dataset k8s|otel] [--points N] [--strategy S] [--batch N] [--every N]
       [--refresh-rows N] [--series N] [--seed N] [--dup-rate F] [--late-rate F] [--disorder F]
-      [--merge-threads N] [--merge-stall N|off] [--out DIR] [--data DIR]
+      [--merge-threads N] [--merge-stall N|off] [--api refs|points] [--out DIR] [--data DIR]
       generate points on the fly (retries and late points included) and ingest them through
-      the engine with background merges; every --every points (default 1,000,000) record
+      the engine with background merges (--api: by series refs, the default, or as whole
+      points, dimensions and metric names in each); every --every points (default 1,000,000) record
       peak RSS (VmHWM), RSS, points/s, bytes per point on disk, segments and write stalls
       (--merge-threads, --merge-stall: the engine's merge threads and stall bound); then merge
       everything into one segment and report that merge's own peak RSS. Prints a table,

@@ -12,10 +12,35 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use plotters::prelude::*;
 use tidemark_datagen::{Dataset, Options};
-use tidemark_dedup::{Durability, Engine, EngineConfig, Op, SharedEngine, Strategy};
+use tidemark_datagen::{Dim as GenDim, MetricVal, Record};
+use tidemark_dedup::{
+    AppendBatch, ColumnKind, ColumnRef, Durability, Engine, EngineConfig, Op, Outcome, SeriesRef,
+    SharedEngine, Strategy, Writer,
+};
+use tidemark_segment::{Dim, MetricValue};
 use tidemark_tsid::Tsid;
 
 use crate::storage_compare::metric_point;
+
+/// How the soak hands points to the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    /// Series refs ([`Writer::series`] once per series, then [`Writer::append`] of
+    /// timestamps and values): the engine's fast path, and what a pipeline that knows its
+    /// series (the servers' series caches) uses.
+    Refs,
+    /// A [`Op::Create`] of a whole point (dimensions and metric names) per point.
+    Points,
+}
+
+impl Api {
+    fn name(self) -> &'static str {
+        match self {
+            Api::Refs => "series refs",
+            Api::Points => "points",
+        }
+    }
+}
 
 struct Args {
     dataset: String,
@@ -30,6 +55,7 @@ struct Args {
     out: PathBuf,
     data: Option<PathBuf>,
     every: u64,
+    api: Api,
 }
 
 fn parse(args: &[String]) -> Result<Args> {
@@ -46,6 +72,7 @@ fn parse(args: &[String]) -> Result<Args> {
         out: crate::project_root().join("target/xtask/soak"),
         data: None,
         every: 1_000_000,
+        api: Api::Refs,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -76,6 +103,13 @@ fn parse(args: &[String]) -> Result<Args> {
                 })
             }
             "--every" => a.every = value()?.parse().context("--every")?,
+            "--api" => {
+                a.api = match value()?.as_str() {
+                    "refs" => Api::Refs,
+                    "points" => Api::Points,
+                    other => bail!("--api: refs or points, not {other:?}"),
+                }
+            }
             "--out" => a.out = PathBuf::from(value()?),
             "--data" => a.data = Some(PathBuf::from(value()?)),
             other => bail!("unknown soak option {other:?} (see `cargo xtask help`)"),
@@ -86,6 +120,113 @@ fn parse(args: &[String]) -> Result<Args> {
     ensure!(a.every > 0, "--every must be positive");
     a.options = a.options.points(a.points);
     Ok(a)
+}
+
+/// The soak's side of ingest: records in, batches out, outcomes counted.
+struct Feed<'w> {
+    writer: &'w Writer,
+    api: Api,
+    ops: Vec<Op>,
+    batch: AppendBatch,
+    /// Series refs by series number.
+    refs: Vec<Option<SeriesRef>>,
+    /// Column refs by metric name (a handful: a linear search).
+    columns: Vec<(&'static str, ColumnRef)>,
+    values: Vec<(ColumnRef, MetricValue)>,
+    created: u64,
+    duplicates: u64,
+}
+
+impl<'w> Feed<'w> {
+    /// A feed of batches of `batch` points of `metrics` values, of `series` series.
+    fn new(writer: &'w Writer, api: Api, batch: usize, series: usize, metrics: usize) -> Feed<'w> {
+        Feed {
+            writer,
+            api,
+            ops: Vec::with_capacity(if api == Api::Points { batch } else { 0 }),
+            // Sized once: the soak measures the engine, not its own buffers doubling.
+            batch: if api == Api::Refs {
+                AppendBatch::with_capacity(batch, batch * metrics)
+            } else {
+                AppendBatch::new()
+            },
+            refs: vec![None; series],
+            columns: Vec::new(),
+            values: Vec::new(),
+            created: 0,
+            duplicates: 0,
+        }
+    }
+
+    /// Points (or appends) waiting for [`flush`](Self::flush).
+    fn len(&self) -> usize {
+        self.ops.len() + self.batch.len()
+    }
+
+    fn push(&mut self, r: &Record, tsid: Tsid) -> Result<()> {
+        if self.api == Api::Points {
+            self.ops.push(Op::Create(metric_point(r, tsid)));
+            return Ok(());
+        }
+        let slot = self
+            .refs
+            .get_mut(r.series as usize)
+            .context("series number past the series count")?;
+        let series = match slot {
+            Some(s) => *s,
+            None => {
+                let dims = r
+                    .dims
+                    .iter()
+                    .map(|(name, v)| {
+                        let v = match v {
+                            GenDim::Keyword(s) => Dim::from(s.as_str()),
+                            GenDim::Int(i) => Dim::from(*i),
+                        };
+                        ((*name).to_owned(), v)
+                    })
+                    .collect();
+                *slot.insert(self.writer.series(tsid, dims)?)
+            }
+        };
+        self.values.clear();
+        for &(name, v) in &r.metrics {
+            let (kind, value) = match v {
+                MetricVal::Gauge(g) => (ColumnKind::Gauge, MetricValue::Gauge(g)),
+                MetricVal::Counter(c) => (ColumnKind::Counter, MetricValue::Counter(c)),
+            };
+            let column = match self.columns.iter().find(|(n, _)| *n == name) {
+                Some(&(_, c)) => c,
+                None => {
+                    let c = self.writer.column(name, kind)?;
+                    self.columns.push((name, c));
+                    c
+                }
+            };
+            self.values.push((column, value));
+        }
+        self.batch.create(series, r.ts_millis, &self.values);
+        Ok(())
+    }
+
+    /// Sends what is waiting and counts the outcomes.
+    fn flush(&mut self) -> Result<()> {
+        if self.len() == 0 {
+            return Ok(());
+        }
+        let outcomes = match self.api {
+            Api::Points => self.writer.batch(std::mem::take(&mut self.ops))?,
+            Api::Refs => self.writer.append(&mut self.batch)?,
+        };
+        for o in outcomes {
+            match o {
+                Outcome::Created { .. } => self.created += 1,
+                Outcome::Conflict { .. } => self.duplicates += 1,
+                other => bail!("unexpected outcome {other:?}"),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One row of the report.
@@ -207,38 +348,30 @@ pub fn run(args: &[String]) -> Result<()> {
         None => "no write stall".to_owned(),
     };
     eprintln!(
-        "soak: {} {} points (of which {} retries), strategy {}, {threads} merge threads, \
-         {stall_text}, into {}",
+        "soak: {} {} points (of which {} retries) by {}, strategy {}, {threads} merge \
+         threads, {stall_text}, into {}",
         ds.total_docs(),
         a.dataset,
         ds.total_docs() - ds.unique_docs(),
+        a.api.name(),
         a.strategy.name(),
         data.display()
     );
     let mut computer = ds.tsid_computer().context("tsid computer")?;
     let mut tsids: Vec<Option<Tsid>> = vec![None; ds.series_count() as usize];
     let mut samples = Vec::new();
-    let mut created = 0u64;
-    let mut duplicates = 0u64;
-    let mut ops = Vec::with_capacity(a.batch);
+    let mut feed = Feed::new(
+        &writer,
+        a.api,
+        a.batch,
+        ds.series_count() as usize,
+        ds.schema().metrics.len(),
+    );
     let start = Instant::now();
     let mut last = (0u64, Instant::now());
     let total = ds.total_docs();
     let terminal = std::io::stderr().is_terminal();
     let mut sent = 0u64;
-    let flush = |ops: &mut Vec<Op>, created: &mut u64, duplicates: &mut u64| -> Result<()> {
-        if ops.is_empty() {
-            return Ok(());
-        }
-        for o in writer.batch(std::mem::take(ops))? {
-            match o {
-                tidemark_dedup::Outcome::Created { .. } => *created += 1,
-                tidemark_dedup::Outcome::Conflict { .. } => *duplicates += 1,
-                other => bail!("unexpected outcome {other:?}"),
-            }
-        }
-        Ok(())
-    };
     for r in ds.records() {
         let slot = tsids
             .get_mut(r.series as usize)
@@ -247,13 +380,13 @@ pub fn run(args: &[String]) -> Result<()> {
             Some(t) => *t,
             None => *slot.insert(r.tsid(&mut computer).context("record tsid")?),
         };
-        ops.push(Op::Create(metric_point(&r, tsid)));
+        feed.push(&r, tsid)?;
         sent += 1;
-        if ops.len() >= a.batch {
-            flush(&mut ops, &mut created, &mut duplicates)?;
+        if feed.len() >= a.batch {
+            feed.flush()?;
         }
         if sent % a.every == 0 || sent == total {
-            flush(&mut ops, &mut created, &mut duplicates)?;
+            feed.flush()?;
             let (peak_rss, now_rss, anon, file) = rss_parts()?;
             let (bytes_on_disk, segment_bytes, segments) = dir_stats(&data)?;
             let secs = last.1.elapsed().as_secs_f64().max(1e-9);
@@ -280,7 +413,9 @@ pub fn run(args: &[String]) -> Result<()> {
             }
         }
     }
-    flush(&mut ops, &mut created, &mut duplicates)?;
+    feed.flush()?;
+    let (created, duplicates) = (feed.created, feed.duplicates);
+    drop(feed);
     let ingest_secs = start.elapsed().as_secs_f64();
     if terminal {
         eprintln!();
@@ -475,4 +610,57 @@ fn chart(samples: &[Sample], dataset: &str) -> Result<String> {
         root.present().map_err(|e| err(&e))?;
     }
     Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ways of feeding the engine store every unique point once and find every
+    /// retry, and leave the same points behind.
+    #[test]
+    fn refs_and_points_feed_the_same_points() {
+        let options = Options::default()
+            .series(50)
+            .points(20_000)
+            .dup_rate(0.05)
+            .late_rate(0.02);
+        let ds = Dataset::by_name("k8s", options).unwrap();
+        let mut stored = Vec::new();
+        for api in [Api::Refs, Api::Points] {
+            let dir = tempfile::tempdir().unwrap();
+            let config = EngineConfig::new()
+                .with_derived_tsids(true)
+                .with_refresh_rows(3_000);
+            let shared = SharedEngine::new(Engine::create(dir.path(), config).unwrap());
+            let writer = shared.writer();
+            let mut feed = Feed::new(&writer, api, 700, ds.series_count() as usize, 8);
+            let mut computer = ds.tsid_computer().unwrap();
+            for r in ds.records() {
+                let tsid = r.tsid(&mut computer).unwrap();
+                feed.push(&r, tsid).unwrap();
+                if feed.len() >= 700 {
+                    feed.flush().unwrap();
+                }
+            }
+            feed.flush().unwrap();
+            assert_eq!(feed.created, ds.unique_docs(), "{api:?}");
+            assert_eq!(
+                feed.duplicates,
+                ds.total_docs() - ds.unique_docs(),
+                "{api:?}"
+            );
+            assert!(feed.duplicates > 0);
+            drop(feed);
+            let engine = shared.into_inner().unwrap();
+            assert_eq!(engine.live_count(), ds.unique_docs());
+            let mut points = Vec::new();
+            engine
+                .scan_live(i64::MIN, i64::MAX, |_, _| true, |p, _| points.push(p))
+                .unwrap();
+            points.sort_by_key(|p| (p.tsid, p.ts_millis));
+            stored.push(points);
+        }
+        assert_eq!(stored[0], stored[1]);
+    }
 }

@@ -106,6 +106,21 @@ impl AppendBatch {
         AppendBatch::default()
     }
 
+    /// An empty batch with room for `appends` appends holding `values` metric values in
+    /// all (extras grow as they come): a writer that refills one batch of a known size
+    /// allocates once, and the allocator never sees its buffers double and move.
+    pub fn with_capacity(appends: usize, values: usize) -> AppendBatch {
+        AppendBatch {
+            create: Vec::with_capacity(appends),
+            series: Vec::with_capacity(appends),
+            ts: Vec::with_capacity(appends),
+            value_end: Vec::with_capacity(appends),
+            values: Vec::with_capacity(values),
+            extra_end: Vec::with_capacity(appends),
+            extras: Vec::new(),
+        }
+    }
+
     /// Adds a `create` of a point of `series` at `ts_millis` with metric `values`.
     pub fn create(
         &mut self,
@@ -183,6 +198,33 @@ impl AppendBatch {
             extras: self.extras.get(span(&self.extra_end)?)?,
         })
     }
+}
+
+/// The writes of one request to a [`SharedEngine`](crate::SharedEngine)'s thread.
+#[derive(Debug)]
+pub(crate) enum Writes {
+    /// Operations on points.
+    Ops(Vec<Op>),
+    /// Appends by ref.
+    Appends(AppendBatch),
+}
+
+impl Writes {
+    /// Operations or appends in it.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Writes::Ops(ops) => ops.len(),
+            Writes::Appends(b) => b.len(),
+        }
+    }
+}
+
+/// What a group commit answers for one [`Writes`]: the outcomes, and a batch of appends
+/// handed back emptied, its memory kept for the sender's next batch.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) result: Result<Vec<Outcome>>,
+    pub(crate) appends: Option<AppendBatch>,
 }
 
 /// What one operation did. A batch returns one per operation, in order.

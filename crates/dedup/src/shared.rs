@@ -7,7 +7,11 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::config::Durability;
-use crate::engine::{Engine, MergeJob, MergedSegment, Op, Outcome};
+use tidemark_segment::Dim;
+use tidemark_tsid::Tsid;
+
+use crate::buffer::{ColumnKind, ColumnRef, SeriesRef};
+use crate::engine::{Answer, AppendBatch, Engine, MergeJob, MergedSegment, Op, Outcome, Writes};
 use crate::error::{Error, Result};
 use crate::stats::MergeStats;
 
@@ -15,10 +19,12 @@ use crate::stats::MergeStats;
 const MAX_GROUP: usize = 64;
 
 /// A batch and where its outcomes go.
-type BatchRequest = (Vec<Op>, Sender<Result<Vec<Outcome>>>);
+type BatchRequest = (Writes, Sender<Answer>);
 
 enum Request {
-    Batch(Vec<Op>, Sender<Result<Vec<Outcome>>>),
+    Batch(Writes, Sender<Answer>),
+    Series(Tsid, Vec<(String, Dim)>, Sender<Result<SeriesRef>>),
+    Column(String, ColumnKind, Sender<Result<ColumnRef>>),
     Refresh(Sender<Result<()>>),
     Stats(Sender<MergeStats>),
     MergeDone {
@@ -90,7 +96,9 @@ pub struct Writer {
 impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Request::Batch(ops, _) => write!(f, "Batch({} ops)", ops.len()),
+            Request::Batch(writes, _) => write!(f, "Batch({} writes)", writes.len()),
+            Request::Series(tsid, _, _) => write!(f, "Series({tsid:?})"),
+            Request::Column(name, _, _) => write!(f, "Column({name:?})"),
             Request::Refresh(_) => f.write_str("Refresh"),
             Request::Stats(_) => f.write_str("Stats"),
             Request::MergeDone { worker, .. } => write!(f, "MergeDone(worker {worker})"),
@@ -174,11 +182,58 @@ impl Writer {
     /// As [`Engine::batch`]; [`Error::Shared`] for an error of the group commit this batch
     /// was part of; [`Error::Stopped`].
     pub fn batch(&self, ops: Vec<Op>) -> Result<Vec<Outcome>> {
+        self.send_writes(Writes::Ops(ops)).and_then(|a| a.result)
+    }
+
+    /// Registers a series on the engine thread, as [`Engine::series`] does, and returns
+    /// its ref for [`append`](Self::append). Refs are the engine's: every writer of the
+    /// same [`SharedEngine`] may use them, for as long as it runs.
+    ///
+    /// # Errors
+    /// As [`Engine::series`]; [`Error::Stopped`].
+    pub fn series(&self, tsid: Tsid, dims: Vec<(String, Dim)>) -> Result<SeriesRef> {
         let (tx, rx) = mpsc::channel();
         self.tx
-            .send(Request::Batch(ops, tx))
+            .send(Request::Series(tsid, dims, tx))
             .map_err(|_| Error::Stopped)?;
         rx.recv().map_err(|_| Error::Stopped)?
+    }
+
+    /// Registers a metric or extra column on the engine thread, as [`Engine::column`]
+    /// does.
+    ///
+    /// # Errors
+    /// As [`Engine::column`]; [`Error::Stopped`].
+    pub fn column(&self, name: &str, kind: ColumnKind) -> Result<ColumnRef> {
+        let (tx, rx) = mpsc::channel();
+        self.tx
+            .send(Request::Column(name.to_owned(), kind, tx))
+            .map_err(|_| Error::Stopped)?;
+        rx.recv().map_err(|_| Error::Stopped)?
+    }
+
+    /// Runs a batch of appends by ref on the engine thread, as [`Engine::append`] does
+    /// (group-committed with the other writers' batches), and waits for the outcomes.
+    /// `batch` comes back empty with its memory kept, so that a writer that refills it
+    /// allocates nothing per batch.
+    ///
+    /// # Errors
+    /// As [`Engine::append`]; [`Error::Shared`] for an error of the group commit this
+    /// batch was part of; [`Error::Stopped`] (then `batch` is left empty).
+    pub fn append(&self, batch: &mut AppendBatch) -> Result<Vec<Outcome>> {
+        let answer = self.send_writes(Writes::Appends(std::mem::take(batch)))?;
+        if let Some(back) = answer.appends {
+            *batch = back;
+        }
+        answer.result
+    }
+
+    fn send_writes(&self, writes: Writes) -> Result<Answer> {
+        let (tx, rx) = mpsc::channel();
+        self.tx
+            .send(Request::Batch(writes, tx))
+            .map_err(|_| Error::Stopped)?;
+        rx.recv().map_err(|_| Error::Stopped)
     }
 
     /// The engine's [`MergeStats`] (merges, peak segments, write stalls), asked of the
@@ -399,10 +454,12 @@ fn serve(engine: &mut Engine, rx: &Receiver<Request>, mut pool: Option<&mut Merg
                 None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
             };
             match got {
-                Ok(Request::Batch(ops, reply)) if stopping => {
+                Ok(Request::Batch(_, reply)) if stopping => {
                     // Sent after the shutdown request.
-                    let _ = ops;
-                    let _ = reply.send(Err(Error::Stopped));
+                    let _ = reply.send(Answer {
+                        result: Err(Error::Stopped),
+                        appends: None,
+                    });
                     continue;
                 }
                 Ok(Request::Batch(ops, reply)) if stalled => {
@@ -454,6 +511,12 @@ fn serve(engine: &mut Engine, rx: &Receiver<Request>, mut pool: Option<&mut Merg
             Request::Stats(reply) => {
                 let _ = reply.send(*engine.merge_stats());
             }
+            Request::Series(tsid, dims, reply) => {
+                let _ = reply.send(engine.series(tsid, dims));
+            }
+            Request::Column(name, kind, reply) => {
+                let _ = reply.send(engine.column(&name, kind));
+            }
             Request::Batch(ops, reply) => {
                 let mut ops_group = vec![ops];
                 let mut replies = vec![reply];
@@ -480,8 +543,8 @@ fn serve(engine: &mut Engine, rx: &Receiver<Request>, mut pool: Option<&mut Merg
                         Err(_) => break,
                     }
                 }
-                for (result, reply) in engine.group(ops_group).into_iter().zip(replies) {
-                    let _ = reply.send(result);
+                for (answer, reply) in engine.group(ops_group).into_iter().zip(replies) {
+                    let _ = reply.send(answer);
                 }
             }
         }
@@ -679,5 +742,93 @@ mod tests {
         let engine = shared.into_inner().unwrap();
         assert_eq!(engine.live_count(), 100);
         assert!(engine.merge_stats().merges >= 6);
+    }
+
+    /// Ten appends by ref of the points `batch(n)` makes.
+    fn refs_batch(w: &Writer, n: u64, into: &mut AppendBatch) {
+        let v = w.column("v", ColumnKind::Gauge).unwrap();
+        for i in 0..10u8 {
+            let tsid = Tsid::from_bytes([i + 1; 20]);
+            let s = w
+                .series(tsid, vec![("pod".into(), format!("p{i}").into())])
+                .unwrap();
+            into.create(
+                s,
+                n as i64 * 1000,
+                &[(v, tidemark_segment::MetricValue::Gauge(n as f64))],
+            );
+        }
+    }
+
+    #[test]
+    fn writers_append_by_ref_and_get_their_batch_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = SharedEngine::new(Engine::create(dir.path(), config()).unwrap());
+        // Two threads append the same 40 points by ref: each is created once, whichever
+        // thread comes first, and found by the other (refs are the engine's, not a
+        // writer's); points by ref and points as `Op`s are the same points.
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let w = shared.writer();
+                std::thread::spawn(move || {
+                    let mut b = AppendBatch::new();
+                    let mut outcomes = Vec::new();
+                    for n in 0..4 {
+                        refs_batch(&w, n, &mut b);
+                        assert_eq!(b.len(), 10);
+                        outcomes.extend(w.append(&mut b).unwrap());
+                        assert!(b.is_empty(), "the batch comes back emptied");
+                    }
+                    outcomes
+                })
+            })
+            .collect();
+        let outcomes: Vec<Outcome> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        let created = outcomes
+            .iter()
+            .filter(|o| matches!(o, Outcome::Created { .. }))
+            .count();
+        let conflicts = outcomes
+            .iter()
+            .filter(|o| matches!(o, Outcome::Conflict { .. }))
+            .count();
+        assert_eq!((created, conflicts), (40, 40), "{outcomes:?}");
+        let w = shared.writer();
+        assert!(
+            w.batch(batch(2))
+                .unwrap()
+                .iter()
+                .all(|o| matches!(o, Outcome::Conflict { .. }))
+        );
+        all_created(w.batch(batch(4)));
+        // A column asked for again with another kind is refused.
+        assert!(matches!(
+            w.column("v", ColumnKind::Counter),
+            Err(Error::Rejected { .. })
+        ));
+        drop(w);
+        let engine = shared.into_inner().unwrap();
+        assert_eq!(engine.live_count(), 50);
+        drop(engine);
+        let engine = Engine::open(dir.path(), config()).unwrap();
+        assert_eq!(engine.live_count(), 50, "appends by ref were logged");
+    }
+
+    #[test]
+    fn appends_after_shutdown_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = SharedEngine::new(Engine::create(dir.path(), config()).unwrap());
+        let w = shared.writer();
+        let mut b = AppendBatch::new();
+        refs_batch(&w, 0, &mut b);
+        drop(shared);
+        assert!(matches!(w.append(&mut b), Err(Error::Stopped)));
+        assert!(matches!(
+            w.series(Tsid::from_bytes([1; 20]), Vec::new()),
+            Err(Error::Stopped)
+        ));
     }
 }

@@ -23,32 +23,41 @@ impl Engine {
 
     /// Group commit: applies several batches in order, then writes all their log records
     /// with one `write` (and at most one fsync), then refreshes if due. One result per
-    /// batch. An error shared by the whole group goes to the first batch as is and to the
-    /// others as [`Error::Shared`].
-    pub(crate) fn group(&mut self, batches: Vec<Vec<Op>>) -> Vec<Result<Vec<Outcome>>> {
-        let n = batches.len();
-        let shared = |first: Error| -> Vec<Result<Vec<Outcome>>> {
+    /// batch, with each batch of appends handed back (emptied) for its sender to reuse. An
+    /// error shared by the whole group goes to the first batch as is and to the others as
+    /// [`Error::Shared`].
+    pub(crate) fn group(&mut self, batches: Vec<Writes>) -> Vec<Answer> {
+        let mut answers: Vec<Answer> = Vec::with_capacity(batches.len());
+        let mut shared_error = self.check_poisoned().err();
+        for writes in batches {
+            let (result, appends) = match (&shared_error, writes) {
+                (Some(_), Writes::Ops(_)) => (Ok(Vec::new()), None),
+                (Some(_), Writes::Appends(mut b)) => {
+                    b.clear();
+                    (Ok(Vec::new()), Some(b))
+                }
+                (None, Writes::Ops(ops)) => (self.apply_all(ops), None),
+                (None, Writes::Appends(mut b)) => {
+                    let r = self.append_all(&b);
+                    b.clear();
+                    (r, Some(b))
+                }
+            };
+            answers.push(Answer { result, appends });
+        }
+        if shared_error.is_none() {
+            shared_error = self.commit().and_then(|()| self.after_commit()).err();
+        }
+        if let Some(first) = shared_error {
             let detail = first.to_string();
-            let mut v = vec![Err(first)];
-            v.extend((1..n).map(|_| {
-                Err(Error::Shared {
+            let mut first = Some(first);
+            for a in &mut answers {
+                a.result = Err(first.take().unwrap_or_else(|| Error::Shared {
                     detail: detail.clone(),
-                })
-            }));
-            v
-        };
-        if let Err(e) = self.check_poisoned() {
-            return shared(e);
+                }));
+            }
         }
-        let results: Vec<Result<Vec<Outcome>>> =
-            batches.into_iter().map(|b| self.apply_all(b)).collect();
-        if let Err(e) = self.commit() {
-            return shared(e);
-        }
-        if let Err(e) = self.after_commit() {
-            return shared(e);
-        }
-        results
+        answers
     }
 
     pub(super) fn apply_all(&mut self, ops: impl IntoIterator<Item = Op>) -> Result<Vec<Outcome>> {
