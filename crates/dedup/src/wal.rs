@@ -48,6 +48,10 @@ pub const MAX_RECORD_LEN: u32 = 64 << 20;
 /// spans several frames).
 pub const FRAME_TARGET: usize = 1 << 20;
 
+/// The largest record buffer a log hands on to the next generation (see
+/// [`Wal::recycle_buffer`]): a few frames' worth.
+const MAX_KEPT_BUFFER: usize = 8 * FRAME_TARGET;
+
 /// Bytes of a frame header (length and CRC) and of a version-4 payload's record count.
 const FRAME_HEADER: usize = 8;
 const COUNT_LEN: usize = 4;
@@ -199,6 +203,21 @@ impl Wal {
         Ok((wal, warning))
     }
 
+    /// Takes over `old`'s record buffer (emptied) when this log has nothing pending, so
+    /// that a log that rolls over at each refresh does not grow a new buffer of a
+    /// commit's size every time (and free the old one): the allocator sees one buffer for
+    /// the engine's life, not a megabyte-sized allocation and free per refresh. A buffer
+    /// grown past [`MAX_KEPT_BUFFER`] by an unusually large group commit is let go.
+    pub(crate) fn recycle_buffer(&mut self, old: &mut Wal) {
+        if !self.pending.is_empty() || old.pending.capacity() > MAX_KEPT_BUFFER {
+            return;
+        }
+        let mut buffer = std::mem::take(&mut old.pending);
+        buffer.clear();
+        old.frame = None;
+        self.pending = buffer;
+    }
+
     pub(crate) fn generation(&self) -> u64 {
         self.generation
     }
@@ -336,6 +355,45 @@ mod tests {
 
     fn record(i: usize, len: usize) -> Vec<u8> {
         (0..len).map(|k| (i * 31 + k) as u8).collect()
+    }
+
+    #[test]
+    fn the_next_generation_takes_over_the_record_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = Wal::create(dir.path(), 1).unwrap();
+        let r = record(1, 100_000);
+        first.append_with(|out| out.extend_from_slice(&r));
+        first.commit(Durability::PerRequest).unwrap();
+        let grown = first.pending.capacity();
+        assert!(grown >= 100_000);
+        let mut second = Wal::create(dir.path(), 2).unwrap();
+        second.recycle_buffer(&mut first);
+        assert_eq!(second.pending.capacity(), grown);
+        assert!(second.pending.is_empty() && second.frame.is_none());
+        assert_eq!(first.pending.capacity(), 0);
+        // The recycled buffer writes the next generation's records as a fresh one would.
+        second.append_with(|out| out.extend_from_slice(&r));
+        second.commit(Durability::PerRequest).unwrap();
+        assert_eq!(second.pending.capacity(), grown, "no reallocation");
+        let mut seen = Vec::new();
+        Wal::open(dir.path(), 2, |payload, _, _| {
+            seen.push(payload.to_vec());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, vec![r.clone()]);
+        // A log with records of its own keeps its buffer; an outsized one is let go.
+        let mut third = Wal::create(dir.path(), 3).unwrap();
+        third.append_with(|out| out.extend_from_slice(&r));
+        let own = third.pending.capacity();
+        third.recycle_buffer(&mut second);
+        assert_eq!(third.pending.capacity(), own);
+        assert_eq!(second.pending.capacity(), grown);
+        let mut huge = Wal::create(dir.path(), 4).unwrap();
+        huge.pending.reserve(MAX_KEPT_BUFFER + 1);
+        let mut fourth = Wal::create(dir.path(), 5).unwrap();
+        fourth.recycle_buffer(&mut huge);
+        assert_eq!(fourth.pending.capacity(), 0);
     }
 
     #[test]

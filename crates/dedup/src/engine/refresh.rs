@@ -72,7 +72,7 @@ impl Engine {
             std::fs::remove_file(&stale).map_err(Error::io(&stale))?;
         }
         created.push(stale);
-        let wal = Wal::create(&self.dir, wal_gen)?;
+        let mut wal = Wal::create(&self.dir, wal_gen)?;
         // 4. The manifest switch: from here on the new files are the engine.
         let mut segments: Vec<SegmentEntry> = self.slots.iter().map(Slot::entry).collect();
         for (i, t) in &new_tombs {
@@ -103,6 +103,7 @@ impl Engine {
         self.slots.extend(new_slot);
         self.note_segments();
         self.next_segment = next_segment;
+        wal.recycle_buffer(&mut self.wal);
         self.wal = wal;
         self.wal_records = 0;
         self.buffer.clear();
