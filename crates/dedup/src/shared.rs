@@ -217,6 +217,31 @@ impl Writer {
     /// `batch` comes back empty with its memory kept, so that a writer that refills it
     /// allocates nothing per batch.
     ///
+    /// ```
+    /// use tidemark_dedup::{AppendBatch, ColumnKind, Engine, EngineConfig, Outcome, SharedEngine};
+    /// use tidemark_segment::MetricValue;
+    /// use tidemark_tsid::Tsid;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let shared = SharedEngine::new(Engine::create(dir.path(), EngineConfig::new())?);
+    /// let w = shared.writer();
+    /// let s = w.series(Tsid::from_bytes([7; 20]), vec![("host".into(), "a".into())])?;
+    /// let cpu = w.column("cpu", ColumnKind::Gauge)?;
+    /// let mut batch = AppendBatch::with_capacity(2, 2);
+    /// for round in 0..2 {
+    ///     batch.create(s, 1_000, &[(cpu, MetricValue::Gauge(0.5))]);
+    ///     batch.create(s, 2_000, &[(cpu, MetricValue::Gauge(0.7))]);
+    ///     let out = w.append(&mut batch)?;
+    ///     // The first round stores both points; the retry finds them.
+    ///     let created = out.iter().filter(|o| matches!(o, Outcome::Created { .. })).count();
+    ///     assert_eq!(created, if round == 0 { 2 } else { 0 });
+    ///     assert!(batch.is_empty());
+    /// }
+    /// drop(w);
+    /// assert_eq!(shared.into_inner()?.live_count(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// # Errors
     /// As [`Engine::append`]; [`Error::Shared`] for an error of the group commit this
     /// batch was part of; [`Error::Stopped`] (then `batch` is left empty).

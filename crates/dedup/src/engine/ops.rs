@@ -31,6 +31,7 @@ impl Engine {
         let mut shared_error = self.check_poisoned().err();
         for writes in batches {
             let (result, appends) = match (&shared_error, writes) {
+                // Not applied; the result is replaced by the shared error below.
                 (Some(_), Writes::Ops(_)) => (Ok(Vec::new()), None),
                 (Some(_), Writes::Appends(mut b)) => {
                     b.clear();
