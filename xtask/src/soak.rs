@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use plotters::prelude::*;
 use tidemark_datagen::{Dataset, Options};
-use tidemark_datagen::{Dim as GenDim, MetricVal, Record};
+use tidemark_datagen::{MetricVal, Record};
 use tidemark_dedup::{
     AppendBatch, ColumnKind, ColumnRef, Durability, Engine, EngineConfig, Op, Outcome, SeriesRef,
     SharedEngine, Strategy, Writer,
 };
-use tidemark_segment::{Dim, MetricValue};
+use tidemark_segment::MetricValue;
 use tidemark_tsid::Tsid;
 
 use crate::storage_compare::metric_point;
@@ -174,20 +174,8 @@ impl<'w> Feed<'w> {
             .context("series number past the series count")?;
         let series = match slot {
             Some(s) => *s,
-            None => {
-                let dims = r
-                    .dims
-                    .iter()
-                    .map(|(name, v)| {
-                        let v = match v {
-                            GenDim::Keyword(s) => Dim::from(s.as_str()),
-                            GenDim::Int(i) => Dim::from(*i),
-                        };
-                        ((*name).to_owned(), v)
-                    })
-                    .collect();
-                *slot.insert(self.writer.series(tsid, dims)?)
-            }
+            // Once per series: the point's conversion of the dimensions serves.
+            None => *slot.insert(self.writer.series(tsid, metric_point(r, tsid).dims)?),
         };
         self.values.clear();
         for &(name, v) in &r.metrics {
