@@ -192,11 +192,7 @@ impl Writer {
     /// # Errors
     /// As [`Engine::series`]; [`Error::Stopped`].
     pub fn series(&self, tsid: Tsid, dims: Vec<(String, Dim)>) -> Result<SeriesRef> {
-        let (tx, rx) = mpsc::channel();
-        self.tx
-            .send(Request::Series(tsid, dims, tx))
-            .map_err(|_| Error::Stopped)?;
-        rx.recv().map_err(|_| Error::Stopped)?
+        self.ask(|tx| Request::Series(tsid, dims, tx))?
     }
 
     /// Registers a metric or extra column on the engine thread, as [`Engine::column`]
@@ -205,11 +201,7 @@ impl Writer {
     /// # Errors
     /// As [`Engine::column`]; [`Error::Stopped`].
     pub fn column(&self, name: &str, kind: ColumnKind) -> Result<ColumnRef> {
-        let (tx, rx) = mpsc::channel();
-        self.tx
-            .send(Request::Column(name.to_owned(), kind, tx))
-            .map_err(|_| Error::Stopped)?;
-        rx.recv().map_err(|_| Error::Stopped)?
+        self.ask(|tx| Request::Column(name.to_owned(), kind, tx))?
     }
 
     /// Runs a batch of appends by ref on the engine thread, as [`Engine::append`] does
@@ -254,10 +246,13 @@ impl Writer {
     }
 
     fn send_writes(&self, writes: Writes) -> Result<Answer> {
+        self.ask(|tx| Request::Batch(writes, tx))
+    }
+
+    /// Sends the request `make` builds around a reply channel, and waits for the reply.
+    fn ask<T>(&self, make: impl FnOnce(Sender<T>) -> Request) -> Result<T> {
         let (tx, rx) = mpsc::channel();
-        self.tx
-            .send(Request::Batch(writes, tx))
-            .map_err(|_| Error::Stopped)?;
+        self.tx.send(make(tx)).map_err(|_| Error::Stopped)?;
         rx.recv().map_err(|_| Error::Stopped)
     }
 
@@ -267,11 +262,7 @@ impl Writer {
     /// # Errors
     /// [`Error::Stopped`].
     pub fn merge_stats(&self) -> Result<MergeStats> {
-        let (tx, rx) = mpsc::channel();
-        self.tx
-            .send(Request::Stats(tx))
-            .map_err(|_| Error::Stopped)?;
-        rx.recv().map_err(|_| Error::Stopped)
+        self.ask(Request::Stats)
     }
 
     /// Runs [`Engine::refresh`] on the engine thread.
@@ -279,11 +270,7 @@ impl Writer {
     /// # Errors
     /// As [`Engine::refresh`]; [`Error::Stopped`].
     pub fn refresh(&self) -> Result<()> {
-        let (tx, rx) = mpsc::channel();
-        self.tx
-            .send(Request::Refresh(tx))
-            .map_err(|_| Error::Stopped)?;
-        rx.recv().map_err(|_| Error::Stopped)?
+        self.ask(Request::Refresh)?
     }
 }
 
