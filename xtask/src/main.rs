@@ -5,11 +5,13 @@ mod bench_report;
 mod bloom_demo;
 mod bloom_report;
 mod datasets;
+mod fuzz;
 mod partition_soak;
 mod peers;
 mod promql_bench;
 mod promql_conformance;
 mod rollup_bench;
+mod server_soak;
 mod soak;
 mod storage_chart;
 mod storage_compare;
@@ -105,6 +107,24 @@ tasks:
       with 5 m and 1 h rollups, `sum/avg/max_over_time(x[1h])` by site with a 1 h step read
       from rollups and from raw samples (`tidemark_rollups=false`), answers compared.
       Needs target/release/tidemark-server
+  fuzz [--seconds N] [--target NAME[,NAME...]] [--mode libfuzzer|stable] [--seed N]
+      [--markdown FILE]
+      fuzz the decoders of tidemark-fuzz (wire protocols, query languages, file formats)
+      for N seconds in total (default 60), split evenly over the targets (default all).
+      libfuzzer (the default when `cargo +nightly fuzz` is installed): coverage-guided,
+      binaries built once by `cargo +nightly fuzz build` in target/fuzz and each run as
+      `cargo fuzz run` runs it, corpus in target/fuzz-corpus/<target> seeded from real
+      inputs; stable: seeded mutations of the seeds in-process, panics caught.
+      Prints execs, execs/s, coverage, corpus size and crashes per target; crashing
+      inputs go to crates/fuzz/regressions/<target>/ (a test from then on) and fail
+      the task
+  server-soak [--minutes N] [--kills N] [--pause-ms N] [--tidemark-bin PATH] [--markdown FILE]
+      the server on loopback for N minutes (default 30, at most 180): _bulk, line protocol,
+      remote write and OTLP/JSON writers (batches of 500 distinct points, re-sent until
+      acknowledged), PromQL query_range and _search readers, --kills SIGKILLs (default 2)
+      at even intervals with a restart on the same data; prints RSS per server life and
+      p50/p99 per endpoint, and fails unless every acknowledged point is stored once and
+      re-sending every batch stores nothing new
   help
       this text
 ";
@@ -124,6 +144,8 @@ fn main() -> ExitCode {
         Some("soak-merge") => soak::merge_only(&args[1..]),
         Some("rollup-bench") => rollup_bench::run(&args[1..]),
         Some("partition-soak") => partition_soak::run(&args[1..]),
+        Some("server-soak") => server_soak::run(&args[1..]),
+        Some("fuzz") => fuzz::run(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{HELP}");
             Ok(())

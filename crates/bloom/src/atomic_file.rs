@@ -5,6 +5,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use crate::faults::{self, Op};
+
 /// A file written atomically: bytes go to a temporary file beside `path`;
 /// [`commit`](Self::commit) flushes, fsyncs, renames it over `path` and fsyncs the
 /// directory, so that after a crash `path` holds either its old content or all of the new
@@ -43,6 +45,7 @@ impl AtomicFile {
             name.to_string_lossy(),
             std::process::id()
         ));
+        faults::check(&path, Op::Create)?;
         let file = OpenOptions::new()
             .write(true)
             .create(true)
@@ -82,8 +85,10 @@ impl AtomicFile {
             let file = buffered
                 .into_inner()
                 .map_err(io::IntoInnerError::into_error)?;
+            faults::check(&self.path, Op::Sync)?;
             file.sync_all()?;
             drop(file);
+            faults::check(&self.path, Op::Rename)?;
             fs::rename(&self.tmp, &self.path)?;
             sync_dir(dir_of(&self.path))
         })();
@@ -97,14 +102,21 @@ impl AtomicFile {
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match &mut self.file {
-            Some(f) => f.write(buf),
+            Some(f) => {
+                let n = faults::allowance(&self.path, buf.len())?;
+                if n < buf.len() {
+                    f.write_all(buf.get(..n).unwrap_or(buf))?;
+                    return Err(faults::short_write_error());
+                }
+                f.write(buf)
+            }
             None => Err(io::Error::other("atomic file already finished")),
         }
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         match &mut self.file {
-            Some(f) => f.write_all(buf),
+            Some(f) => faults::write_all(&self.path, f, buf),
             None => Err(io::Error::other("atomic file already finished")),
         }
     }
@@ -145,6 +157,7 @@ fn dir_of(path: &Path) -> &Path {
 /// # Errors
 /// I/O errors opening or syncing the directory.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    faults::check(dir, Op::SyncDir)?;
     #[cfg(unix)]
     {
         File::open(dir)?.sync_all()?;

@@ -737,7 +737,11 @@ impl<'a> ScalableBloomFilterRef<'a> {
 
     /// Items added.
     pub fn len(&self) -> u64 {
-        self.parts.layers.iter().map(|l| l.len).sum()
+        // Saturating: the layers' figures come from the bytes.
+        self.parts
+            .layers
+            .iter()
+            .fold(0, |sum, l| sum.saturating_add(l.len))
     }
 
     /// True when nothing was added.
@@ -747,7 +751,11 @@ impl<'a> ScalableBloomFilterRef<'a> {
 
     /// Sum of the layers' capacities.
     pub fn capacity(&self) -> u64 {
-        self.parts.layers.iter().map(|l| l.capacity).sum()
+        // Saturating: the layers' figures come from the bytes.
+        self.parts
+            .layers
+            .iter()
+            .fold(0, |sum, l| sum.saturating_add(l.capacity))
     }
 
     /// Number of layers.

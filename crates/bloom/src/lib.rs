@@ -8,6 +8,7 @@ mod atomic;
 mod atomic_file;
 mod dump;
 mod error;
+pub mod faults;
 mod filter;
 mod format;
 mod hash;

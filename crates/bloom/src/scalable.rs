@@ -428,7 +428,10 @@ impl ScalableBloomFilter {
 
     /// Items added (adds that answered true; `BF.CARD`).
     pub fn len(&self) -> u64 {
-        self.layers.iter().map(|l| l.filter.len()).sum()
+        // Saturating: a filter read from bytes carries their counts.
+        self.layers
+            .iter()
+            .fold(0, |sum, l| sum.saturating_add(l.filter.len()))
     }
 
     /// True when nothing was added.
@@ -438,7 +441,9 @@ impl ScalableBloomFilter {
 
     /// Sum of the layers' capacities (`BF.INFO CAPACITY`).
     pub fn capacity(&self) -> u64 {
-        self.layers.iter().map(|l| l.capacity).sum()
+        self.layers
+            .iter()
+            .fold(0, |sum, l| sum.saturating_add(l.capacity))
     }
 
     /// The first layer's capacity, as requested.

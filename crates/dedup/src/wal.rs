@@ -18,9 +18,10 @@
 //! names the new one.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+use tidemark_bloom::faults::{self, Op};
 
 use crate::Warning;
 use crate::config::Durability;
@@ -85,6 +86,7 @@ impl Wal {
     /// fsync, directory fsync.
     pub(crate) fn create(dir: &Path, generation: u64) -> Result<Wal> {
         let path = wal_path(dir, generation);
+        faults::check(&path, Op::Create).map_err(Error::io(&path))?;
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -94,7 +96,8 @@ impl Wal {
         header.extend_from_slice(&WAL_MAGIC);
         put_u32(&mut header, WAL_VERSION);
         put_u64(&mut header, generation);
-        file.write_all(&header).map_err(Error::io(&path))?;
+        faults::write_all(&path, &mut file, &header).map_err(Error::io(&path))?;
+        faults::check(&path, Op::Sync).map_err(Error::io(&path))?;
         file.sync_all().map_err(Error::io(&path))?;
         crate::fsutil::sync_dir(dir)?;
         Ok(Wal {
@@ -178,7 +181,9 @@ impl Wal {
         if let Some(offset) = torn {
             debug_assert_eq!(offset, good_end);
             let dropped = bytes.len() as u64 - good_end;
+            faults::check(&path, Op::Truncate).map_err(Error::io(&path))?;
             file.set_len(good_end).map_err(Error::io(&path))?;
+            faults::check(&path, Op::Sync).map_err(Error::io(&path))?;
             file.sync_all().map_err(Error::io(&path))?;
             warning = Some(Warning::TornWalTail {
                 path: path.clone(),
@@ -273,7 +278,7 @@ impl Wal {
     pub(crate) fn commit(&mut self, durability: Durability) -> Result<()> {
         self.close_frame();
         if !self.pending.is_empty() {
-            let result = self.file.write_all(&self.pending);
+            let result = faults::write_all(&self.path, &mut self.file, &self.pending);
             self.pending.clear();
             result.map_err(Error::io(&self.path))?;
             self.unsynced = true;
@@ -293,6 +298,7 @@ impl Wal {
     /// Fsyncs what was written, if anything.
     pub(crate) fn sync(&mut self) -> Result<()> {
         if self.unsynced {
+            faults::check(&self.path, Op::Sync).map_err(Error::io(&self.path))?;
             self.file.sync_data().map_err(Error::io(&self.path))?;
             self.unsynced = false;
             self.last_sync = Instant::now();

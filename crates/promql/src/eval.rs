@@ -45,12 +45,19 @@ impl Default for QueryOptions {
     }
 }
 
-/// Parses a query.
+/// Parses a query, once its text is within the limits of [`crate::limits`] (which
+/// bound the depth of the tree, so parsing, evaluating and dropping it cannot overflow
+/// a 2 MiB stack).
 ///
 /// # Errors
-/// [`Error::BadData`] with the parser's message.
+/// [`Error::BadData`] naming the limit passed, or with the parser's message.
 pub fn parse(query: &str) -> Result<Expr> {
-    promql_parser::parser::parse(query).map_err(|e| Error::BadData(format!("parse error: {e}")))
+    crate::limits::check(query)?;
+    // promql-parser is a dependency: should another input make it panic as numeric
+    // durations did (limits.rs), the query fails instead of the thread.
+    std::panic::catch_unwind(|| promql_parser::parser::parse(query))
+        .map_err(|_| Error::BadData("parse error: the PromQL parser failed on this query".into()))?
+        .map_err(|e| Error::BadData(format!("parse error: {e}")))
 }
 
 /// Evaluates `query` at `t_ms` (an instant query).

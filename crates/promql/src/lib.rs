@@ -7,6 +7,7 @@ mod error;
 mod eval;
 mod functions;
 mod index;
+pub mod limits;
 mod meta;
 mod storage;
 mod value;
@@ -15,6 +16,7 @@ mod windows;
 pub use error::{Error, Result};
 pub use eval::{METRIC_NAME, QueryOptions, instant_query, parse, range_query};
 pub use index::{GROUP_POINTS, GROUP_SERIES, IndexStorage, ReadStats, label_safe};
+pub use limits::{MAX_NESTING, MAX_OPERATORS, MAX_QUERY_BYTES};
 pub use meta::{label_names, label_values, selector_matchers, series};
 pub use storage::{
     Labels, MatchOp, Matcher, MemStorage, STALE_NAN_BITS, Series, Storage, Window, WindowAgg,

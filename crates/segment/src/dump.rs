@@ -182,8 +182,13 @@ pub fn dump(bytes: &[u8]) -> Result<String> {
                 let _ = writeln!(w, "  {name} block {block}: empty");
                 continue;
             }
-            let stored = bytes
-                .get(e.offset as usize..(e.offset + u64::from(e.len)) as usize)
+            // The entry is unchecked here (the reader checks it on use): no overflow.
+            let stored = e
+                .offset
+                .checked_add(u64::from(e.len))
+                .and_then(|end| {
+                    bytes.get(usize::try_from(e.offset).ok()?..usize::try_from(end).ok()?)
+                })
                 .unwrap_or(&[]);
             let codec = match stored.first() {
                 Some(&CODEC_RAW) => "raw",

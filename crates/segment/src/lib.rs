@@ -4,6 +4,7 @@
 // memory map in `mmap.rs`, which is the only module allowed to use it.
 #![deny(unsafe_code)]
 
+mod bitmap;
 mod bloom;
 mod codec;
 mod dump;

@@ -168,7 +168,7 @@ impl Tombstones {
         let generation = r.u64()?;
         let segment_rows = r.u64()?;
         let len = r.u32()? as usize;
-        let dead = RoaringBitmap::deserialize_from(r.take(len)?)
+        let dead = crate::bitmap::read_bitmap(r.take(len)?)
             .map_err(|e| Error::corrupt(place, format!("bitmap: {e}")))?;
         if !r.is_empty() {
             return Err(Error::corrupt(

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Extension, Path, RawQuery, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post, put};
@@ -19,9 +19,9 @@ use tokio::sync::Semaphore;
 use crate::auth::Principal;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::http::{self, json, params, read_body};
+use crate::http::{self, Caller, json, params, read_body};
 use crate::protocol::{self, BulkLine, ItemOutcome};
-use crate::registry::{IndexHandle, Registry};
+use crate::registry::{IndexHandle, IndexState, Registry};
 
 /// What every handler shares.
 #[derive(Debug)]
@@ -32,24 +32,57 @@ pub struct AppState {
     pub registry: Registry,
     /// The cluster id answered on `GET /` (kept in the data directory).
     pub cluster_uuid: String,
-    /// Admission of write requests: one permit per request being read, parsed, queued
-    /// or written; none left is a `429`.
+    /// Admission of write requests: one permit per request being parsed, queued or
+    /// written (taken once its body is read); none left is a `429`.
     pub write_permits: Arc<Semaphore>,
+    /// The bytes of request bodies being received (one permit a byte, see
+    /// [`Config::body_bytes_in_flight`]).
+    pub body_bytes: Arc<Semaphore>,
     /// Label-keyed series already resolved, shared by the metrics protocols' requests.
     pub(crate) series_cache: crate::series_cache::SeriesCache,
 }
 
 type St = State<Arc<AppState>>;
-type Who = Option<Extension<Principal>>;
-
-fn who(p: Who) -> Principal {
-    http::principal(p.as_ref().map(|e| &e.0))
+/// A router under construction that records the path of every route it serves, so
+/// that the routes can be enumerated ([`route_paths`]): the security tests call every
+/// route of the server as a foreign tenant, and a route added here is covered without
+/// editing them.
+#[derive(Default)]
+pub struct Routes {
+    router: Router<Arc<AppState>>,
+    paths: Vec<String>,
 }
 
-/// The router: every route of the Elasticsearch subset, the layer around all of them,
-/// and a fallback answering `400` naming the unsupported endpoint.
-pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+impl Routes {
+    /// No routes yet.
+    pub fn new() -> Routes {
+        Routes::default()
+    }
+
+    /// Adds a route (as [`Router::route`]) and records its path.
+    #[must_use]
+    pub fn route(
+        mut self,
+        path: &str,
+        methods: axum::routing::MethodRouter<Arc<AppState>>,
+    ) -> Routes {
+        self.router = self.router.route(path, methods);
+        self.paths.push(path.to_owned());
+        self
+    }
+
+    /// Adds every route of `other`.
+    #[must_use]
+    pub fn merge(mut self, other: Routes) -> Routes {
+        self.router = self.router.merge(other.router);
+        self.paths.extend(other.paths);
+        self
+    }
+}
+
+/// Every route of the server, from each protocol module.
+fn all_routes() -> Routes {
+    Routes::new()
         .route("/", get(info))
         .route("/_license", get(license))
         .route("/_xpack", get(xpack))
@@ -76,6 +109,20 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(crate::search::routes())
         .merge(crate::metrics::routes())
         .merge(crate::prom_api::routes())
+}
+
+/// The path of every route the server serves, as written in the router (`{index}`,
+/// `{id}`, `{name}` and `{pattern}` stand for path segments).
+pub fn route_paths() -> Vec<String> {
+    all_routes().paths
+}
+
+/// The router: every route of the Elasticsearch subset and the other protocols, the
+/// layer around all of them, and a fallback answering `400` naming the unsupported
+/// endpoint.
+pub fn router(state: Arc<AppState>) -> Router {
+    all_routes()
+        .router
         .fallback(fallback)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
@@ -132,10 +179,10 @@ async fn xpack(State(st): St) -> Response {
     )
 }
 
-async fn health(State(st): St) -> Response {
+async fn health(State(st): St, Caller(who): Caller) -> Response {
     json(
         200,
-        &protocol::health_body(&st.config.cluster_name, st.registry.list().len()),
+        &protocol::health_body(&st.config.cluster_name, st.registry.scope(&who).count()),
     )
 }
 
@@ -153,6 +200,7 @@ async fn ilm_policy(method: Method, Path(name): Path<String>) -> Response {
 
 async fn template_admin(
     st: Arc<AppState>,
+    who: Principal,
     method: Method,
     name: String,
     headers: HeaderMap,
@@ -174,14 +222,14 @@ async fn template_admin(
             let bytes = read_body(&st, &headers, body).await?;
             let v = http::json_body(&bytes)?;
             let st2 = Arc::clone(&st);
-            blocking(move || st2.registry.put_template(&name, v, component)).await?;
+            blocking(move || st2.registry.scope(&who).put_template(&name, v, component)).await?;
             Ok(json(200, &json!({"acknowledged": true})))
         }
         Method::DELETE => {
             let removed = {
                 let st2 = Arc::clone(&st);
                 let n = name.clone();
-                blocking(move || st2.registry.delete_template(&n, component)).await?
+                blocking(move || st2.registry.scope(&who).delete_template(&n, component)).await?
             };
             if removed {
                 Ok(json(200, &json!({"acknowledged": true})))
@@ -194,7 +242,7 @@ async fn template_admin(
             }
         }
         _ => {
-            let found = st.registry.templates(&name, component);
+            let found = st.registry.scope(&who).templates(&name, component);
             if found.is_empty() {
                 return Err(Error::status(
                     404,
@@ -213,27 +261,30 @@ async fn template_admin(
 
 async fn index_template(
     State(st): St,
+    Caller(who): Caller,
     method: Method,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    template_admin(st, method, name, headers, body, false).await
+    template_admin(st, who, method, name, headers, body, false).await
 }
 
 async fn component_template(
     State(st): St,
+    Caller(who): Caller,
     method: Method,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    template_admin(st, method, name, headers, body, true).await
+    template_admin(st, who, method, name, headers, body, true).await
 }
 
-async fn list_index_templates(State(st): St) -> Response {
+async fn list_index_templates(State(st): St, Caller(who): Caller) -> Response {
     let list: Vec<Value> = st
         .registry
+        .scope(&who)
         .templates("*", false)
         .into_iter()
         .map(|(n, b)| json!({"name": n, "index_template": b}))
@@ -241,9 +292,10 @@ async fn list_index_templates(State(st): St) -> Response {
     json(200, &json!({ "index_templates": list }))
 }
 
-async fn list_component_templates(State(st): St) -> Response {
+async fn list_component_templates(State(st): St, Caller(who): Caller) -> Response {
     let list: Vec<Value> = st
         .registry
+        .scope(&who)
         .templates("*", true)
         .into_iter()
         .map(|(n, b)| json!({"name": n, "component_template": b}))
@@ -251,17 +303,21 @@ async fn list_component_templates(State(st): St) -> Response {
     json(200, &json!({ "component_templates": list }))
 }
 
-async fn cat_indices(State(st): St, p: Who, RawQuery(q): RawQuery) -> Result<Response> {
-    cat(st, who(p), "*".to_owned(), q).await
+async fn cat_indices(
+    State(st): St,
+    Caller(who): Caller,
+    RawQuery(q): RawQuery,
+) -> Result<Response> {
+    cat(st, who, "*".to_owned(), q).await
 }
 
 async fn cat_indices_pattern(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     Path(pattern): Path<String>,
     RawQuery(q): RawQuery,
 ) -> Result<Response> {
-    cat(st, who(p), pattern, q).await
+    cat(st, who, pattern, q).await
 }
 
 async fn cat(
@@ -273,22 +329,33 @@ async fn cat(
     let params = params(q.as_deref());
     let rows = blocking(move || {
         let mut rows = Vec::new();
-        for h in st.registry.matching(&pattern) {
-            if !who.allows(h.name()) {
-                continue;
-            }
-            let stats = h.read(|i| Ok(i.stats()?))?;
-            rows.push((h.name().to_owned(), stats.documents, stats.bytes));
+        for h in st.registry.scope(&who).resolve(&pattern)? {
+            // An index reopening after a failed write has no figures for a moment.
+            let (docs, bytes) = h
+                .read(|i| Ok(i.stats()?))
+                .map_or((0, 0), |s| (s.documents, s.bytes));
+            rows.push((h.name().to_owned(), h.state(), docs, bytes));
         }
         Ok(rows)
     })
     .await?;
+    // `status` is the index's write state: `open`, `read_only` (disk over the flood
+    // stage, or a failed write waiting to reopen) or `reopening`; health is yellow
+    // while it is not open.
+    let health = |s: &IndexState| {
+        if *s == IndexState::Open {
+            "green"
+        } else {
+            "yellow"
+        }
+    };
     if params.get("format").map(String::as_str) == Some("json") {
         let list: Vec<Value> = rows
             .iter()
-            .map(|(n, docs, bytes)| {
+            .map(|(n, state, docs, bytes)| {
                 json!({
-                    "health": "green", "status": "open", "index": n, "uuid": n,
+                    "health": health(state), "status": state.name(), "index": n, "uuid": n,
+                    "status.reason": state.reason(),
                     "pri": "1", "rep": "0", "docs.count": docs.to_string(),
                     "docs.deleted": "0", "store.size": format!("{bytes}b"),
                     "pri.store.size": format!("{bytes}b"), "dataset.size": format!("{bytes}b"),
@@ -304,9 +371,11 @@ async fn cat(
             "health status index uuid pri rep docs.count docs.deleted store.size pri.store.size\n",
         );
     }
-    for (n, docs, bytes) in rows {
+    for (n, state, docs, bytes) in rows {
         out.push_str(&format!(
-            "green  open   {n} {n} 1 0 {docs} 0 {bytes}b {bytes}b\n"
+            "{:<6} {:<6} {n} {n} 1 0 {docs} 0 {bytes}b {bytes}b\n",
+            health(&state),
+            state.name()
         ));
     }
     Ok(http::text(out))
@@ -314,41 +383,35 @@ async fn cat(
 
 async fn index_admin(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     method: Method,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    let who = who(p);
     if method == Method::PUT {
         protocol::check_index_name(&name)?;
         who.check(&name)?;
         let bytes = read_body(&st, &headers, body).await?;
         let v = http::json_body(&bytes)?;
         let n = name.clone();
-        blocking(move || st.registry.create(&n, &v).map(|_| ())).await?;
+        blocking(move || st.registry.scope(&who).create(&n, &v).map(|_| ())).await?;
         return Ok(json(
             200,
             &json!({"acknowledged": true, "shards_acknowledged": true, "index": name}),
         ));
     }
     if method == Method::DELETE {
-        let targets: Vec<String> = if name.contains('*') || name.contains(',') || name == "_all" {
-            st.registry
-                .matching(&name)
-                .into_iter()
-                .map(|h| h.name().to_owned())
-                .collect()
-        } else {
-            vec![name.clone()]
-        };
-        for t in &targets {
-            who.check(t)?;
-        }
+        let targets: Vec<String> = st
+            .registry
+            .scope(&who)
+            .resolve(&name)?
+            .into_iter()
+            .map(|h| h.name().to_owned())
+            .collect();
         blocking(move || {
             for t in targets {
-                st.registry.delete(&t)?;
+                st.registry.scope(&who).delete(&t)?;
             }
             Ok(())
         })
@@ -364,14 +427,9 @@ async fn index_admin(
             ),
         ));
     }
-    let handles = if name.contains('*') || name.contains(',') || name == "_all" {
-        st.registry.matching(&name)
-    } else {
-        vec![st.registry.require(&name)?]
-    };
+    let handles = st.registry.scope(&who).resolve(&name)?;
     let mut out = Map::new();
     for h in handles {
-        who.check(h.name())?;
         let source = h.mapping().source().clone();
         let mut settings = source
             .pointer("/settings/index")
@@ -427,6 +485,7 @@ fn refuse(line: &BulkLine<'_>, e: &Error) -> ItemOutcome {
 /// index (creating it from a template), parses its document through the index's
 /// mapping.
 fn plan(registry: &Registry, who: &Principal, lines: Vec<BulkLine<'_>>) -> Plan {
+    let scope = registry.scope(who);
     let n = lines.len();
     let mut plan = Plan {
         outcomes: (0..n).map(|_| None).collect(),
@@ -462,9 +521,7 @@ fn plan(registry: &Registry, who: &Principal, lines: Vec<BulkLine<'_>>) -> Plan 
         let g = match by_index.get(&name) {
             Some(&g) => g,
             None => {
-                let resolved = who
-                    .check(&name)
-                    .and_then(|()| registry.get_or_create(&name));
+                let resolved = scope.get_or_create(&name);
                 match resolved {
                     Ok(handle) => {
                         parsers.push(handle.parser());
@@ -630,23 +687,23 @@ pub(crate) fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit> 
 
 async fn bulk_root(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    bulk(st, who(p), None, q, headers, body).await
+    bulk(st, who, None, q, headers, body).await
 }
 
 async fn bulk_index(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     Path(index): Path<String>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    bulk(st, who(p), Some(index), q, headers, body).await
+    bulk(st, who, Some(index), q, headers, body).await
 }
 
 /// `_bulk`: the response is sent only once every item is in the fsynced log.
@@ -658,13 +715,14 @@ async fn bulk(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    let _permit = admit(&st)?;
     let start = Instant::now();
     let params = params(q.as_deref());
     check_refresh(&params)?;
     // Read as sent here; gunzipped with the parsing, on a blocking thread, so a large
-    // gzip body does not hold up the async workers' other connections.
+    // gzip body does not hold up the async workers' other connections. The write slot
+    // is taken once the body is here: a slow sender holds none.
     let raw = http::read_raw_body(&st, &headers, body).await?;
+    let _permit = admit(&st)?;
     let st2 = Arc::clone(&st);
     let plan = blocking(move || {
         let bytes = http::decode_body(&st2, &headers, raw)?;
@@ -734,7 +792,6 @@ async fn single(
     body: Body,
 ) -> Result<Response> {
     let DocTarget { index, action, id } = target;
-    let _permit = admit(&st)?;
     let params = params(q.as_deref());
     check_refresh(&params)?;
     protocol::check_index_name(&index)?;
@@ -744,6 +801,7 @@ async fn single(
         _ => action,
     };
     let bytes = read_body(&st, &headers, body).await?;
+    let _permit = admit(&st)?;
     let st2 = Arc::clone(&st);
     let plan = blocking(move || {
         let line = BulkLine {
@@ -767,7 +825,7 @@ async fn single(
 
 async fn doc_auto(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     Path(index): Path<String>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -775,7 +833,7 @@ async fn doc_auto(
 ) -> Result<Response> {
     single(
         st,
-        who(p),
+        who,
         DocTarget {
             index,
             action: Action::Index,
@@ -790,7 +848,7 @@ async fn doc_auto(
 
 async fn doc_create(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     Path((index, id)): Path<(String, String)>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -798,7 +856,7 @@ async fn doc_create(
 ) -> Result<Response> {
     single(
         st,
-        who(p),
+        who,
         DocTarget {
             index,
             action: Action::Create,
@@ -813,14 +871,13 @@ async fn doc_create(
 
 async fn doc_by_id(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     method: Method,
     Path((index, id)): Path<(String, String)>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    let who = who(p);
     match method {
         Method::PUT | Method::POST => {
             single(
@@ -838,8 +895,7 @@ async fn doc_by_id(
             .await
         }
         Method::DELETE => {
-            let handle = st.registry.require(&index)?;
-            who.check(&index)?;
+            let handle = st.registry.scope(&who).require(&index)?;
             let _permit = admit(&st)?;
             let rx = handle.submit(vec![PreparedItem::delete(1, id)])?;
             let results = handle.wait(rx).await?;
@@ -851,8 +907,7 @@ async fn doc_by_id(
             Ok(json(status, &v))
         }
         Method::GET | Method::HEAD => {
-            who.check(&index)?;
-            let handle = st.registry.require(&index)?;
+            let handle = st.registry.scope(&who).require(&index)?;
             let params = params(q.as_deref());
             let filter = crate::search::SourceFilter::from_params(&params);
             let doc = {
@@ -883,24 +938,17 @@ async fn doc_by_id(
 }
 
 fn targets(st: &AppState, who: &Principal, name: &str) -> Result<Vec<Arc<IndexHandle>>> {
-    let handles = if name.contains('*') || name.contains(',') || name == "_all" {
-        st.registry.matching(name)
-    } else {
-        vec![st.registry.require(name)?]
-    };
-    for h in &handles {
-        who.check(h.name())?;
-    }
-    Ok(handles)
+    st.registry.scope(who).resolve(name)
 }
 
-async fn stats(State(st): St, p: Who, Path(index): Path<String>) -> Result<Response> {
-    let handles = targets(&st, &who(p), &index)?;
+async fn stats(State(st): St, Caller(who): Caller, Path(index): Path<String>) -> Result<Response> {
+    let handles = targets(&st, &who, &index)?;
     let body = blocking(move || {
         let mut indices = Map::new();
         let (mut docs, mut bytes) = (0u64, 0u64);
         for h in handles {
             let s = h.read(|i| Ok(i.stats()?))?;
+            let state = h.state();
             docs += s.documents;
             bytes += s.bytes;
             let totals = json!({
@@ -911,7 +959,9 @@ async fn stats(State(st): St, p: Who, Path(index): Path<String>) -> Result<Respo
             });
             indices.insert(
                 h.name().to_owned(),
-                json!({"uuid": h.name(), "primaries": totals, "total": totals, "tidemark": s.to_json()}),
+                json!({"uuid": h.name(), "primaries": totals, "total": totals,
+                       "status": state.name(), "status_reason": state.reason(),
+                       "tidemark": s.to_json()}),
             );
         }
         let all = json!({"docs": {"count": docs}, "store": {"size_in_bytes": bytes}});
@@ -927,7 +977,7 @@ async fn stats(State(st): St, p: Who, Path(index): Path<String>) -> Result<Respo
 
 async fn disk_usage(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     Path(index): Path<String>,
     RawQuery(q): RawQuery,
 ) -> Result<Response> {
@@ -938,7 +988,7 @@ async fn disk_usage(
             "analyzing the disk usage of an index is expensive and resource-intensive, the parameter [run_expensive_tasks] must be set to [true] in order for the task to be performed.",
         ));
     }
-    let handles = targets(&st, &who(p), &index)?;
+    let handles = targets(&st, &who, &index)?;
     let body = blocking(move || {
         let mut out = Map::new();
         out.insert(
@@ -975,8 +1025,12 @@ async fn disk_usage(
     Ok(json(200, &body))
 }
 
-async fn refresh(State(st): St, p: Who, Path(index): Path<String>) -> Result<Response> {
-    let handles = targets(&st, &who(p), &index)?;
+async fn refresh(
+    State(st): St,
+    Caller(who): Caller,
+    Path(index): Path<String>,
+) -> Result<Response> {
+    let handles = targets(&st, &who, &index)?;
     let n = handles.len();
     blocking(move || {
         for h in handles {
@@ -991,8 +1045,12 @@ async fn refresh(State(st): St, p: Who, Path(index): Path<String>) -> Result<Res
     ))
 }
 
-async fn forcemerge(State(st): St, p: Who, Path(index): Path<String>) -> Result<Response> {
-    let handles = targets(&st, &who(p), &index)?;
+async fn forcemerge(
+    State(st): St,
+    Caller(who): Caller,
+    Path(index): Path<String>,
+) -> Result<Response> {
+    let handles = targets(&st, &who, &index)?;
     let n = handles.len();
     blocking(move || {
         for h in handles {

@@ -32,6 +32,24 @@ impl Principal {
         }
     }
 
+    /// Whether this principal may use every index (no security, or a `*` pattern).
+    pub fn unrestricted(&self) -> bool {
+        self.patterns
+            .as_ref()
+            .is_none_or(|p| p.iter().any(|pat| pat == "*"))
+    }
+
+    /// Whether every index name that index pattern `pattern` can match is allowed: one
+    /// of the principal's patterns matches `pattern` read as a name, its `*`s matched
+    /// only by the principal's own `*`s (so `alice-*` covers `alice-*` and
+    /// `alice-logs-*`, not `*` nor `al*`).
+    pub fn covers(&self, pattern: &str) -> bool {
+        match &self.patterns {
+            None => true,
+            Some(p) => p.iter().any(|pat| covers(pat, pattern)),
+        }
+    }
+
     /// Checks [`allows`](Self::allows), as Elasticsearch's `403 security_exception`.
     ///
     /// # Errors
@@ -204,6 +222,15 @@ fn token_principal(config: &Config, token: &str) -> Option<Principal> {
     })
 }
 
+/// Whether every name `inner` matches is matched by `outer` (both `*` patterns): `outer`
+/// must match `inner` with `inner`'s `*`s taken as characters only `outer`'s `*` can
+/// absorb. Sufficient, and exact for the patterns people write.
+fn covers(outer: &str, inner: &str) -> bool {
+    // A literal `*` in `outer` is always a wildcard, so `glob_match` already treats
+    // `inner`'s `*` as a character only a wildcard matches.
+    glob_match(outer, inner)
+}
+
 /// Compares secrets without an early exit on the first differing byte.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -285,6 +312,10 @@ mod tests {
         let key = authenticate(&c, Some(format!("ApiKey {}", b64("k:s3")).as_bytes())).unwrap();
         assert!(key.allows("b-1") && !key.allows("a-1"));
         assert_eq!(key.check("a-1").unwrap_err().status_and_kind().0, 403);
+        assert!(alice.covers("a-*") && alice.covers("a-logs-*") && alice.covers("a-1"));
+        assert!(!alice.covers("*") && !alice.covers("a*") && !alice.covers("b-*"));
+        assert!(!alice.unrestricted() && Principal::anonymous().unrestricted());
+        assert!(Principal::anonymous().covers("*"));
     }
 
     #[test]

@@ -13,6 +13,14 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:9200";
 /// The default request body limit, Elasticsearch's `http.max_content_length` (100 MB).
 pub const DEFAULT_MAX_CONTENT_LENGTH: u64 = 100 * 1024 * 1024;
 
+/// The default budget of request-body bytes being received at once (512 MiB).
+pub const DEFAULT_BODY_BYTES_IN_FLIGHT: u64 = 512 * 1024 * 1024;
+
+/// Default `max_series_per_request`: 100,000 distinct series in one metrics write, 12x
+/// the largest batch a real sender makes (the OpenTelemetry Collector's batch processor
+/// sends 8,192 points, Prometheus 2,000 samples per request).
+pub const DEFAULT_MAX_SERIES_PER_REQUEST: usize = 100_000;
+
 /// Everything the server needs to run. Built from [`Config::default`], then a TOML file
 /// ([`Config::from_toml`]), then command-line flags.
 ///
@@ -44,9 +52,40 @@ pub struct Config {
     pub cluster_name: String,
     /// The largest request body, compressed or not, in bytes (`413` beyond).
     pub max_content_length: u64,
-    /// Write requests admitted at once (reading, parsing, queued or being written); one
-    /// more is refused with `429 es_rejected_execution_exception`.
+    /// Write requests admitted at once (parsing, queued or being written; a request is
+    /// admitted once its body is read); one more is refused with `429
+    /// es_rejected_execution_exception`.
     pub write_queue: usize,
+    /// Bytes of request bodies being received at once, over all connections (at least
+    /// `max_content_length`; 512 MiB). A body takes its bytes as they arrive, so a slow
+    /// sender holds only what it sent; a body that finds the budget spent is refused with
+    /// `429`. With `write_queue`, this bounds the memory of requests in flight.
+    pub body_bytes_in_flight: u64,
+    /// Distinct series one remote-write, line-protocol or OTLP request may write
+    /// (100,000). A request with more is refused whole with `400` naming the limit, as
+    /// it is read, before its points are built: each new series costs the engine a few
+    /// KiB, so this bounds what one request can take (docs/results/memory.md).
+    pub max_series_per_request: usize,
+    /// Most labels one series may carry, `__name__` included (64); more is `400`
+    /// naming the limit (Mimir's `max_label_names_per_series`, 30 there).
+    pub max_labels_per_series: usize,
+    /// Series new to an index (first seen since it opened) it takes per clock hour; the
+    /// samples of further new series are refused naming the limit while known series go
+    /// on (VictoriaMetrics' `-storage.maxHourlySeries`). 0, the default, is no limit.
+    pub max_new_series_per_hour: u64,
+    /// Longest label name in bytes (256); longer is `400` naming the limit.
+    pub max_label_name_bytes: usize,
+    /// Longest label value in bytes (1,024, the most a dimension holds; at most that).
+    /// Longer is `400` naming the limit: VictoriaMetrics truncates at
+    /// `-maxLabelValueLen`, Tidemark refuses, as a cut value would be another series.
+    pub max_label_value_bytes: usize,
+    /// Used share of a data filesystem, in percent, from which writes to its indices
+    /// are refused (`429`/`503` with `Retry-After`) until there is room again
+    /// (Elasticsearch's flood stage, 95; 100 turns it off).
+    pub disk_flood_stage: f64,
+    /// The most free bytes `disk_flood_stage` may require (1 GiB), like Elasticsearch's
+    /// `flood_stage.max_headroom`.
+    pub disk_flood_stage_max_headroom: u64,
     /// Seconds a client may take to send a request's headers or body (`408` beyond), and
     /// that an idle keep-alive connection stays open.
     pub client_timeout_secs: u64,
@@ -106,6 +145,14 @@ impl Default for Config {
             cluster_name: "tidemark".to_owned(),
             max_content_length: DEFAULT_MAX_CONTENT_LENGTH,
             write_queue: 64,
+            body_bytes_in_flight: DEFAULT_BODY_BYTES_IN_FLIGHT,
+            max_series_per_request: DEFAULT_MAX_SERIES_PER_REQUEST,
+            max_labels_per_series: 64,
+            max_new_series_per_hour: 0,
+            max_label_name_bytes: 256,
+            max_label_value_bytes: 1024,
+            disk_flood_stage: crate::disk::FloodStage::default().used_percent,
+            disk_flood_stage_max_headroom: crate::disk::FloodStage::default().max_headroom,
             client_timeout_secs: 60,
             shutdown_timeout_secs: 30,
             threads: 0,
@@ -146,6 +193,24 @@ impl Config {
         })
     }
 
+    /// The free-space watermark of `disk_flood_stage` and its headroom.
+    pub fn flood_stage(&self) -> crate::disk::FloodStage {
+        crate::disk::FloodStage {
+            used_percent: self.disk_flood_stage,
+            max_headroom: self.disk_flood_stage_max_headroom,
+        }
+    }
+
+    /// The budget of body bytes being received at once: `body_bytes_in_flight`, raised to
+    /// `max_content_length` so that one largest body always fits (in a `usize`, within
+    /// what a semaphore holds).
+    pub fn body_budget(&self) -> usize {
+        let bytes = self.body_bytes_in_flight.max(self.max_content_length);
+        usize::try_from(bytes)
+            .unwrap_or(usize::MAX)
+            .min(tokio::sync::Semaphore::MAX_PERMITS)
+    }
+
     /// Checks values that parse but make no sense.
     ///
     /// # Errors
@@ -156,6 +221,15 @@ impl Config {
         }
         if self.write_queue == 0 {
             return Err(Error::config("write_queue", "must be positive"));
+        }
+        if self.max_series_per_request == 0 {
+            return Err(Error::config("max_series_per_request", "must be positive"));
+        }
+        if !(0.0..=100.0).contains(&self.disk_flood_stage) {
+            return Err(Error::config(
+                "disk_flood_stage",
+                "must be a percentage from 0 to 100",
+            ));
         }
         if self.client_timeout_secs == 0 {
             return Err(Error::config("client_timeout_secs", "must be positive"));

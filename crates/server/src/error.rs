@@ -37,10 +37,29 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// Writes to an index are refused for now (its disk is over the flood stage, or a
+    /// failed write is being recovered by reopening it): a retry later succeeds, and
+    /// nothing of the request was acknowledged. Answered `status` (`429
+    /// cluster_block_exception` to Elasticsearch clients, `503` to the metrics
+    /// protocols) with `Retry-After`.
+    #[error("index [{index}] blocked by: [{reason}]")]
+    Blocked {
+        /// The index.
+        index: String,
+        /// Why, and what clears it.
+        reason: String,
+        /// HTTP status.
+        status: u16,
+    },
     /// The façade failed.
     #[error(transparent)]
     Tidemark(#[from] tidemark::Error),
 }
+
+/// Seconds a client is told to wait (`Retry-After`) before retrying a write refused by
+/// a blocked index: the writer re-checks the disk and retries a reopen at least this
+/// often.
+pub const RETRY_AFTER_SECS: u64 = 5;
 
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
@@ -82,10 +101,29 @@ impl Error {
         )
     }
 
+    /// This error as the metrics protocols answer it: a blocked index is `503` (what
+    /// Prometheus, Telegraf and OTLP senders retry), anything else unchanged.
+    pub(crate) fn for_metrics(self) -> Error {
+        match self {
+            Error::Blocked { index, reason, .. } => Error::Blocked {
+                index,
+                reason,
+                status: 503,
+            },
+            other => other,
+        }
+    }
+
+    /// `Retry-After` seconds for an error a retry later fixes.
+    pub fn retry_after(&self) -> Option<u64> {
+        matches!(self, Error::Blocked { .. }).then_some(RETRY_AFTER_SECS)
+    }
+
     /// The HTTP status and Elasticsearch error type of this error.
     pub fn status_and_kind(&self) -> (u16, &'static str) {
         match self {
             Error::Request { status, kind, .. } => (*status, kind),
+            Error::Blocked { status, .. } => (*status, "cluster_block_exception"),
             Error::Config { .. } => (400, "illegal_argument_exception"),
             Error::Tidemark(e) => match e {
                 tidemark::Error::Mapping { .. } => (400, "mapper_parsing_exception"),
@@ -98,6 +136,8 @@ impl Error {
                 tidemark::Error::InvalidId { .. } | tidemark::Error::BulkAction { .. } => {
                     (400, "illegal_argument_exception")
                 }
+                // Elasticsearch's answer to an aggregation over `search.max_buckets`.
+                tidemark::Error::TooManyBuckets { .. } => (400, "too_many_buckets_exception"),
                 tidemark::Error::AlreadyExists { .. } => (400, "resource_already_exists_exception"),
                 tidemark::Error::NoIndex { .. } => (404, "index_not_found_exception"),
                 tidemark::Error::Engine(tidemark::dedup::Error::InvalidConfig { .. }) => {

@@ -29,6 +29,7 @@ impl IntoResponse for Error {
             tracing::error!(error = %self, "request failed");
         }
         let mut resp = json(status, &error_body(status, kind, &self.reason()));
+        retry_after(&mut resp, &self);
         if status == 401 {
             resp.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
@@ -36,6 +37,14 @@ impl IntoResponse for Error {
             );
         }
         resp
+    }
+}
+
+/// Adds `Retry-After` to `resp` when `e` is fixed by a retry later.
+pub(crate) fn retry_after(resp: &mut Response, e: &Error) {
+    if let Some(secs) = e.retry_after() {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
 }
 
@@ -106,7 +115,7 @@ pub async fn layer(State(state): State<Arc<AppState>>, mut req: Request, next: N
         Ok(principal) => {
             let user = principal.name.clone();
             req.extensions_mut().insert(principal);
-            let resp = next.run(req).await;
+            let resp = answer_panics(next.run(req), &method, &path, &user).await;
             tracing::info!(
                 %method, %path, status = resp.status().as_u16(), %user,
                 millis = start.elapsed().as_millis() as u64, "request"
@@ -136,9 +145,62 @@ pub async fn layer(State(state): State<Arc<AppState>>, mut req: Request, next: N
     resp
 }
 
-/// The principal the layer put on the request.
-pub fn principal(req_ext: Option<&Principal>) -> Principal {
-    req_ext.cloned().unwrap_or_else(Principal::anonymous)
+/// Runs a handler's future; a panic in it (a bug: handlers return errors) answers `500`
+/// and is logged with the request, and the other requests never notice.
+async fn answer_panics(
+    run: impl std::future::Future<Output = Response>,
+    method: &axum::http::Method,
+    path: &str,
+    user: &str,
+) -> Response {
+    match futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(run)).await {
+        Ok(resp) => resp,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(%method, %path, %user, panic = %what, "request handler panicked");
+            Error::status(
+                500,
+                "exception",
+                "the request failed inside the server (a bug; the server log has it)",
+            )
+            .into_response()
+        }
+    }
+}
+
+/// The principal the authentication [`layer`] put on a request: how a handler learns
+/// who calls, and so the only way it reaches the registry
+/// ([`Registry::scope`](crate::Registry::scope) takes the principal).
+///
+/// A request the layer did not see has no principal, and is refused with `500` rather
+/// than served as anyone.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Principal);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
+    type Rejection = Error;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Error> {
+        parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .map(Caller)
+            .ok_or_else(|| {
+                Error::status(
+                    500,
+                    "exception",
+                    "the request has no principal: the authentication layer did not run",
+                )
+            })
+    }
 }
 
 /// Reads a request body: `413` past `max_content_length` (checked on `Content-Length`
@@ -178,7 +240,7 @@ pub async fn read_raw_body(
         .and_then(|v| v.parse::<u64>().ok());
     let collected = tokio::time::timeout(
         state.config.client_timeout(),
-        collect_limited(body, limit, declared),
+        collect_limited(body, limit, declared, &state.body_bytes),
     )
     .await;
     let bytes = match collected {
@@ -190,6 +252,16 @@ pub async fn read_raw_body(
             ));
         }
         Ok(Err(CollectError::TooLarge)) => return Err(too_large(limit)),
+        Ok(Err(CollectError::Budget)) => {
+            return Err(Error::status(
+                429,
+                "es_rejected_execution_exception",
+                format!(
+                    "rejected execution: request bodies being received hold the whole body_bytes_in_flight budget [{} bytes]; retry later",
+                    state.config.body_budget()
+                ),
+            ));
+        }
         Ok(Err(CollectError::Read(e))) => {
             return Err(Error::bad(
                 "parse_exception",
@@ -244,33 +316,60 @@ const DRAIN_BYTES: u64 = 16 * 1024 * 1024;
 
 enum CollectError {
     TooLarge,
+    /// The server-wide budget of body bytes being received is spent.
+    Budget,
     Read(axum::Error),
 }
 
+/// Bytes of the body budget one body holds; given back when the body is read (or the
+/// read is abandoned: a timeout, a broken connection).
+struct Held<'a> {
+    budget: &'a tokio::sync::Semaphore,
+    bytes: usize,
+}
+
+impl Held<'_> {
+    /// Takes `n` more bytes of the budget, without waiting.
+    fn take(&mut self, n: usize) -> Result<(), CollectError> {
+        let n32 = u32::try_from(n).map_err(|_| CollectError::Budget)?;
+        match self.budget.try_acquire_many(n32) {
+            Ok(permit) => {
+                permit.forget();
+                self.bytes += n;
+                Ok(())
+            }
+            Err(_) => Err(CollectError::Budget),
+        }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.budget.add_permits(self.bytes);
+    }
+}
+
 /// Collects at most `limit` bytes; past it (or when `declared` says so), drains up to
-/// [`DRAIN_BYTES`] more and reports [`CollectError::TooLarge`].
+/// [`DRAIN_BYTES`] more and reports [`CollectError::TooLarge`]. Each frame takes its
+/// bytes from `budget` as it arrives (a slow sender holds only what it sent), all given
+/// back once the body is read; a frame that finds the budget spent ends the read with
+/// [`CollectError::Budget`].
 ///
-/// A body of declared length is read into one buffer of that length. A chunked body's
-/// frames are kept as they come (no growing buffer copied as it doubles: that held up to
-/// twice the limit at once) and joined once the body is complete, each frame freed as it
-/// is copied; past the limit they are dropped at once.
+/// The frames are kept as they come (no growing buffer copied as it doubles: that held
+/// up to twice the limit at once; no buffer of the declared length allocated before the
+/// bytes arrive, which a sender could claim without sending) and joined once the body is
+/// complete, each frame freed as it is copied; past the limit they are dropped at once.
 async fn collect_limited(
     mut body: Body,
     limit: u64,
     declared: Option<u64>,
+    budget: &tokio::sync::Semaphore,
 ) -> Result<Bytes, CollectError> {
+    let mut held = Held { budget, bytes: 0 };
     let mut over = declared.is_some_and(|n| n > limit);
     if over && declared.is_some_and(|n| n > limit.saturating_add(DRAIN_BYTES)) {
         return Err(CollectError::TooLarge);
     }
-    // One allocation for a declared length within the limit (no doubling, no page
-    // faults of the copies).
-    let mut buf = Vec::with_capacity(
-        declared
-            .filter(|&n| n <= limit)
-            .and_then(|n| usize::try_from(n).ok())
-            .unwrap_or(0),
-    );
     let mut frames: std::collections::VecDeque<Bytes> = std::collections::VecDeque::new();
     let mut seen = 0u64;
     while let Some(frame) = body.frame().await {
@@ -281,7 +380,6 @@ async fn collect_limited(
         seen = seen.saturating_add(data.len() as u64);
         if seen > limit && !over {
             over = true;
-            buf = Vec::new();
             frames = std::collections::VecDeque::new();
         }
         if over {
@@ -290,25 +388,20 @@ async fn collect_limited(
             }
             continue;
         }
-        if declared.is_some() {
-            buf.extend_from_slice(&data);
-        } else {
-            frames.push_back(data);
-        }
+        held.take(data.len())?;
+        frames.push_back(data);
     }
     if over {
         return Err(CollectError::TooLarge);
     }
-    if declared.is_none() {
-        if frames.len() == 1
-            && let Some(only) = frames.pop_front()
-        {
-            return Ok(only);
-        }
-        buf.reserve_exact(usize::try_from(seen).unwrap_or(0));
-        while let Some(f) = frames.pop_front() {
-            buf.extend_from_slice(&f);
-        }
+    if frames.len() == 1
+        && let Some(only) = frames.pop_front()
+    {
+        return Ok(only);
+    }
+    let mut buf = Vec::with_capacity(usize::try_from(seen).unwrap_or(0));
+    while let Some(f) = frames.pop_front() {
+        buf.extend_from_slice(&f);
     }
     Ok(Bytes::from(buf))
 }
@@ -333,4 +426,26 @@ pub fn json_body(bytes: &[u8]) -> Result<Value, Error> {
 pub fn params(raw: Option<&str>) -> HashMap<String, String> {
     raw.map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_and_the_next_request_is_served() {
+        let get = axum::http::Method::GET;
+        let boom = async {
+            if std::hint::black_box(true) {
+                panic!("handler bug");
+            }
+            text(String::new())
+        };
+        let resp = answer_panics(boom, &get, "/x", "bob").await;
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert!(String::from_utf8_lossy(&body).contains("failed inside the server"));
+        let fine = answer_panics(async { text("ok".into()) }, &get, "/y", "bob").await;
+        assert_eq!(fine.status(), StatusCode::OK);
+    }
 }

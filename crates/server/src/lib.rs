@@ -7,6 +7,7 @@
 pub mod api;
 mod auth;
 mod config;
+pub mod disk;
 mod error;
 mod gunzip;
 pub mod http;
@@ -22,7 +23,10 @@ mod series_cache;
 mod server;
 
 pub use auth::{Credentials, Principal, authenticate, authenticate_request, glob_match};
-pub use config::{ApiKey, Config, DEFAULT_LISTEN, DEFAULT_MAX_CONTENT_LENGTH, User};
+pub use config::{
+    ApiKey, Config, DEFAULT_BODY_BYTES_IN_FLIGHT, DEFAULT_LISTEN, DEFAULT_MAX_CONTENT_LENGTH,
+    DEFAULT_MAX_SERIES_PER_REQUEST, User,
+};
 pub use error::{Error, Result};
-pub use registry::{INDICES_DIR, IndexHandle, Registry, TEMPLATES_FILE};
+pub use registry::{INDICES_DIR, IndexHandle, IndexState, Registry, TEMPLATES_FILE};
 pub use server::Server;

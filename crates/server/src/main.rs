@@ -34,6 +34,21 @@ struct Cli {
     /// The request body limit in bytes (http.max_content_length).
     #[arg(long)]
     max_content_length: Option<u64>,
+    /// Bytes of request bodies being received at once before answering 429 (at least
+    /// the body limit; 512 MiB).
+    #[arg(long)]
+    body_bytes_in_flight: Option<u64>,
+    /// Distinct series one metrics write request may hold before answering 400
+    /// (100,000).
+    #[arg(long)]
+    max_series_per_request: Option<usize>,
+    /// Used share of the data filesystem, in percent, from which writes are refused
+    /// until there is room (95; 100 turns it off).
+    #[arg(long)]
+    disk_flood_stage: Option<f64>,
+    /// Series new to an index it takes per hour (0: no limit).
+    #[arg(long)]
+    max_new_series_per_hour: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -68,6 +83,18 @@ fn run() -> Result<()> {
     }
     if let Some(m) = cli.max_content_length {
         config.max_content_length = m;
+    }
+    if let Some(b) = cli.body_bytes_in_flight {
+        config.body_bytes_in_flight = b;
+    }
+    if let Some(n) = cli.max_series_per_request {
+        config.max_series_per_request = n;
+    }
+    if let Some(p) = cli.disk_flood_stage {
+        config.disk_flood_stage = p;
+    }
+    if let Some(n) = cli.max_new_series_per_hour {
+        config.max_new_series_per_hour = n;
     }
     config.check()?;
     tracing_subscriber::fmt()

@@ -4,16 +4,16 @@
 //! through the index's writer (group-committed, fsynced before the answer) and counting
 //! what happened.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::Router;
 use axum::body::Body;
-use axum::extract::{Extension, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::{get, post};
+use tidemark::tsid::Tsid;
 use tidemark::{
     Action, ItemStatus, LabelPoints, LabelSeries, ParsedDoc, PreparedItem, SampleValue,
 };
@@ -21,21 +21,19 @@ use tidemark::{
 use crate::api::{AppState, admit, blocking};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
-use crate::http::{self, params};
+use crate::http::{self, Caller, params};
 use crate::line_protocol::{self, FieldValue, Precision};
 use crate::otlp;
 use crate::remote_write;
 use crate::series_cache::SeriesCache;
 
 type St = State<Arc<AppState>>;
-type Who = Option<Extension<Principal>>;
-
 /// The header naming the label-keyed index of a remote-write or OTLP request.
 pub const INDEX_HEADER: &str = "x-tidemark-index";
 
 /// The routes of the metrics protocols.
-pub(crate) fn routes() -> Router<Arc<AppState>> {
-    Router::new()
+pub(crate) fn routes() -> crate::api::Routes {
+    crate::api::Routes::new()
         .route("/api/v1/write", post(remote_write))
         .route("/write", post(influx_v1))
         .route("/api/v2/write", post(influx_v2))
@@ -67,6 +65,11 @@ pub(crate) struct Batch {
     max_future_ms: i64,
     /// The items to write.
     pub items: Vec<PreparedItem>,
+    /// The distinct series of `items`, and how many the request may hold.
+    series: HashSet<Tsid>,
+    max_series: usize,
+    /// `max_labels_per_series`, `max_label_name_bytes`, `max_label_value_bytes`.
+    label_limits: (usize, usize, usize),
 }
 
 impl Batch {
@@ -82,6 +85,13 @@ impl Batch {
             max_future_ms: i64::try_from(config.max_future_secs.saturating_mul(1000))
                 .unwrap_or(i64::MAX),
             items: Vec::new(),
+            series: HashSet::new(),
+            max_series: config.max_series_per_request,
+            label_limits: (
+                config.max_labels_per_series,
+                config.max_label_name_bytes,
+                config.max_label_value_bytes,
+            ),
         })
     }
 
@@ -111,6 +121,33 @@ impl Batch {
         like: &SampleValue,
         what: &dyn Fn() -> String,
     ) -> Result<LabelSeries> {
+        let (most, name_bytes, value_bytes) = self.label_limits;
+        let bad = |reason: String| {
+            Error::bad(
+                "illegal_argument_exception",
+                format!("{}: {reason}", what()),
+            )
+        };
+        if labels.len() > most {
+            return Err(bad(format!(
+                "{} labels, more than {most} (max_labels_per_series)",
+                labels.len()
+            )));
+        }
+        for (n, v) in labels {
+            if n.len() > name_bytes {
+                return Err(bad(format!(
+                    "a label name of {} bytes, more than {name_bytes} (max_label_name_bytes)",
+                    n.len()
+                )));
+            }
+            if v.len() > value_bytes {
+                return Err(bad(format!(
+                    "label {n} has a value of {} bytes, more than {value_bytes} (max_label_value_bytes)",
+                    v.len()
+                )));
+            }
+        }
         self.points
             .series(labels, like)
             .map_err(|e| Error::bad("illegal_argument_exception", format!("{}: {e}", what())))
@@ -130,6 +167,7 @@ impl Batch {
         for &(ts_millis, _) in samples {
             self.check_future(ts_millis, what)?;
         }
+        self.count_series(series)?;
         for &(ts_millis, v) in samples {
             let doc = series.doc(ts_millis, SampleValue::F64(v)).map_err(|e| {
                 Error::bad("illegal_argument_exception", format!("{}: {e}", what()))
@@ -151,6 +189,7 @@ impl Batch {
         what: &dyn Fn() -> String,
     ) -> Result<()> {
         self.check_future(ts_millis, what)?;
+        self.count_series(series)?;
         let doc = series
             .doc(ts_millis, value)
             .map_err(|e| Error::bad("illegal_argument_exception", format!("{}: {e}", what())))?;
@@ -171,6 +210,17 @@ impl Batch {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Counts `series` among the request's; `400` naming `max_series_per_request` when
+    /// it is one too many. Checked as the request is read, so a request of a million
+    /// series is refused before a million series' points are built.
+    fn count_series(&mut self, series: &LabelSeries) -> Result<()> {
+        if self.series.len() >= self.max_series && !self.series.contains(&series.tsid()) {
+            return Err(series_limit(self.max_series));
+        }
+        self.series.insert(series.tsid());
         Ok(())
     }
 
@@ -227,9 +277,10 @@ pub(crate) async fn store(
         return Ok(tally);
     }
     let st2 = Arc::clone(st);
-    let handle = blocking(move || st2.registry.get_or_create_labels(&name)).await?;
-    let rx = handle.submit(items)?;
-    for r in handle.wait(rx).await? {
+    let who = who.clone();
+    let handle = blocking(move || st2.registry.scope(&who).get_or_create_labels(&name)).await?;
+    let rx = handle.submit(items).map_err(Error::for_metrics)?;
+    for r in handle.wait(rx).await.map_err(Error::for_metrics)? {
         match r.status {
             ItemStatus::Created | ItemStatus::Indexed { replaced: false } => tally.created += 1,
             ItemStatus::Indexed { replaced: true } => tally.replaced += 1,
@@ -284,13 +335,11 @@ fn rejected(t: &Tally) -> Error {
 /// nothing stored; `429`/`5xx` only for what a retry fixes.
 async fn remote_write(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    let _permit = admit(&st)?;
-    let who = http::principal(p.as_ref().map(|e| &e.0));
     remote_write::check_content_type(
         headers
             .get(header::CONTENT_TYPE)
@@ -324,9 +373,11 @@ async fn remote_write(
     }
     let name = target_index(&st.config, &headers, &params(q.as_deref()));
     let bytes = http::read_raw_body(&st, &headers, body).await?;
+    let _permit = admit(&st)?;
     let st2 = Arc::clone(&st);
     let items = blocking(move || {
         let raw = remote_write::decompress(&bytes, st2.config.max_content_length)?;
+        too_many_series(&raw, st2.config.max_series_per_request)?;
         let mut batch = Batch::new(&st2.config)?;
         // A series' cache key: its labels as sent, each name and value followed by 0xff
         // (never in UTF-8). Cached series passed check_view's label checks and
@@ -367,6 +418,47 @@ async fn remote_write(
         return Err(rejected(&tally));
     }
     Ok(no_content(&tally))
+}
+
+/// Refuses a remote-write request of more than `max` distinct series before any of its
+/// points is built: entries are counted by skipping them (cheap), and only a request
+/// with more entries than `max` has its label sets hashed to count the distinct ones
+/// (a sender may split one series over several entries).
+///
+/// # Errors
+/// `400` naming `max_series_per_request`; `400` for a body that is not a
+/// `WriteRequest`.
+fn too_many_series(raw: &[u8], max: usize) -> Result<()> {
+    if remote_write::series_entries(raw)? <= max {
+        return Ok(());
+    }
+    let mut seen: HashSet<u64> = HashSet::with_capacity(max.min(1 << 20) + 1);
+    let hasher = std::hash::RandomState::new();
+    remote_write::for_each_series(raw, |ts| {
+        if ts.samples.is_empty() {
+            return Ok(());
+        }
+        let mut h = std::hash::BuildHasher::build_hasher(&hasher);
+        for (n, v) in &ts.labels {
+            std::hash::Hash::hash(n, &mut h);
+            std::hash::Hash::hash(v, &mut h);
+        }
+        seen.insert(std::hash::Hasher::finish(&h));
+        if seen.len() > max {
+            return Err(series_limit(max));
+        }
+        Ok(())
+    })
+}
+
+/// `400` for a request of more than `max` distinct series.
+fn series_limit(max: usize) -> Error {
+    Error::bad(
+        "illegal_argument_exception",
+        format!(
+            "the request writes more than {max} distinct series (max_series_per_request): send it in smaller batches"
+        ),
+    )
 }
 
 /// The InfluxDB version `GET /ping` answers (clients only log it).
@@ -421,13 +513,15 @@ fn influx_error(status: u16, message: &str, v1: bool) -> Response {
 }
 
 fn influx_from(e: &Error, v1: bool) -> Response {
-    influx_error(e.status_and_kind().0, &e.reason(), v1)
+    let mut resp = influx_error(e.status_and_kind().0, &e.reason(), v1);
+    http::retry_after(&mut resp, e);
+    resp
 }
 
 /// `POST /write?db=..&precision=..&rp=..` (InfluxDB 1.x): the database is the index.
 async fn influx_v1(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -445,7 +539,6 @@ async fn influx_v1(
             true,
         );
     };
-    let who = http::principal(p.as_ref().map(|e| &e.0));
     influx_write(st, who, db.clone(), precision, headers, body, true).await
 }
 
@@ -453,7 +546,7 @@ async fn influx_v1(
 /// index; `org` is accepted and not used.
 async fn influx_v2(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -467,7 +560,6 @@ async fn influx_v2(
     else {
         return influx_error(400, "invalid precision: expected ns, us, ms or s", false);
     };
-    let who = http::principal(p.as_ref().map(|e| &e.0));
     influx_write(st, who, bucket.clone(), precision, headers, body, false).await
 }
 
@@ -568,10 +660,6 @@ async fn influx_write(
     body: Body,
     v1: bool,
 ) -> Response {
-    let _permit = match admit(&st) {
-        Ok(p) => p,
-        Err(e) => return influx_from(&e, v1),
-    };
     if let Err(e) = who
         .check(&index)
         .and_then(|()| crate::protocol::check_index_name(&index))
@@ -580,6 +668,10 @@ async fn influx_write(
     }
     let bytes = match http::read_body(&st, &headers, body).await {
         Ok(b) => b,
+        Err(e) => return influx_from(&e, v1),
+    };
+    let _permit = match admit(&st) {
+        Ok(p) => p,
         Err(e) => return influx_from(&e, v1),
     };
     let st2 = Arc::clone(&st);
@@ -697,12 +789,14 @@ fn otlp_error(e: &Error, json: bool) -> Response {
         code,
         message: message.clone(),
     });
-    otlp_response(
+    let mut resp = otlp_response(
         status,
         serde_json::json!({"code": code, "message": message}),
         proto,
         json,
-    )
+    );
+    http::retry_after(&mut resp, e);
+    resp
 }
 
 /// `POST /v1/metrics`: OTLP/HTTP metrics, `application/x-protobuf` or
@@ -711,7 +805,7 @@ fn otlp_error(e: &Error, json: bool) -> Response {
 /// others are stored; `400` for a body that does not decode, with nothing stored.
 async fn otlp_metrics(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -743,14 +837,13 @@ async fn otlp_metrics(
             );
         }
     };
-    let _permit = match admit(&st) {
-        Ok(p) => p,
-        Err(e) => return otlp_error(&e, json),
-    };
-    let who = http::principal(p.as_ref().map(|e| &e.0));
     let name = target_index(&st.config, &headers, &params(q.as_deref()));
     let bytes = match http::read_body(&st, &headers, body).await {
         Ok(b) => b,
+        Err(e) => return otlp_error(&e, json),
+    };
+    let _permit = match admit(&st) {
+        Ok(p) => p,
         Err(e) => return otlp_error(&e, json),
     };
     let st2 = Arc::clone(&st);
@@ -770,7 +863,15 @@ async fn otlp_metrics(
                 },
             )?
         };
-        let mut t = otlp::translate(&req);
+        // Protobuf skips unknown fields, so bytes of another message can decode as an
+        // empty export: a body that is not empty must carry field 1, resource_metrics.
+        if !json && !bytes.is_empty() && req.resource_metrics.is_empty() {
+            return Err(bad(
+                "the body is not an OTLP ExportMetricsServiceRequest: it has no resource_metrics (field 1)"
+                    .into(),
+            ));
+        }
+        let mut t = otlp::translate(&req, st2.config.max_labels_per_series);
         let mut batch = Batch::new(&st2.config)?;
         for point in std::mem::take(&mut t.points) {
             let mark = batch.items.len();

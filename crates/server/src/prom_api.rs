@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
@@ -23,7 +22,8 @@ use tidemark_promql::{
 };
 
 use crate::api::{AppState, blocking};
-use crate::http::{json, read_body};
+use crate::auth::Principal;
+use crate::http::{Caller, json, read_body};
 use crate::registry::IndexHandle;
 
 /// The Prometheus version whose API this answers (Grafana picks features by it).
@@ -36,8 +36,8 @@ const MAX_METADATA_SERIES: usize = 100_000;
 type St = State<Arc<AppState>>;
 
 /// The routes, under `/api/v1` and `/prometheus/api/v1`.
-pub fn routes() -> Router<Arc<AppState>> {
-    let mut r = Router::new();
+pub fn routes() -> crate::api::Routes {
+    let mut r = crate::api::Routes::new();
     for prefix in ["", "/prometheus"] {
         r = r
             .route(&format!("{prefix}/api/v1/query"), get(query).post(query))
@@ -73,10 +73,11 @@ struct RegistryStorage {
 }
 
 impl RegistryStorage {
-    fn new(st: &AppState) -> RegistryStorage {
+    fn new(st: &AppState, who: &Principal) -> RegistryStorage {
         RegistryStorage {
             indices: st
                 .registry
+                .scope(who)
                 .list()
                 .into_iter()
                 .filter(|h| matches!(h.mapping().mode(), IndexMode::TimeSeries))
@@ -156,8 +157,8 @@ impl Storage for RegistryStorage {
 }
 
 /// The storage of a query request: `tidemark_rollups=false` reads raw samples only.
-fn query_storage(st: &AppState, params: &[(String, String)]) -> RegistryStorage {
-    let mut s = RegistryStorage::new(st);
+fn query_storage(st: &AppState, who: &Principal, params: &[(String, String)]) -> RegistryStorage {
+    let mut s = RegistryStorage::new(st, who);
     s.rollups = !matches!(
         param(params, "tidemark_rollups"),
         Some("false" | "0" | "off")
@@ -260,13 +261,19 @@ async fn run_blocking(
     }
 }
 
-async fn query(State(st): St, RawQuery(raw): RawQuery, headers: HeaderMap, body: Body) -> Response {
+async fn query(
+    State(st): St,
+    Caller(who): Caller,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let result = async {
         let params = all_params(&st, raw, &headers, body).await?;
         let q = required(&params, "query")?.to_owned();
         let t = time_param(&params, "time", now_ms())?;
         let opts = options(&params)?;
-        let storage = query_storage(&st, &params);
+        let storage = query_storage(&st, &who, &params);
         run_blocking(move || {
             let v = tidemark_promql::instant_query(&storage, &q, t, &opts)?;
             Ok(with_stats(papi::data_json(&v), &params, &storage))
@@ -279,6 +286,7 @@ async fn query(State(st): St, RawQuery(raw): RawQuery, headers: HeaderMap, body:
 
 async fn query_range(
     State(st): St,
+    Caller(who): Caller,
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -290,7 +298,7 @@ async fn query_range(
         let end = papi::parse_time("end", required(&params, "end")?)?;
         let step = papi::parse_duration("step", required(&params, "step")?)?;
         let opts = options(&params)?;
-        let storage = query_storage(&st, &params);
+        let storage = query_storage(&st, &who, &params);
         run_blocking(move || {
             let v = tidemark_promql::range_query(&storage, &q, start, end, step, &opts)?;
             Ok(with_stats(papi::data_json(&v), &params, &storage))
@@ -321,6 +329,7 @@ fn selection(
 
 async fn series(
     State(st): St,
+    Caller(who): Caller,
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -328,7 +337,7 @@ async fn series(
     let result = async {
         let params = all_params(&st, raw, &headers, body).await?;
         let (sel, start, end) = selection(&params, true)?;
-        let storage = RegistryStorage::new(&st);
+        let storage = RegistryStorage::new(&st, &who);
         run_blocking(move || {
             let s = tidemark_promql::series(&storage, &sel, start, end, MAX_METADATA_SERIES)?;
             Ok(Value::Array(s.iter().map(papi::labels_json).collect()))
@@ -341,6 +350,7 @@ async fn series(
 
 async fn labels(
     State(st): St,
+    Caller(who): Caller,
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -348,7 +358,7 @@ async fn labels(
     let result = async {
         let params = all_params(&st, raw, &headers, body).await?;
         let (sel, start, end) = selection(&params, false)?;
-        let storage = RegistryStorage::new(&st);
+        let storage = RegistryStorage::new(&st, &who);
         run_blocking(move || {
             let n = tidemark_promql::label_names(&storage, &sel, start, end, MAX_METADATA_SERIES)?;
             Ok(json!(n))
@@ -361,6 +371,7 @@ async fn labels(
 
 async fn label_values(
     State(st): St,
+    Caller(who): Caller,
     Path(name): Path<String>,
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
@@ -369,7 +380,7 @@ async fn label_values(
     let result = async {
         let params = all_params(&st, raw, &headers, body).await?;
         let (sel, start, end) = selection(&params, false)?;
-        let storage = RegistryStorage::new(&st);
+        let storage = RegistryStorage::new(&st, &who);
         run_blocking(move || {
             let v = tidemark_promql::label_values(
                 &storage,
@@ -390,14 +401,14 @@ async fn label_values(
 /// Metric names and types from the mapped indices' mappings (`counter` or `gauge`;
 /// numeric value fields are `unknown`). Label-keyed indices carry no types: their
 /// metric names are listed by `label/__name__/values`.
-async fn metadata(State(st): St, RawQuery(raw): RawQuery) -> Response {
+async fn metadata(State(st): St, Caller(who): Caller, RawQuery(raw): RawQuery) -> Response {
     let params: Vec<(String, String)> = raw
         .as_deref()
         .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
         .unwrap_or_default();
     let only = param(&params, "metric").map(tidemark_promql::label_safe);
     let mut out = Map::new();
-    for h in st.registry.list() {
+    for h in st.registry.scope(&who).list() {
         // A label-keyed index's fields are its value columns, not metric names.
         if !matches!(h.mapping().mode(), IndexMode::TimeSeries) || h.mapping().is_label_keyed() {
             continue;

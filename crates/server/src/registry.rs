@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 use tidemark::{DocParser, Index, ItemResult, Mapping, PreparedItem};
 use tokio::sync::oneshot;
 
-use crate::auth::glob_match;
+use crate::auth::{Principal, glob_match};
+use crate::disk::FloodStage;
 use crate::error::{Error, Result};
 use crate::protocol;
 
@@ -29,8 +30,47 @@ const COUNTERS_EVERY: Duration = Duration::from_secs(1);
 /// also seals a partition that had no write for its seal grace, by the wall clock).
 const MAINTAIN_EVERY: Duration = Duration::from_secs(10);
 
-/// What a writer answers: the items' results, or the reason the whole group failed.
+/// The first wait before reopening an index whose write failed; doubled after each
+/// failed attempt up to [`REOPEN_MAX`].
+const REOPEN_FIRST: Duration = Duration::from_millis(250);
+/// The longest wait between two reopen attempts.
+const REOPEN_MAX: Duration = Duration::from_secs(4);
+
+/// What a writer answers: the items' results, or why the index refused the whole group
+/// for now (disk over the flood stage, or reopening after a failed write; nothing of
+/// the group was acknowledged, and a retry later succeeds).
 pub(crate) type WriteReply = std::result::Result<Vec<ItemResult>, String>;
+
+/// Whether an index takes writes, as `_cat/indices` and `_stats` show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexState {
+    /// Writes are taken.
+    Open,
+    /// Writes are refused for the reason given (the disk is over the flood stage, or
+    /// a write failed and the index waits for room to reopen); reads go on.
+    ReadOnly(String),
+    /// The index is being reopened from its log and segments after a failed write.
+    Reopening,
+}
+
+impl IndexState {
+    /// `open`, `read_only` or `reopening`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            IndexState::Open => "open",
+            IndexState::ReadOnly(_) => "read_only",
+            IndexState::Reopening => "reopening",
+        }
+    }
+
+    /// Why writes are refused, when they are.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            IndexState::ReadOnly(r) => Some(r),
+            IndexState::Open | IndexState::Reopening => None,
+        }
+    }
+}
 
 struct WriteJob {
     items: Vec<PreparedItem>,
@@ -44,6 +84,7 @@ pub struct IndexHandle {
     name: String,
     parser: DocParser,
     index: Arc<RwLock<Option<Index>>>,
+    state: Arc<Mutex<IndexState>>,
     tx: Mutex<Option<Sender<WriteJob>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -57,20 +98,35 @@ impl std::fmt::Debug for IndexHandle {
 }
 
 impl IndexHandle {
-    fn start(name: String, index: Index) -> IndexHandle {
+    fn start(
+        name: String,
+        index: Index,
+        flood: FloodStage,
+        new_series_per_hour: Option<u64>,
+    ) -> IndexHandle {
         let parser = index.parser();
+        let dir = index.dir().to_path_buf();
         let index = Arc::new(RwLock::new(Some(index)));
+        let state = Arc::new(Mutex::new(IndexState::Open));
         let (tx, rx) = mpsc::channel();
-        let shared = Arc::clone(&index);
+        let writer = Writer {
+            name: name.clone(),
+            dir,
+            index: Arc::clone(&index),
+            state: Arc::clone(&state),
+            flood,
+            new_series_per_hour,
+        };
         let thread_name = format!("writer-{name}");
         let thread = std::thread::Builder::new()
             .name(thread_name)
-            .spawn(move || write_loop(&shared, &rx))
+            .spawn(move || writer.run(&rx))
             .ok();
         IndexHandle {
             name,
             parser,
             index,
+            state,
             tx: Mutex::new(Some(tx)),
             thread: Mutex::new(thread),
         }
@@ -111,15 +167,27 @@ impl IndexHandle {
     /// Waits for the results of a [`submit`](Self::submit).
     ///
     /// # Errors
-    /// `503` when the index was closed meanwhile; `500` when the write failed (nothing
-    /// acknowledged: the client retries, and what did reach the log is then a
-    /// duplicate).
+    /// `503` when the index was closed meanwhile; [`Error::Blocked`] (`429`) when the
+    /// index refused the group for now: its disk is over the flood stage, or a write
+    /// failed and it is reopening (nothing acknowledged: the client retries, and what
+    /// did reach the log is then a duplicate).
     pub async fn wait(&self, rx: oneshot::Receiver<WriteReply>) -> Result<Vec<ItemResult>> {
         match rx.await {
             Ok(Ok(results)) => Ok(results),
-            Ok(Err(reason)) => Err(Error::status(500, "exception", reason)),
+            Ok(Err(reason)) => Err(Error::Blocked {
+                index: self.name.clone(),
+                reason,
+                status: 429,
+            }),
             Err(_) => Err(self.closed()),
         }
+    }
+
+    /// Whether the index takes writes now.
+    pub fn state(&self) -> IndexState {
+        self.state
+            .lock()
+            .map_or(IndexState::Reopening, |s| s.clone())
     }
 
     fn closed(&self) -> Error {
@@ -181,75 +249,217 @@ impl IndexHandle {
     }
 }
 
-/// The writer thread: takes every request queued (up to [`MAX_GROUP_JOBS`]), applies
-/// them as one group (one log write, one fsync) and answers each.
-fn write_loop(index: &RwLock<Option<Index>>, rx: &Receiver<WriteJob>) {
-    let mut last_save = Instant::now();
-    let mut last_maintain = Instant::now();
-    let mut unsaved = false;
-    loop {
-        if last_maintain.elapsed() >= MAINTAIN_EVERY {
-            maintain(index);
-            last_maintain = Instant::now();
-        }
-        let first = match rx.recv_timeout(COUNTERS_EVERY) {
-            Ok(job) => job,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if unsaved {
-                    save_counters(index);
-                    unsaved = false;
-                    last_save = Instant::now();
+/// An index's writer thread and what it needs to recover the index by itself.
+struct Writer {
+    name: String,
+    dir: PathBuf,
+    index: Arc<RwLock<Option<Index>>>,
+    state: Arc<Mutex<IndexState>>,
+    flood: FloodStage,
+    new_series_per_hour: Option<u64>,
+}
+
+/// Why an index takes no writes, in the writer.
+enum Block {
+    /// The disk is over the flood stage; lifted when it is not.
+    Disk(String),
+    /// A write failed: the engine is not trusted until it is reopened from what is
+    /// durable (its log and segments), which is tried at `next` once the disk has room.
+    Failed {
+        reason: String,
+        next: Instant,
+        wait: Duration,
+    },
+}
+
+impl Writer {
+    /// Takes every request queued (up to [`MAX_GROUP_JOBS`]), applies them as one group
+    /// (one log write, one fsync) and answers each; refuses them while the index is
+    /// blocked, and lifts the block by itself: a disk back under the flood stage, or a
+    /// reopen after a failed write (with backoff).
+    fn run(&self, rx: &Receiver<WriteJob>) {
+        let mut last_save = Instant::now();
+        let mut last_maintain = Instant::now();
+        let mut unsaved = false;
+        let mut block: Option<Block> = None;
+        loop {
+            block = self.recover(block);
+            if block.is_none() && last_maintain.elapsed() >= MAINTAIN_EVERY {
+                maintain(&self.index);
+                last_maintain = Instant::now();
+            }
+            let tick = match &block {
+                None => COUNTERS_EVERY,
+                Some(Block::Disk(_)) => REOPEN_FIRST,
+                Some(Block::Failed { next, .. }) => next
+                    .saturating_duration_since(Instant::now())
+                    .clamp(Duration::from_millis(10), REOPEN_MAX),
+            };
+            let first = match rx.recv_timeout(tick) {
+                Ok(job) => job,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if unsaved && block.is_none() {
+                        save_counters(&self.index);
+                        unsaved = false;
+                        last_save = Instant::now();
+                    }
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            let mut jobs = vec![first];
+            while jobs.len() < MAX_GROUP_JOBS {
+                match rx.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+            }
+            if block.is_none()
+                && let Some(reason) = self.flood.blocked(&self.dir)
+            {
+                tracing::warn!(index = %self.name, %reason, "writes blocked");
+                self.set(IndexState::ReadOnly(reason.clone()));
+                block = Some(Block::Disk(reason));
+            }
+            if let Some(b) = &block {
+                let reason = match b {
+                    Block::Disk(r) | Block::Failed { reason: r, .. } => r.clone(),
+                };
+                for job in jobs {
+                    let _ = job.reply.send(Err(reason.clone()));
                 }
                 continue;
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        };
-        let mut jobs = vec![first];
-        while jobs.len() < MAX_GROUP_JOBS {
-            match rx.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
+            let mut sizes = Vec::with_capacity(jobs.len());
+            let mut replies = Vec::with_capacity(jobs.len());
+            let mut items = Vec::with_capacity(jobs.iter().map(|j| j.items.len()).sum());
+            for job in jobs {
+                sizes.push(job.items.len());
+                replies.push(job.reply);
+                items.extend(job.items);
             }
-        }
-        let mut sizes = Vec::with_capacity(jobs.len());
-        let mut replies = Vec::with_capacity(jobs.len());
-        let mut items = Vec::with_capacity(jobs.iter().map(|j| j.items.len()).sum());
-        for job in jobs {
-            sizes.push(job.items.len());
-            replies.push(job.reply);
-            items.extend(job.items);
-        }
-        let outcome = match index.write() {
-            Ok(mut guard) => match guard.as_mut() {
-                Some(index) => index.apply_prepared(items).map_err(|e| e.to_string()),
-                None => Err("the index is closed".to_owned()),
-            },
-            Err(_) => Err("index lock poisoned".to_owned()),
-        };
-        match outcome {
-            Ok(results) => {
-                let mut results = results.into_iter();
-                for (n, reply) in sizes.into_iter().zip(replies) {
-                    let part: Vec<ItemResult> = results.by_ref().take(n).collect();
-                    let _ = reply.send(Ok(part));
+            let outcome = match self.index.write() {
+                Ok(mut guard) => match guard.as_mut() {
+                    Some(index) => index.apply_prepared(items).map_err(|e| e.to_string()),
+                    None => Err("the index is closed".to_owned()),
+                },
+                Err(_) => Err("index lock poisoned".to_owned()),
+            };
+            match outcome {
+                Ok(results) => {
+                    let mut results = results.into_iter();
+                    for (n, reply) in sizes.into_iter().zip(replies) {
+                        let part: Vec<ItemResult> = results.by_ref().take(n).collect();
+                        let _ = reply.send(Ok(part));
+                    }
+                }
+                Err(e) => {
+                    // Nothing of the group is acknowledged, and what the engine holds
+                    // in memory is not trusted past a failed log write or fsync (it is
+                    // never retried): the index reopens from what is durable.
+                    let reason = format!("a write failed ({e}); reopening from the log");
+                    tracing::error!(index = %self.name, error = %e, "write failed; the index takes no writes until it is reopened");
+                    self.set(IndexState::ReadOnly(reason.clone()));
+                    for reply in replies {
+                        let _ = reply.send(Err(reason.clone()));
+                    }
+                    block = Some(Block::Failed {
+                        reason,
+                        next: Instant::now() + REOPEN_FIRST,
+                        wait: REOPEN_FIRST,
+                    });
                 }
             }
-            Err(reason) => {
-                tracing::error!(%reason, "write failed");
-                for reply in replies {
-                    let _ = reply.send(Err(reason.clone()));
-                }
+            unsaved = true;
+            if last_save.elapsed() >= COUNTERS_EVERY {
+                save_counters(&self.index);
+                unsaved = false;
+                last_save = Instant::now();
             }
         }
-        unsaved = true;
-        if last_save.elapsed() >= COUNTERS_EVERY {
-            save_counters(index);
-            unsaved = false;
-            last_save = Instant::now();
+        if unsaved && block.is_none() {
+            save_counters(&self.index);
         }
     }
-    if unsaved {
-        save_counters(index);
+
+    fn set(&self, state: IndexState) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = state;
+        }
+    }
+
+    /// Lifts `block` when it can: a disk block once the disk has room, a failed write
+    /// once the index reopens (attempted when due and the disk has room; a failed
+    /// attempt doubles the wait).
+    fn recover(&self, block: Option<Block>) -> Option<Block> {
+        match block {
+            None => None,
+            Some(Block::Disk(reason)) => match self.flood.blocked(&self.dir) {
+                Some(now) => {
+                    if now != reason {
+                        self.set(IndexState::ReadOnly(now.clone()));
+                    }
+                    Some(Block::Disk(now))
+                }
+                None => {
+                    tracing::info!(index = %self.name, "the disk has room again: writes resume");
+                    self.set(IndexState::Open);
+                    None
+                }
+            },
+            Some(Block::Failed { reason, next, wait }) => {
+                if Instant::now() < next {
+                    return Some(Block::Failed { reason, next, wait });
+                }
+                let outcome = match self.flood.blocked(&self.dir) {
+                    Some(disk) => Err(disk),
+                    None => self.reopen(),
+                };
+                match outcome {
+                    Ok(()) => {
+                        tracing::info!(index = %self.name, "reopened from its log and segments: writes resume");
+                        self.set(IndexState::Open);
+                        None
+                    }
+                    Err(why) => {
+                        let wait = (wait * 2).min(REOPEN_MAX);
+                        let reason = format!("a write failed; reopening: {why}");
+                        tracing::warn!(index = %self.name, %why, retry_in_ms = wait.as_millis() as u64, "reopen deferred");
+                        self.set(IndexState::ReadOnly(reason.clone()));
+                        Some(Block::Failed {
+                            reason,
+                            next: Instant::now() + wait,
+                            wait,
+                        })
+                    }
+                }
+            }
+        }
+    }
+
+    /// Closes the index and opens it again from its directory, as at a restart (the
+    /// log replayed), then refreshes it: what was replayed is written into a new
+    /// segment and synced, so it is durable even if the pages of the failed write are
+    /// lost (an fsync that failed is never trusted, nor retried). Reads wait while this
+    /// runs; when it fails they answer `404` until an attempt succeeds.
+    fn reopen(&self) -> std::result::Result<(), String> {
+        self.set(IndexState::Reopening);
+        let mut guard = self
+            .index
+            .write()
+            .map_err(|_| "index lock poisoned".to_owned())?;
+        if let Some(old) = guard.take() {
+            // Its log and segments stay as they are on disk; a close that fails to save
+            // counters or sync loses nothing acknowledged.
+            if let Err(e) = old.close() {
+                tracing::warn!(index = %self.name, error = %e, "closing the failed index");
+            }
+        }
+        let mut index = Index::open(&self.dir).map_err(|e| e.to_string())?;
+        index.limit_new_series_per_hour(self.new_series_per_hour);
+        let refreshed = index.refresh().map_err(|e| e.to_string());
+        *guard = Some(index);
+        refreshed
     }
 }
 
@@ -291,9 +501,16 @@ struct Templates {
 }
 
 /// All indices of a data directory, and the templates.
+///
+/// Handlers reach indices and templates only through [`scope`](Self::scope): the
+/// lookups, listings, creations and deletions are methods of [`Scope`], which carries
+/// the caller's [`Principal`] and sees only the indices its patterns allow. A new
+/// endpoint therefore cannot list or open an index without naming who asks.
 #[derive(Debug)]
 pub struct Registry {
     root: PathBuf,
+    flood: FloodStage,
+    new_series_per_hour: Option<u64>,
     indices: RwLock<BTreeMap<String, Arc<IndexHandle>>>,
     templates: Mutex<Templates>,
     /// Serializes creation and deletion, so two first writes create an index once.
@@ -306,6 +523,20 @@ impl Registry {
     /// # Errors
     /// I/O errors; an index that does not open (locked by another process, damaged).
     pub fn open(root: &Path) -> Result<Registry> {
+        Registry::open_with(root, FloodStage::default(), None)
+    }
+
+    /// [`open`](Self::open) with the free-space watermark under which each index
+    /// refuses writes until there is room again, and the most series new to an index
+    /// it takes per hour ([`Index::limit_new_series_per_hour`]; `None`: no limit).
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub fn open_with(
+        root: &Path,
+        flood: FloodStage,
+        new_series_per_hour: Option<u64>,
+    ) -> Result<Registry> {
         let dir = root.join(INDICES_DIR);
         std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
         let mut indices = BTreeMap::new();
@@ -325,48 +556,45 @@ impl Registry {
                 std::fs::remove_dir_all(&path).map_err(Error::io(&path))?;
                 continue;
             }
-            let index = Index::open(&path)?;
+            let mut index = Index::open(&path)?;
+            index.limit_new_series_per_hour(new_series_per_hour);
             tracing::info!(index = %name, documents = index.engine().live_count(), "opened");
-            indices.insert(name.clone(), Arc::new(IndexHandle::start(name, index)));
+            indices.insert(
+                name.clone(),
+                Arc::new(IndexHandle::start(name, index, flood, new_series_per_hour)),
+            );
         }
         let templates = load_templates(&root.join(TEMPLATES_FILE))?;
         Ok(Registry {
             root: root.to_path_buf(),
+            flood,
+            new_series_per_hour,
             indices: RwLock::new(indices),
             templates: Mutex::new(templates),
             admin: Mutex::new(()),
         })
     }
 
-    /// The index `name`, if it exists.
-    pub fn get(&self, name: &str) -> Option<Arc<IndexHandle>> {
+    /// The index `name`, if it exists (whoever asks: callers go through [`Scope`]).
+    fn get(&self, name: &str) -> Option<Arc<IndexHandle>> {
         self.indices.read().ok()?.get(name).cloned()
     }
 
-    /// The index `name`.
-    ///
-    /// # Errors
-    /// `404 index_not_found_exception`.
-    pub fn require(&self, name: &str) -> Result<Arc<IndexHandle>> {
-        self.get(name).ok_or_else(|| Error::no_index(name))
-    }
-
-    /// The indices, by name.
-    pub fn list(&self) -> Vec<Arc<IndexHandle>> {
+    /// Every index, by name (whoever asks: callers go through [`Scope`]).
+    fn list(&self) -> Vec<Arc<IndexHandle>> {
         self.indices
             .read()
             .map(|m| m.values().cloned().collect())
             .unwrap_or_default()
     }
 
-    /// The indices whose names match any of the comma-separated `patterns` (`*`
-    /// wildcards, `_all`).
-    pub fn matching(&self, patterns: &str) -> Vec<Arc<IndexHandle>> {
-        let pats: Vec<&str> = patterns.split(',').map(str::trim).collect();
-        self.list()
-            .into_iter()
-            .filter(|h| pats.iter().any(|p| *p == "_all" || glob_match(p, h.name())))
-            .collect()
+    /// The view of the registry that `who` may use: the only door to its indices and
+    /// templates.
+    pub fn scope<'a>(&'a self, who: &'a Principal) -> Scope<'a> {
+        Scope {
+            registry: self,
+            who,
+        }
     }
 
     /// Creates index `name` from an Elasticsearch create-index body (`settings`,
@@ -375,7 +603,7 @@ impl Registry {
     /// # Errors
     /// `400 invalid_index_name_exception`, `400 resource_already_exists_exception`,
     /// `400 mapper_parsing_exception`; I/O errors.
-    pub fn create(&self, name: &str, body: &Value) -> Result<Arc<IndexHandle>> {
+    fn create(&self, name: &str, body: &Value) -> Result<Arc<IndexHandle>> {
         protocol::check_index_name(name)?;
         let mapping = protocol::mapping_from_body(body)?;
         let partitions = partitions_from_body(body)?;
@@ -420,7 +648,14 @@ impl Registry {
             }
         };
         tracing::info!(index = %name, "created");
-        let handle = Arc::new(IndexHandle::start(name.to_owned(), index));
+        let mut index = index;
+        index.limit_new_series_per_hour(self.new_series_per_hour);
+        let handle = Arc::new(IndexHandle::start(
+            name.to_owned(),
+            index,
+            self.flood,
+            self.new_series_per_hour,
+        ));
         if let Ok(mut m) = self.indices.write() {
             m.insert(name.to_owned(), Arc::clone(&handle));
         }
@@ -434,7 +669,7 @@ impl Registry {
     /// # Errors
     /// `404 index_not_found_exception` when no template matches; the errors of
     /// [`create`](Self::create).
-    pub fn get_or_create(&self, name: &str) -> Result<Arc<IndexHandle>> {
+    fn get_or_create(&self, name: &str) -> Result<Arc<IndexHandle>> {
         if let Some(h) = self.get(name) {
             return Ok(h);
         }
@@ -469,7 +704,7 @@ impl Registry {
     /// # Errors
     /// `400 illegal_argument_exception` when `name` exists with a declared mapping (it
     /// cannot take labelled samples); the errors of [`create`](Self::create).
-    pub fn get_or_create_labels(&self, name: &str) -> Result<Arc<IndexHandle>> {
+    fn get_or_create_labels(&self, name: &str) -> Result<Arc<IndexHandle>> {
         let check = |h: Arc<IndexHandle>| {
             if h.mapping().is_label_keyed() {
                 Ok(h)
@@ -498,7 +733,7 @@ impl Registry {
     ///
     /// # Errors
     /// `404`; I/O errors.
-    pub fn delete(&self, name: &str) -> Result<()> {
+    fn delete(&self, name: &str) -> Result<()> {
         let _admin = self.admin.lock();
         let handle = self
             .indices
@@ -518,7 +753,7 @@ impl Registry {
     /// # Errors
     /// `400` for a body that is not an object or an index template without
     /// `index_patterns`; I/O errors saving the templates file.
-    pub fn put_template(&self, name: &str, body: Value, component: bool) -> Result<()> {
+    fn put_template(&self, name: &str, body: Value, component: bool) -> Result<()> {
         if !body.is_object() {
             return Err(Error::bad(
                 "parse_exception",
@@ -544,7 +779,7 @@ impl Registry {
     }
 
     /// The templates whose names match `pattern` (`*` for all), as `(name, body)`.
-    pub fn templates(&self, pattern: &str, component: bool) -> Vec<(String, Value)> {
+    fn templates(&self, pattern: &str, component: bool) -> Vec<(String, Value)> {
         let Ok(t) = self.templates.lock() else {
             return Vec::new();
         };
@@ -559,7 +794,7 @@ impl Registry {
     ///
     /// # Errors
     /// I/O errors saving the templates file.
-    pub fn delete_template(&self, name: &str, component: bool) -> Result<bool> {
+    fn delete_template(&self, name: &str, component: bool) -> Result<bool> {
         let mut t = self
             .templates
             .lock()
@@ -580,6 +815,195 @@ impl Registry {
                 tracing::error!(index = %h.name(), error = %e, "closing failed");
             }
         }
+    }
+}
+
+/// The registry as one principal sees it (from [`Registry::scope`]).
+///
+/// The rule, on every API: an index the principal's patterns do not allow does not
+/// exist for it. A wildcard, `_all` or a listing leaves foreign indices out without a
+/// sign (an empty answer when only foreign indices match); an explicit foreign name is
+/// `403 security_exception`, whether or not that index exists, so the answer does not
+/// tell either.
+///
+/// Templates are cluster configuration that shape other tenants' indices: a principal
+/// limited to some index patterns sees and manages only the index templates whose every
+/// `index_patterns` entry its own patterns cover, and no component templates (which name
+/// no indices); an unrestricted principal manages all of them.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    registry: &'a Registry,
+    who: &'a Principal,
+}
+
+impl<'a> Scope<'a> {
+    /// Who this scope is for.
+    pub fn principal(&self) -> &'a Principal {
+        self.who
+    }
+
+    /// The indices the principal may see, by name.
+    pub fn list(&self) -> Vec<Arc<IndexHandle>> {
+        self.registry
+            .list()
+            .into_iter()
+            .filter(|h| self.who.allows(h.name()))
+            .collect()
+    }
+
+    /// How many indices the principal may see.
+    pub fn count(&self) -> usize {
+        self.list().len()
+    }
+
+    /// Whether `expr` (a path's index part) is an expression over several indices: a
+    /// comma-separated list, a `*` wildcard or `_all`.
+    pub fn is_multi(expr: &str) -> bool {
+        expr.contains('*') || expr.contains(',') || expr == "_all"
+    }
+
+    /// The indices a comma-separated expression names, each once, by name: wildcard parts
+    /// and `_all` match the visible indices only; an explicit name must be allowed and
+    /// exist.
+    ///
+    /// # Errors
+    /// `403` for an explicit name the principal may not use, `404` for an explicit name
+    /// that does not exist.
+    pub fn resolve(&self, expr: &str) -> Result<Vec<Arc<IndexHandle>>> {
+        let mut out: BTreeMap<String, Arc<IndexHandle>> = BTreeMap::new();
+        let visible = self.list();
+        for part in expr.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if part == "_all" || part.contains('*') {
+                for h in visible
+                    .iter()
+                    .filter(|h| part == "_all" || glob_match(part, h.name()))
+                {
+                    out.insert(h.name().to_owned(), Arc::clone(h));
+                }
+            } else {
+                let h = self.require(part)?;
+                out.insert(h.name().to_owned(), h);
+            }
+        }
+        Ok(out.into_values().collect())
+    }
+
+    /// The index `name`.
+    ///
+    /// # Errors
+    /// `403` when the principal may not use `name` (checked first), `404` when it does
+    /// not exist.
+    pub fn require(&self, name: &str) -> Result<Arc<IndexHandle>> {
+        self.get(name)?.ok_or_else(|| Error::no_index(name))
+    }
+
+    /// The index `name`, if it exists.
+    ///
+    /// # Errors
+    /// `403` when the principal may not use `name`.
+    pub fn get(&self, name: &str) -> Result<Option<Arc<IndexHandle>>> {
+        self.who.check(name)?;
+        Ok(self.registry.get(name))
+    }
+
+    /// Creates index `name` from an Elasticsearch create-index body.
+    ///
+    /// # Errors
+    /// `403`; the errors of index creation (`400` for a bad name, an existing index or
+    /// a bad mapping; I/O errors).
+    pub fn create(&self, name: &str, body: &Value) -> Result<Arc<IndexHandle>> {
+        protocol::check_index_name(name)?;
+        self.who.check(name)?;
+        self.registry.create(name, body)
+    }
+
+    /// The index `name`, created from the matching index template if it does not exist.
+    ///
+    /// # Errors
+    /// `403`; `404` when it does not exist and no template matches; creation errors.
+    pub fn get_or_create(&self, name: &str) -> Result<Arc<IndexHandle>> {
+        self.who.check(name)?;
+        self.registry.get_or_create(name)
+    }
+
+    /// The label-keyed index `name`, created if it does not exist.
+    ///
+    /// # Errors
+    /// `403`; `400` when `name` has a declared mapping; creation errors.
+    pub fn get_or_create_labels(&self, name: &str) -> Result<Arc<IndexHandle>> {
+        self.who.check(name)?;
+        self.registry.get_or_create_labels(name)
+    }
+
+    /// Deletes index `name`.
+    ///
+    /// # Errors
+    /// `403`, `404`; I/O errors.
+    pub fn delete(&self, name: &str) -> Result<()> {
+        self.who.check(name)?;
+        self.registry.delete(name)
+    }
+
+    /// Whether the principal may see and manage this template (see the type's docs).
+    fn template_visible(&self, body: &Value, component: bool) -> bool {
+        if self.who.unrestricted() {
+            return true;
+        }
+        if component {
+            return false;
+        }
+        let patterns = protocol::template_patterns(body);
+        !patterns.is_empty() && patterns.iter().all(|p| self.who.covers(p))
+    }
+
+    /// The templates matching `pattern` that the principal may see, as `(name, body)`.
+    pub fn templates(&self, pattern: &str, component: bool) -> Vec<(String, Value)> {
+        self.registry
+            .templates(pattern, component)
+            .into_iter()
+            .filter(|(_, body)| self.template_visible(body, component))
+            .collect()
+    }
+
+    /// Stores a template; it must be visible to the principal, and so must the template
+    /// it replaces.
+    ///
+    /// # Errors
+    /// `403 security_exception` otherwise; the errors of storing it.
+    pub fn put_template(&self, name: &str, body: Value, component: bool) -> Result<()> {
+        let replaced = self.registry.templates(name, component);
+        let own = |b: &Value| self.template_visible(b, component);
+        if !own(&body) || replaced.iter().any(|(n, b)| n == name && !own(b)) {
+            return Err(self.template_forbidden(name));
+        }
+        self.registry.put_template(name, body, component)
+    }
+
+    /// Deletes a template the principal may see; returns whether it existed (a template
+    /// it may not see does not exist for it).
+    ///
+    /// # Errors
+    /// I/O errors saving the templates file.
+    pub fn delete_template(&self, name: &str, component: bool) -> Result<bool> {
+        let visible = self
+            .templates(name, component)
+            .iter()
+            .any(|(n, _)| n == name);
+        if !visible {
+            return Ok(false);
+        }
+        self.registry.delete_template(name, component)
+    }
+
+    fn template_forbidden(&self, name: &str) -> Error {
+        Error::status(
+            403,
+            "security_exception",
+            format!(
+                "action [cluster:admin/template] is unauthorized for user [{}] on template [{name}]: its index patterns must lie within the user's own",
+                self.who.name
+            ),
+        )
     }
 }
 

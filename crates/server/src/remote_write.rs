@@ -179,6 +179,32 @@ pub fn for_each_series<'a>(
     Ok(())
 }
 
+/// How many `timeseries` entries (field 1) `raw` holds, found by skipping each by its
+/// length: one varint read per series, nothing inside them decoded.
+///
+/// # Errors
+/// `400` for bytes that are not a `WriteRequest` at the top level.
+pub fn series_entries(raw: &[u8]) -> Result<usize> {
+    let bad = |why: String| {
+        Error::bad(
+            "parse_exception",
+            format!("the body is not a valid prometheus.WriteRequest: {why}"),
+        )
+    };
+    let mut n = 0usize;
+    let mut req = Pb::new(raw);
+    while let Some((field, wire)) = req.key().map_err(bad)? {
+        if field == 1 && wire != WIRE_LEN {
+            return Err(bad("field timeseries has the wrong wire type".into()));
+        }
+        req.skip(wire).map_err(bad)?;
+        if field == 1 {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 const WIRE_VARINT: u64 = 0;
 const WIRE_I64: u64 = 1;
 const WIRE_LEN: u64 = 2;

@@ -3,9 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Body;
-use axum::extract::{Extension, Path, RawQuery, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::get;
@@ -14,7 +13,7 @@ use serde_json::{Map, Value, json};
 use crate::api::{AppState, blocking};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
-use crate::http::{self, json, params, read_body};
+use crate::http::{self, Caller, json, params, read_body};
 use crate::protocol;
 
 /// `_source` filtering: `false`, includes and excludes (`*` wildcards on dotted paths).
@@ -155,8 +154,8 @@ fn filter_into(v: &Value, prefix: &str, f: &SourceFilter, out: &mut Map<String, 
 }
 
 /// The read routes.
-pub fn routes() -> Router<Arc<AppState>> {
-    Router::new()
+pub fn routes() -> crate::api::Routes {
+    crate::api::Routes::new()
         .route("/_mget", get(mget_root).post(mget_root))
         .route("/{index}/_mget", get(mget_index).post(mget_index))
         .route("/{index}/_search", get(search_handler).post(search_handler))
@@ -164,31 +163,25 @@ pub fn routes() -> Router<Arc<AppState>> {
 }
 
 type St = State<Arc<AppState>>;
-type Who = Option<Extension<Principal>>;
-
-fn who(p: Who) -> Principal {
-    http::principal(p.as_ref().map(|e| &e.0))
-}
-
 async fn mget_root(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    mget(st, who(p), None, q, headers, body).await
+    mget(st, who, None, q, headers, body).await
 }
 
 async fn mget_index(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     Path(index): Path<String>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    mget(st, who(p), Some(index), q, headers, body).await
+    mget(st, who, Some(index), q, headers, body).await
 }
 
 /// `_mget`: `{"docs": [{"_index", "_id", "_source"}]}` or `{"ids": [..]}` with the
@@ -256,11 +249,14 @@ async fn mget(
     let docs = blocking(move || {
         let mut out = Vec::with_capacity(wanted.len());
         for (idx, id, filter) in wanted {
-            if let Err(e) = who.check(&idx) {
-                out.push(json!({"_index": idx, "_id": id, "error": {"type": "security_exception", "reason": e.reason()}}));
-                continue;
-            }
-            let Some(h) = st.registry.get(&idx) else {
+            let h = match st.registry.scope(&who).get(&idx) {
+                Ok(h) => h,
+                Err(e) => {
+                    out.push(json!({"_index": idx, "_id": id, "error": {"type": "security_exception", "reason": e.reason()}}));
+                    continue;
+                }
+            };
+            let Some(h) = h else {
                 out.push(json!({"_index": idx, "_id": id, "error": {"type": "index_not_found_exception", "reason": format!("no such index [{idx}]")}}));
                 continue;
             };
@@ -866,6 +862,9 @@ pub mod dsl {
         Ok(out)
     }
 
+    /// The most hits `from + size` may reach (Elasticsearch's `index.max_result_window`).
+    pub const MAX_RESULT_WINDOW: usize = 10_000;
+
     /// Translates a `_search` body (and URL parameters already merged into it).
     ///
     /// # Errors
@@ -902,6 +901,17 @@ pub mod dsl {
                 | "stored_fields" => {}
                 other => return Err(unsupported(format!("the search option [{other}]"))),
             }
+        }
+        // Hits are never cut silently: a page past the window is refused, as
+        // Elasticsearch does at `index.max_result_window`.
+        let window = req.from.saturating_add(req.size);
+        if window > MAX_RESULT_WINDOW {
+            return Err(crate::error::Error::bad(
+                "illegal_argument_exception",
+                format!(
+                    "Result window is too large, from + size must be less than or equal to: [{MAX_RESULT_WINDOW}] but was [{window}] (index.max_result_window); aggregate, or page by time with a range query"
+                ),
+            ));
         }
         Ok(req)
     }
@@ -1049,14 +1059,7 @@ fn merge_params(mut body: Value, params: &HashMap<String, String>) -> Result<Val
 
 /// The one index a search names (patterns must resolve to exactly one).
 fn one_index(st: &AppState, who: &Principal, name: &str) -> Result<Arc<crate::IndexHandle>> {
-    let handles = if name.contains('*') || name.contains(',') || name == "_all" {
-        st.registry.matching(name)
-    } else {
-        vec![st.registry.require(name)?]
-    };
-    for h in &handles {
-        who.check(h.name())?;
-    }
+    let handles = st.registry.scope(who).resolve(name)?;
     match handles.len() {
         1 => handles
             .into_iter()
@@ -1074,13 +1077,12 @@ fn one_index(st: &AppState, who: &Principal, name: &str) -> Result<Arc<crate::In
 
 async fn search_handler(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     Path(index): Path<String>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    let who = who(p);
     let params = params(q.as_deref());
     let handle = one_index(&st, &who, &index)?;
     let bytes = read_body(&st, &headers, body).await?;
@@ -1144,13 +1146,12 @@ async fn search_handler(
 
 async fn count_handler(
     State(st): St,
-    p: Who,
+    Caller(who): Caller,
     Path(index): Path<String>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    let who = who(p);
     let params = params(q.as_deref());
     let handle = one_index(&st, &who, &index)?;
     let bytes = read_body(&st, &headers, body).await?;

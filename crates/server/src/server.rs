@@ -52,9 +52,12 @@ impl Server {
         config.check()?;
         std::fs::create_dir_all(&config.data).map_err(Error::io(&config.data))?;
         let data = config.data.clone();
+        let flood = config.flood_stage();
+        let per_hour =
+            (config.max_new_series_per_hour > 0).then_some(config.max_new_series_per_hour);
         let (registry, cluster_uuid) = tokio::task::spawn_blocking(move || {
             let uuid = cluster_uuid(&data)?;
-            Ok::<_, Error>((Registry::open(&data)?, uuid))
+            Ok::<_, Error>((Registry::open_with(&data, flood, per_hour)?, uuid))
         })
         .await
         .map_err(|e| Error::status(500, "exception", e.to_string()))??;
@@ -65,6 +68,7 @@ impl Server {
         }
         let state = Arc::new(AppState {
             write_permits: Arc::new(Semaphore::new(config.write_queue)),
+            body_bytes: Arc::new(Semaphore::new(config.body_budget())),
             config,
             registry,
             cluster_uuid,

@@ -2,7 +2,7 @@
 # tidemark-server driven with curl, as the shippers' setup steps and a shell user do:
 # the Metricbeat flow (GET /, GET /_license, PUT /_index_template, POST /_bulk with
 # filter_path to metrics-foo-default), the same bulk again (409s), gzip bodies,
-# malformed lines, an oversized body (413), a full write queue (429), wrong credentials
+# malformed lines, an oversized body (413), a spent body budget (429), wrong credentials
 # (401) and another tenant's index (403). Servers listen on 127.0.0.1 only.
 # Usage: curl.sh TIDEMARK_SERVER_BINARY
 set -euo pipefail
@@ -75,12 +75,19 @@ python3 -c "import sys; sys.stdout.write('{\"create\":{}}\n' + '{\"a\":\"' + 'x'
 code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "$u/metrics-foo-default/_bulk" -H 'content-type: application/x-ndjson' --data-binary @"$tmp/big.ndjson")
 [ "$code" = 413 ] && ok || fail "413: $code"
 
-# 429: one write slot, held by a client that stalls after its headers.
-start queue --write-queue 1
+# 429: a client that stalls after its headers and part of its body holds no write slot
+# (the one slot still serves a fast client), but the bytes it sent count against the
+# budget of bodies being received: with that budget spent, the next body is 429.
+start queue --write-queue 1 --max-content-length 4000 --body-bytes-in-flight 4000
 b=$addr
 curl -sf -XPUT "http://$b/k8s" -H 'content-type: application/json' --data-binary @"$root/fixtures/tidemark/k8s.mapping.json" >/dev/null
-(printf 'POST /k8s/_bulk HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 100000\r\n\r\n'; sleep 20) \
-  | python3 -c "import socket,sys,time; h,p='$b'.rsplit(':',1); s=socket.create_connection((h,int(p))); import os; s.sendall(os.read(0, 200)); time.sleep(20)" &
+python3 -c "
+import socket, time
+h, p = '$b'.rsplit(':', 1)
+s = socket.create_connection((h, int(p)))
+s.sendall(b'POST /k8s/_bulk HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 3999\r\n\r\n' + b' ' * 3000)
+time.sleep(20)
+" &
 stall=$!
 got=""
 for _ in $(seq 300); do
@@ -88,8 +95,12 @@ for _ in $(seq 300); do
   case "$got" in *" 429") break ;; esac
   sleep 0.05
 done
+case "$got" in *body_bytes_in_flight*" 429") ok ;; *) fail "429: $got" ;; esac
+# A small body still fits beside the stalled one, through the one write slot.
+code=$(printf '{"create":{}}\n{"@timestamp":1764460900000,"k8s":{"cluster":{"name":"c"},"namespace":{"name":"n"},"pod":{"name":"q","ip":"10.0.0.9"}}}\n' \
+  | curl -s -o /dev/null -w '%{http_code}' -XPOST "http://$b/k8s/_bulk" -H 'content-type: application/x-ndjson' --data-binary @-)
+[ "$code" = 200 ] && ok || fail "small body beside a stalled one: $code"
 kill "$stall" 2>/dev/null || true
-case "$got" in *es_rejected_execution_exception*" 429") ok ;; *) fail "429: $got" ;; esac
 
 # 401 and 403 with a config file.
 cat > "$tmp/sec.toml" <<'TOML'

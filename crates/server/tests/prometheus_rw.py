@@ -135,14 +135,25 @@ remote_write:
         print(f"prometheus: {len(prom_samples)} samples in {len(res['data']['result'])} series")
 
         # Tidemark's, once remote write has caught up (bounded wait).
-        body = {
-            "size": 10_000_000,
-            "query": {"range": {"@timestamp": {"gte": lo, "lte": end_ms}}},
-        }
+        # Paged by 5-second slices of @timestamp: a search page holds at most 10,000 hits
+        # (index.max_result_window), and a cut answer would be an error, not a short one.
+        def tidemark_hits():
+            out, t = [], lo
+            while t <= end_ms:
+                body = {
+                    "size": 10_000,
+                    "query": {"range": {"@timestamp": {"gte": t, "lt": min(t + 5000, end_ms + 1)}}},
+                }
+                page = get_json(f"http://127.0.0.1:{tport}/metrics/_search", body, timeout=120)
+                page = page["hits"]["hits"]
+                assert len(page) < 10_000, "a 5 s slice filled the result window"
+                out.extend(page)
+                t += 5000
+            return out
+
         deadline = time.time() + 60
         while True:
-            got = get_json(f"http://127.0.0.1:{tport}/metrics/_search", body, timeout=120)
-            hits = got["hits"]["hits"]
+            hits = tidemark_hits()
             if len(hits) >= len(prom_samples) or time.time() > deadline:
                 break
             time.sleep(1)

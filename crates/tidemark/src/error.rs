@@ -54,6 +54,18 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// An aggregation answer would hold more buckets than the request allows
+    /// ([`SearchRequest::max_buckets`](crate::SearchRequest::max_buckets), Elasticsearch's
+    /// `search.max_buckets`; [`DEFAULT_MAX_BUCKETS`](crate::DEFAULT_MAX_BUCKETS) unless
+    /// set). Nothing is answered rather than a shortened answer.
+    #[error("trying to create too many buckets: {requested} > search.max_buckets [{limit}]")]
+    TooManyBuckets {
+        /// The limit.
+        limit: u64,
+        /// The buckets counted when the limit was crossed (the whole answer may hold
+        /// more: counting stops there).
+        requested: u64,
+    },
     /// The directory holds no index.
     #[error("no index in {}: create one with `tidemark create {} --mapping <FILE>`", path.display(), path.display())]
     NoIndex {

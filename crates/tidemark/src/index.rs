@@ -185,6 +185,9 @@ pub struct Index {
     by_ref: bool,
     /// Scratch for one document's values by ref.
     scratch: (RefValues, RefExtras),
+    /// `max_new_series_per_hour`: the limit, the clock hour counted, the series
+    /// created in it ([`limit_new_series_per_hour`](Self::limit_new_series_per_hour)).
+    new_series: Option<(u64, i64, u64)>,
     /// Held for the life of the index: the OS lock.
     _lock: File,
 }
@@ -297,8 +300,39 @@ impl Index {
             counters,
             columns: Vec::new(),
             scratch: (Vec::new(), Vec::new()),
+            new_series: None,
             _lock: lock,
         })
+    }
+
+    /// Refuses documents of series new to this index past `limit` per clock hour (as
+    /// VictoriaMetrics' `-storage.maxHourlySeries`, counted from this open on): such a
+    /// document fails as an item naming the limit, while series already known go on.
+    /// `None` (the default) is no limit.
+    pub fn limit_new_series_per_hour(&mut self, limit: Option<u64>) {
+        self.new_series = limit.map(|n| (n, i64::MIN, 0));
+    }
+
+    /// Counts one new series against the hourly limit; `Err` naming it when spent.
+    fn take_new_series(&mut self) -> std::result::Result<(), String> {
+        let Some((limit, hour, created)) = self.new_series.as_mut() else {
+            return Ok(());
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+            / 3600;
+        if *hour != now {
+            *hour = now;
+            *created = 0;
+        }
+        if *created >= *limit {
+            return Err(format!(
+                "this index took {limit} new series this hour (max_new_series_per_hour): documents of new series are refused until the next hour"
+            ));
+        }
+        *created += 1;
+        Ok(())
     }
 
     /// The index directory.
@@ -550,6 +584,9 @@ impl Index {
     fn series_of(&mut self, row: &Row) -> Result<std::result::Result<SeriesRef, String>> {
         if let Some(s) = self.engine.series_by_tsid(&row.tsid) {
             return Ok(Ok(s));
+        }
+        if let Err(reason) = self.take_new_series() {
+            return Ok(Err(reason));
         }
         let dims = decode_dims(&row.dims)?;
         match self.engine.series(row.tsid, dims) {

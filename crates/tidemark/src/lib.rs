@@ -34,8 +34,8 @@ pub use mapping::{
     Mapping, MetricType,
 };
 pub use query::{
-    Agg, AggOutput, Bucket, BucketKey, CalendarUnit, Filter, Hit, Interval, MetricKind,
-    SearchRequest, SearchResult,
+    Agg, AggOutput, Bucket, BucketKey, CalendarUnit, DEFAULT_MAX_BUCKETS, Filter, Hit, Interval,
+    MetricKind, SearchRequest, SearchResult,
 };
 pub use search::{
     AggBucket, AggQuery, AggResult, GroupAgg, Matcher, Order, Query, RollupSearch, SeriesAgg,

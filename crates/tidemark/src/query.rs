@@ -105,50 +105,100 @@ pub enum CalendarUnit {
 }
 
 impl Interval {
-    /// The start of the bucket holding `ts`.
+    /// The start of the bucket holding `ts` (saturated at `i64::MIN` for a start before
+    /// it).
     pub fn bucket_start(self, ts: i64) -> i64 {
         const DAY: i64 = 86_400_000;
         match self {
-            Interval::Fixed(w) => ts.div_euclid(w.max(1)) * w.max(1),
-            Interval::Calendar(CalendarUnit::Minute) => ts.div_euclid(60_000) * 60_000,
-            Interval::Calendar(CalendarUnit::Hour) => ts.div_euclid(3_600_000) * 3_600_000,
-            Interval::Calendar(CalendarUnit::Day) => ts.div_euclid(DAY) * DAY,
-            Interval::Calendar(CalendarUnit::Week) => {
-                // 1970-01-01 was a Thursday: Mondays are 4 days later modulo 7.
-                let days = ts.div_euclid(DAY);
-                (days - (days - 4).rem_euclid(7)) * DAY
+            Interval::Calendar(
+                CalendarUnit::Month | CalendarUnit::Quarter | CalendarUnit::Year,
+            ) => {
+                let months = self.index(ts);
+                let step = self.months().unwrap_or(1);
+                let total = months.saturating_mul(step);
+                days_from_civil(total.div_euclid(12), total.rem_euclid(12) + 1, 1)
+                    .saturating_mul(DAY)
             }
-            Interval::Calendar(unit) => {
-                let (y, m, _) = civil_from_days(ts.div_euclid(DAY));
-                let m = match unit {
-                    CalendarUnit::Quarter => (m - 1) / 3 * 3 + 1,
-                    CalendarUnit::Year => 1,
-                    _ => m,
-                };
-                days_from_civil(y, m, 1) * DAY
-            }
+            _ => self
+                .index(ts)
+                .saturating_mul(self.width_millis().unwrap_or(1))
+                .saturating_add(self.offset_millis()),
         }
     }
 
-    /// The start of the bucket after the one starting at `start`.
+    /// The start of the bucket after the one starting at `start` (saturated at
+    /// `i64::MAX` for a start after it).
     pub fn next_start(self, start: i64) -> i64 {
         const DAY: i64 = 86_400_000;
-        match self {
-            Interval::Fixed(w) => start.saturating_add(w.max(1)),
-            Interval::Calendar(CalendarUnit::Minute) => start.saturating_add(60_000),
-            Interval::Calendar(CalendarUnit::Hour) => start.saturating_add(3_600_000),
-            Interval::Calendar(CalendarUnit::Day) => start.saturating_add(DAY),
-            Interval::Calendar(CalendarUnit::Week) => start.saturating_add(7 * DAY),
-            Interval::Calendar(unit) => {
-                let (y, m, _) = civil_from_days(start.div_euclid(DAY));
-                let months = match unit {
-                    CalendarUnit::Quarter => 3,
-                    CalendarUnit::Year => 12,
-                    _ => 1,
-                };
-                let total = y * 12 + (m - 1) + months;
-                days_from_civil(total.div_euclid(12), total.rem_euclid(12) + 1, 1) * DAY
+        let next = self.index(start).saturating_add(1);
+        match self.months() {
+            Some(step) => {
+                let total = next.saturating_mul(step);
+                days_from_civil(total.div_euclid(12), total.rem_euclid(12) + 1, 1)
+                    .saturating_mul(DAY)
             }
+            None => next
+                .saturating_mul(self.width_millis().unwrap_or(1))
+                .saturating_add(self.offset_millis()),
+        }
+    }
+
+    /// How many buckets the range from the bucket holding `lo` to the one holding `hi`
+    /// spans (0 when `hi < lo`): what an empty-bucket walk would create, computed
+    /// without walking.
+    fn buckets_between(self, lo: i64, hi: i64) -> u128 {
+        if hi < lo {
+            return 0;
+        }
+        // Bucket numbers grow with time; in i128, the difference of two cannot overflow.
+        let (a, b) = (i128::from(self.index(lo)), i128::from(self.index(hi)));
+        u128::try_from(b - a + 1).unwrap_or(0)
+    }
+
+    /// The number of the bucket holding `ts`, counted from the one starting at the epoch
+    /// (for weeks, at the first Monday after it; for months, quarters and years, at
+    /// year 0).
+    fn index(self, ts: i64) -> i64 {
+        const DAY: i64 = 86_400_000;
+        match self.months() {
+            Some(step) => {
+                let (y, m, _) = civil_from_days(ts.div_euclid(DAY));
+                y.saturating_mul(12).saturating_add(m - 1).div_euclid(step)
+            }
+            None => ts
+                .saturating_sub(self.offset_millis())
+                .div_euclid(self.width_millis().unwrap_or(1)),
+        }
+    }
+
+    /// The width of a bucket that has one.
+    fn width_millis(self) -> Option<i64> {
+        Some(match self {
+            Interval::Fixed(w) => w.max(1),
+            Interval::Calendar(CalendarUnit::Minute) => 60_000,
+            Interval::Calendar(CalendarUnit::Hour) => 3_600_000,
+            Interval::Calendar(CalendarUnit::Day) => 86_400_000,
+            Interval::Calendar(CalendarUnit::Week) => 7 * 86_400_000,
+            Interval::Calendar(_) => return None,
+        })
+    }
+
+    /// Where fixed-width buckets start: weeks on Mondays (1970-01-01 was a Thursday,
+    /// so Mondays are 4 days later modulo 7), everything else on the epoch.
+    fn offset_millis(self) -> i64 {
+        match self {
+            Interval::Calendar(CalendarUnit::Week) => 4 * 86_400_000,
+            _ => 0,
+        }
+    }
+
+    /// The months in a calendar-month, quarter or year bucket.
+    fn months(self) -> Option<i64> {
+        match self {
+            Interval::Calendar(CalendarUnit::Month) => Some(1),
+            Interval::Calendar(CalendarUnit::Quarter) => Some(3),
+            Interval::Calendar(CalendarUnit::Year) => Some(12),
+            _ => None,
         }
     }
 }
@@ -240,6 +290,18 @@ pub enum AggOutput {
     Value(Option<f64>),
 }
 
+/// The most buckets an aggregation answer may hold unless a request sets its own
+/// ([`SearchRequest::max_buckets`]): Elasticsearch's `search.max_buckets` default.
+///
+/// Every bucket of the answer counts, at every level of nesting: the empty buckets a
+/// `date_histogram` with `min_doc_count` 0 fills in (between the data and to its
+/// `extended_bounds`), the buckets with enough documents otherwise, and the kept
+/// `terms` buckets (at most `size`). A request whose answer would hold more fails with
+/// [`Error::TooManyBuckets`] before those buckets are built; the width of a filled
+/// range comes from the arithmetic (range / interval), so a doomed answer costs no
+/// memory. The answer is never cut short.
+pub const DEFAULT_MAX_BUCKETS: u64 = 65_536;
+
 /// A query: filter, paging and sort of hits, aggregations.
 ///
 /// On a time-partitioned index with rollups, a request for aggregations only (`size`
@@ -266,6 +328,9 @@ pub struct SearchRequest {
     pub rollup: Option<i64>,
     /// Aggregate raw rows only, never rollups (to compare).
     pub raw_only: bool,
+    /// The most buckets the aggregations' answer may hold (see [`DEFAULT_MAX_BUCKETS`],
+    /// the default); more is [`Error::TooManyBuckets`], never a shortened answer.
+    pub max_buckets: u64,
 }
 
 impl Default for SearchRequest {
@@ -278,6 +343,7 @@ impl Default for SearchRequest {
             aggs: Vec::new(),
             rollup: None,
             raw_only: false,
+            max_buckets: DEFAULT_MAX_BUCKETS,
         }
     }
 }
@@ -725,7 +791,8 @@ impl Acc {
         }
     }
 
-    fn add(&mut self, p: &Point, m: &Mapping) {
+    /// Adds a document; returns the buckets it created, at every level.
+    fn add(&mut self, p: &Point, m: &Mapping) -> u64 {
         match self {
             Acc::Hist {
                 interval,
@@ -734,11 +801,13 @@ impl Acc {
                 ..
             } => {
                 let key = interval.bucket_start(p.ts_millis);
-                let slot = buckets
-                    .entry(key)
-                    .or_insert_with(|| (0, subs.iter().map(|(_, a)| Acc::new(a, m)).collect()));
+                let mut created = 0;
+                let slot = buckets.entry(key).or_insert_with(|| {
+                    created = 1;
+                    (0, subs.iter().map(|(_, a)| Acc::new(a, m)).collect())
+                });
                 slot.0 += 1;
-                slot.1.iter_mut().for_each(|a| a.add(p, m));
+                created + slot.1.iter_mut().map(|a| a.add(p, m)).sum::<u64>()
             }
             Acc::Terms {
                 field,
@@ -747,9 +816,11 @@ impl Acc {
                 ..
             } => {
                 let Some((_, d)) = p.dims.iter().find(|(n, _)| n == field) else {
-                    return;
+                    return 0;
                 };
+                let mut created = 0;
                 let slot = buckets.entry(dim_text(d)).or_insert_with(|| {
+                    created = 1;
                     (
                         dim_json(d),
                         0,
@@ -757,7 +828,7 @@ impl Acc {
                     )
                 });
                 slot.1 += 1;
-                slot.2.iter_mut().for_each(|a| a.add(p, m));
+                created + slot.2.iter_mut().map(|a| a.add(p, m)).sum::<u64>()
             }
             Acc::Metric {
                 kind,
@@ -773,12 +844,12 @@ impl Acc {
                     Source::Timestamp => (Some(p.ts_millis as f64), None),
                     Source::Dim => match p.dims.iter().find(|(n, _)| n == field) {
                         Some((_, d)) => (dim_number(d), Some(dim_text(d))),
-                        None => return,
+                        None => return 0,
                     },
                     Source::Metric => match p.metrics.iter().find(|(n, _)| n == field) {
                         Some((_, MetricValue::Gauge(f))) => (Some(*f), None),
                         Some((_, MetricValue::Counter(i))) => (Some(*i as f64), None),
-                        None => return,
+                        None => return 0,
                     },
                 };
                 *count += 1;
@@ -792,14 +863,15 @@ impl Acc {
                     *min = min.min(v);
                     *max = max.max(v);
                 }
+                0
             }
         }
     }
 
     /// Adds a rollup row: `doc_count` raw documents of one series in the rollup bucket
     /// starting at `bucket` (which lies inside one histogram bucket), with the stats of
-    /// each metric.
-    fn add_rollup(&mut self, bucket: i64, doc_count: u64, stats: &[(String, RollupStats)]) {
+    /// each metric. Returns the buckets it created, at every level.
+    fn add_rollup(&mut self, bucket: i64, doc_count: u64, stats: &[(String, RollupStats)]) -> u64 {
         match self {
             Acc::Hist {
                 interval,
@@ -808,13 +880,18 @@ impl Acc {
                 ..
             } => {
                 let key = interval.bucket_start(bucket);
-                let slot = buckets
-                    .entry(key)
-                    .or_insert_with(|| (0, subs.iter().map(|(_, a)| Acc::empty(a)).collect()));
+                let mut created = 0;
+                let slot = buckets.entry(key).or_insert_with(|| {
+                    created = 1;
+                    (0, subs.iter().map(|(_, a)| Acc::empty(a)).collect())
+                });
                 slot.0 += doc_count;
-                slot.1
-                    .iter_mut()
-                    .for_each(|a| a.add_rollup(bucket, doc_count, stats));
+                created
+                    + slot
+                        .1
+                        .iter_mut()
+                        .map(|a| a.add_rollup(bucket, doc_count, stats))
+                        .sum::<u64>()
             }
             Acc::Metric {
                 field,
@@ -830,53 +907,103 @@ impl Acc {
                     *min = min.min(st.min);
                     *max = max.max(st.max);
                 }
+                0
             }
             // Not planned on rollups (see `rollup_alignment`).
-            Acc::Terms { .. } => {}
+            Acc::Terms { .. } => 0,
         }
     }
 
-    fn finish(self) -> AggOutput {
+    /// A lower bound of the buckets [`finish`](Self::finish) will build, at every
+    /// level, from what was added so far (adding more never lowers it): the filled
+    /// width of a `min_doc_count` 0 histogram, buckets that already have
+    /// `min_doc_count` documents, kept terms. Checked while collecting, so that a
+    /// doomed answer stops growing.
+    fn lower_bound(&self) -> u128 {
+        let subs = |accs: &[Acc]| {
+            accs.iter()
+                .map(Acc::lower_bound)
+                .fold(0, u128::saturating_add)
+        };
         match self {
             Acc::Hist {
                 interval,
                 min_doc_count,
                 bounds,
-                subs,
                 buckets,
+                ..
+            } => {
+                let kept = buckets.values().filter(|(c, _)| *c >= *min_doc_count);
+                let (n, nested) = kept.fold((0u128, 0u128), |(n, nested), (_, accs)| {
+                    (n + 1, nested.saturating_add(subs(accs)))
+                });
+                let n = if *min_doc_count == 0 {
+                    fill_range(*interval, buckets, *bounds)
+                        .map_or(0, |(lo, hi)| interval.buckets_between(lo, hi))
+                } else {
+                    n
+                };
+                n.saturating_add(nested)
+            }
+            Acc::Terms {
+                size,
+                min_doc_count,
+                buckets,
+                ..
+            } => {
+                let kept = buckets
+                    .values()
+                    .filter(|(_, c, _)| *c >= (*min_doc_count).max(1));
+                let (n, nested) = kept.fold((0u128, 0u128), |(n, nested), (_, _, accs)| {
+                    (n + 1, nested.saturating_add(subs(accs)))
+                });
+                let size = u128::try_from(*size).unwrap_or(u128::MAX);
+                // Beyond `size`, which terms are kept (and so whose sub-buckets count)
+                // is known only at the end.
+                if n <= size {
+                    n.saturating_add(nested)
+                } else {
+                    size
+                }
+            }
+            Acc::Metric { .. } => 0,
+        }
+    }
+
+    /// The answer, each level's buckets taken from `budget` before they are built.
+    fn finish(self, budget: &mut Budget) -> Result<AggOutput> {
+        Ok(match self {
+            Acc::Hist {
+                interval,
+                min_doc_count,
+                bounds,
+                subs,
+                mut buckets,
             } => {
                 let mut out = Vec::new();
                 if min_doc_count == 0 {
-                    let lo = buckets.keys().next().copied();
-                    let hi = buckets.keys().next_back().copied();
-                    let lo = match (lo, bounds) {
-                        (Some(l), Some((b, _))) => Some(l.min(interval.bucket_start(b))),
-                        (l, None) => l,
-                        (None, Some((b, _))) => Some(interval.bucket_start(b)),
-                    };
-                    let hi = match (hi, bounds) {
-                        (Some(h), Some((_, b))) => Some(h.max(interval.bucket_start(b))),
-                        (h, None) => h,
-                        (None, Some((_, b))) => Some(interval.bucket_start(b)),
-                    };
-                    let mut buckets = buckets;
-                    if let (Some(mut k), Some(hi)) = (lo, hi) {
-                        // Bounded: an empty-bucket walk never exceeds this many steps.
-                        let mut steps = 0u32;
-                        while k <= hi && steps < 1_000_000 {
+                    if let Some((lo, hi)) = fill_range(interval, &buckets, bounds) {
+                        // Every bucket from the first to the last, empty ones filled in:
+                        // counted first, so that a doomed walk never starts.
+                        let n = interval.buckets_between(lo, hi);
+                        budget.take(n)?;
+                        let mut k = lo;
+                        for i in 0..n {
                             let (count, accs) = buckets.remove(&k).unwrap_or_else(|| {
                                 (0, subs.iter().map(|(_, a)| Acc::empty(a)).collect())
                             });
-                            out.push(bucket(BucketKey::Time(k), count, &subs, accs));
-                            k = interval.next_start(k);
-                            steps += 1;
+                            out.push(bucket(BucketKey::Time(k), count, &subs, accs, budget)?);
+                            if i + 1 < n {
+                                k = interval.next_start(k);
+                            }
                         }
                     }
+                    debug_assert!(buckets.is_empty(), "every data bucket lies on the walk");
                 } else {
+                    buckets.retain(|_, (count, _)| *count >= min_doc_count);
+                    budget.take(buckets.len() as u128)?;
                     for (k, (count, accs)) in buckets {
-                        if count >= min_doc_count {
-                            out.push(bucket(BucketKey::Time(k), count, &subs, accs));
-                        }
+                        out.push(bucket(BucketKey::Time(k), count, &subs, accs, budget)?);
                     }
                 }
                 AggOutput::Buckets {
@@ -897,12 +1024,15 @@ impl Acc {
                     .map(|(k, (v, c, a))| (k, v, c, a))
                     .collect();
                 all.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+                // `size` is the request's own cut: the documents of the terms beyond it
+                // are reported in `sum_other_doc_count`.
                 let other: u64 = all.iter().skip(size).map(|b| b.2).sum();
+                all.truncate(size);
+                budget.take(all.len() as u128)?;
                 let out = all
                     .into_iter()
-                    .take(size)
-                    .map(|(_, v, c, a)| bucket(BucketKey::Term(v), c, &subs, a))
-                    .collect();
+                    .map(|(_, v, c, a)| bucket(BucketKey::Term(v), c, &subs, a, budget))
+                    .collect::<Result<_>>()?;
                 AggOutput::Buckets {
                     buckets: out,
                     sum_other_doc_count: other,
@@ -924,7 +1054,7 @@ impl Acc {
                 MetricKind::ValueCount => Some(count as f64),
                 MetricKind::Cardinality => Some(distinct.len() as f64),
             }),
-        }
+        })
     }
 
     /// An accumulator with nothing added (for empty histogram buckets).
@@ -977,15 +1107,150 @@ fn dim_number(d: &Dim) -> Option<f64> {
     }
 }
 
-fn bucket(key: BucketKey, doc_count: u64, subs: &[(String, Agg)], accs: Vec<Acc>) -> Bucket {
-    Bucket {
+fn bucket(
+    key: BucketKey,
+    doc_count: u64,
+    subs: &[(String, Agg)],
+    accs: Vec<Acc>,
+    budget: &mut Budget,
+) -> Result<Bucket> {
+    Ok(Bucket {
         key,
         doc_count,
-        aggs: subs
+        aggs: finish_all(subs, accs, budget)?,
+    })
+}
+
+/// The answers of `accs`, named after `aggs` (in request order).
+fn finish_all(
+    aggs: &[(String, Agg)],
+    accs: Vec<Acc>,
+    budget: &mut Budget,
+) -> Result<Vec<(String, AggOutput)>> {
+    aggs.iter()
+        .zip(accs)
+        .map(|((n, _), a)| Ok((n.clone(), a.finish(budget)?)))
+        .collect()
+}
+
+/// The first and last bucket a `min_doc_count` 0 histogram shows: those of its data,
+/// widened to its `extended_bounds`.
+fn fill_range<T>(
+    interval: Interval,
+    buckets: &BTreeMap<i64, T>,
+    bounds: Option<(i64, i64)>,
+) -> Option<(i64, i64)> {
+    let data = buckets
+        .keys()
+        .next()
+        .copied()
+        .zip(buckets.keys().next_back().copied());
+    let bounds = bounds.map(|(lo, hi)| (interval.bucket_start(lo), interval.bucket_start(hi)));
+    match (data, bounds) {
+        (Some((l, h)), Some((bl, bh))) => Some((l.min(bl), h.max(bh))),
+        (d, b) => d.or(b),
+    }
+}
+
+/// The buckets an answer may still hold ([`SearchRequest::max_buckets`]).
+struct Budget {
+    limit: u64,
+    used: u64,
+}
+
+impl Budget {
+    fn new(limit: u64) -> Budget {
+        Budget { limit, used: 0 }
+    }
+
+    /// Takes `n` buckets, or fails naming the limit when they are not left.
+    fn take(&mut self, n: u128) -> Result<()> {
+        let requested = u128::from(self.used).saturating_add(n);
+        self.used = u64::try_from(requested)
+            .ok()
+            .filter(|r| *r <= self.limit)
+            .ok_or_else(|| too_many_buckets(self.limit, requested))?;
+        Ok(())
+    }
+}
+
+fn too_many_buckets(limit: u64, requested: u128) -> Error {
+    Error::TooManyBuckets {
+        limit,
+        requested: u64::try_from(requested).unwrap_or(u64::MAX),
+    }
+}
+
+/// The running aggregations of a request, checked against its bucket limit as they
+/// grow: each time the buckets created (at every level) double, the answer's
+/// [`lower_bound`](Acc::lower_bound) must fit, so a doomed answer stops early at a
+/// bounded size (the 2nd document of a histogram two years wide, not its millionth
+/// bucket); [`finish`](Self::finish) then counts exactly, each level before building it.
+struct Aggs<'r> {
+    aggs: &'r [(String, Agg)],
+    accs: Vec<Acc>,
+    limit: u64,
+    created: u64,
+    next_check: u64,
+}
+
+impl<'r> Aggs<'r> {
+    /// The aggregations of `req`, failing at once when the filled `extended_bounds`
+    /// alone exceed the limit.
+    fn new(req: &'r SearchRequest, m: &Mapping) -> Result<Aggs<'r>> {
+        let aggs = Aggs {
+            aggs: &req.aggs,
+            accs: req.aggs.iter().map(|(_, a)| Acc::new(a, m)).collect(),
+            limit: req.max_buckets,
+            created: 0,
+            next_check: 1,
+        };
+        aggs.check()?;
+        Ok(aggs)
+    }
+
+    fn add(&mut self, p: &Point, m: &Mapping) -> Result<()> {
+        let created = self.accs.iter_mut().map(|a| a.add(p, m)).sum();
+        self.grew(created)
+    }
+
+    fn add_rollup(
+        &mut self,
+        bucket: i64,
+        doc_count: u64,
+        stats: &[(String, RollupStats)],
+    ) -> Result<()> {
+        let created = self
+            .accs
+            .iter_mut()
+            .map(|a| a.add_rollup(bucket, doc_count, stats))
+            .sum();
+        self.grew(created)
+    }
+
+    fn grew(&mut self, created: u64) -> Result<()> {
+        self.created = self.created.saturating_add(created);
+        if self.created < self.next_check {
+            return Ok(());
+        }
+        self.next_check = self.created.saturating_mul(2);
+        self.check()
+    }
+
+    fn check(&self) -> Result<()> {
+        let lower = self
+            .accs
             .iter()
-            .map(|(n, _)| n.clone())
-            .zip(accs.into_iter().map(Acc::finish))
-            .collect(),
+            .map(Acc::lower_bound)
+            .fold(0, u128::saturating_add);
+        if lower > u128::from(self.limit) {
+            return Err(too_many_buckets(self.limit, lower));
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Vec<(String, AggOutput)>> {
+        finish_all(self.aggs, self.accs, &mut Budget::new(self.limit))
     }
 }
 
@@ -1023,7 +1288,8 @@ impl Index {
     ///
     /// # Errors
     /// [`Error::Query`] for a filter or aggregation on a field it cannot apply to;
-    /// segment read errors.
+    /// [`Error::TooManyBuckets`] when the aggregations' answer would hold more than
+    /// [`SearchRequest::max_buckets`] buckets; segment read errors.
     pub fn query(&self, req: &SearchRequest) -> Result<SearchResult> {
         let mapping = self.mapping();
         let filter = compile(&req.filter, mapping)?;
@@ -1035,11 +1301,7 @@ impl Index {
             return Ok(SearchResult {
                 total: 0,
                 hits: Vec::new(),
-                aggs: req
-                    .aggs
-                    .iter()
-                    .map(|(n, a)| (n.clone(), Acc::new(a, mapping).finish()))
-                    .collect(),
+                aggs: Aggs::new(req, mapping)?.finish()?,
                 rows_scanned: 0,
                 rollup_rows: 0,
                 expired: Vec::new(),
@@ -1057,7 +1319,7 @@ impl Index {
         let want_hits = req.size > 0;
         let keep = req.from.saturating_add(req.size);
         let needs_id = filter.needs_id() || want_hits;
-        let mut accs: Vec<Acc> = req.aggs.iter().map(|(_, a)| Acc::new(a, mapping)).collect();
+        let mut aggs = Aggs::new(req, mapping)?;
         let mut total = 0u64;
         let mut hits: Vec<(i64, String, Point)> = Vec::new();
         let mut failure: Option<Error> = None;
@@ -1088,8 +1350,9 @@ impl Index {
                     return;
                 }
                 total += 1;
-                for a in &mut accs {
-                    a.add(&p, mapping);
+                if let Err(e) = aggs.add(&p, mapping) {
+                    failure = Some(e);
+                    return;
                 }
                 if want_hits {
                     if let Some((segment, row)) = stored
@@ -1129,12 +1392,7 @@ impl Index {
         Ok(SearchResult {
             total,
             hits,
-            aggs: req
-                .aggs
-                .iter()
-                .map(|(n, _)| n.clone())
-                .zip(accs.into_iter().map(Acc::finish))
-                .collect(),
+            aggs: aggs.finish()?,
             rows_scanned,
             rollup_rows: 0,
             expired: self
@@ -1178,9 +1436,10 @@ impl Index {
         pieces: Vec<Piece>,
     ) -> Result<SearchResult> {
         let mapping = self.mapping();
-        let mut accs: Vec<Acc> = req.aggs.iter().map(|(_, a)| Acc::new(a, mapping)).collect();
+        let mut aggs = Aggs::new(req, mapping)?;
         let (mut total, mut rows_scanned, mut rollup_rows) = (0u64, 0u64, 0u64);
         let mut expired = Vec::new();
+        let mut failure: Option<Error> = None;
         for piece in pieces {
             // A rollup built before rollups counted their rows cannot give doc counts:
             // its partition's raw rows answer instead (retention rebuilds such rollups
@@ -1205,11 +1464,14 @@ impl Index {
             match piece {
                 Piece::Raw { from, to } => {
                     self.scan_compiled(filter, from, to, &mut |p, _| {
+                        if failure.is_some() {
+                            return;
+                        }
                         rows_scanned += 1;
                         if filter.matches(&p, "") {
                             total += 1;
-                            for a in &mut accs {
-                                a.add(&p, mapping);
+                            if let Err(e) = aggs.add(&p, mapping) {
+                                failure = Some(e);
                             }
                         }
                     })?;
@@ -1220,27 +1482,28 @@ impl Index {
                         |_, dims| filter.may_match(dims),
                         |p| filter.select(p),
                         |row| {
+                            if failure.is_some() {
+                                return;
+                            }
                             rollup_rows += 1;
                             let n = row.doc_count.unwrap_or(0);
                             total += n;
-                            for a in &mut accs {
-                                a.add_rollup(row.bucket_ms, n, &row.metrics);
+                            if let Err(e) = aggs.add_rollup(row.bucket_ms, n, &row.metrics) {
+                                failure = Some(e);
                             }
                         },
                     )?;
                 }
                 Piece::Expired { from, to } => expired.push((from, to)),
             }
+            if let Some(e) = failure {
+                return Err(e);
+            }
         }
         Ok(SearchResult {
             total,
             hits: Vec::new(),
-            aggs: req
-                .aggs
-                .iter()
-                .map(|(n, _)| n.clone())
-                .zip(accs.into_iter().map(Acc::finish))
-                .collect(),
+            aggs: aggs.finish()?,
             rows_scanned,
             rollup_rows,
             expired,
@@ -1401,5 +1664,83 @@ mod tests {
             days_from_civil(2026, 1, 1) * DAY
         );
         assert_eq!(Interval::Fixed(60_000).bucket_start(-1), -60_000);
+    }
+
+    /// Walks from the bucket of `lo` to the bucket of `hi` as an empty-bucket fill does.
+    fn walk(interval: Interval, lo: i64, hi: i64) -> Vec<i64> {
+        let (mut k, hi) = (interval.bucket_start(lo), interval.bucket_start(hi));
+        let mut out = Vec::new();
+        while k <= hi {
+            out.push(k);
+            k = interval.next_start(k);
+        }
+        out
+    }
+
+    #[test]
+    fn bucket_counts_equal_the_walk_for_every_interval() {
+        let cal = Interval::Calendar;
+        let intervals = [
+            Interval::Fixed(1),
+            Interval::Fixed(7_000),
+            Interval::Fixed(DAY),
+            cal(CalendarUnit::Minute),
+            cal(CalendarUnit::Hour),
+            cal(CalendarUnit::Day),
+            cal(CalendarUnit::Week),
+            cal(CalendarUnit::Month),
+            cal(CalendarUnit::Quarter),
+            cal(CalendarUnit::Year),
+        ];
+        // 2025-11-30T13:45:00Z, and ranges around it, before the epoch and across it.
+        let ts = 1_764_510_300_000;
+        let ranges = [
+            (ts, ts),
+            (ts, ts + 1),
+            (ts - 3 * DAY, ts + 40 * DAY),
+            (ts - 800 * DAY, ts + 30 * DAY + 5),
+            (-400 * DAY - 1, 30 * DAY),
+            (-1, 0),
+            (ts, ts - 1),
+        ];
+        for interval in intervals {
+            for (lo, hi) in ranges {
+                if matches!(interval, Interval::Fixed(1)) && hi - lo > 10_000_000 {
+                    continue;
+                }
+                let walked = walk(interval, lo, hi);
+                let (a, b) = (interval.bucket_start(lo), interval.bucket_start(hi));
+                assert_eq!(
+                    interval.buckets_between(a, b),
+                    walked.len() as u128,
+                    "{interval:?} {lo}..={hi}"
+                );
+                // Each walked start is the start of its own bucket.
+                assert!(walked.iter().all(|k| interval.bucket_start(*k) == *k));
+            }
+        }
+    }
+
+    #[test]
+    fn bucket_arithmetic_saturates_at_the_ends_of_time() {
+        let cal = Interval::Calendar;
+        for interval in [
+            Interval::Fixed(3),
+            Interval::Fixed(i64::MAX),
+            cal(CalendarUnit::Week),
+            cal(CalendarUnit::Month),
+            cal(CalendarUnit::Year),
+        ] {
+            let lo = interval.bucket_start(i64::MIN);
+            let hi = interval.bucket_start(i64::MAX);
+            assert!(lo <= hi, "{interval:?}");
+            assert!(interval.next_start(hi) >= hi, "{interval:?}");
+            assert!(interval.next_start(lo) > lo, "{interval:?}");
+            assert!(interval.buckets_between(lo, hi) >= 1, "{interval:?}");
+        }
+        assert_eq!(
+            Interval::Fixed(1).buckets_between(i64::MIN, i64::MAX),
+            1 << 64
+        );
     }
 }

@@ -4,7 +4,9 @@ use crate::error::{Error, Result};
 
 /// Parses a time given as epoch milliseconds (`1764460800000`, also as a JSON string) or
 /// RFC 3339 (`2025-11-30T00:00:00Z`, `2025-11-30T01:00:00.250+01:00`; a space may replace
-/// the `T`; fractions beyond milliseconds are truncated).
+/// the `T`; fractions beyond milliseconds are truncated). A year outside 0000–9999 is
+/// written ISO 8601's expanded way, a sign and up to nine digits (`+57883-07-16T…`,
+/// `-0001-…`), as [`format_time`] writes it.
 ///
 /// # Errors
 /// [`Error::InvalidTime`].
@@ -33,30 +35,29 @@ fn num(b: &[u8]) -> Option<i64> {
 }
 
 fn parse_rfc3339(t: &str) -> Option<i64> {
-    let b = t.as_bytes();
-    // YYYY-MM-DDTHH:MM:SS
-    if b.len() < 20 || b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') {
+    let (year, b) = parse_year(t.as_bytes())?;
+    // -MM-DDTHH:MM:SS after the year
+    if b.len() < 16 || b.first() != Some(&b'-') || b.get(3) != Some(&b'-') {
         return None;
     }
-    if !matches!(b.get(10), Some(b'T' | b't' | b' ')) || b.get(13) != Some(&b':') {
+    if !matches!(b.get(6), Some(b'T' | b't' | b' ')) || b.get(9) != Some(&b':') {
         return None;
     }
-    if b.get(16) != Some(&b':') {
+    if b.get(12) != Some(&b':') {
         return None;
     }
-    let year = num(b.get(0..4)?)?;
-    let month = num(b.get(5..7)?)?;
-    let day = num(b.get(8..10)?)?;
-    let hour = num(b.get(11..13)?)?;
-    let minute = num(b.get(14..16)?)?;
-    let second = num(b.get(17..19)?)?;
+    let month = num(b.get(1..3)?)?;
+    let day = num(b.get(4..6)?)?;
+    let hour = num(b.get(7..9)?)?;
+    let minute = num(b.get(10..12)?)?;
+    let second = num(b.get(13..15)?)?;
     if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
         return None;
     }
     if hour > 23 || minute > 59 || second > 60 {
         return None;
     }
-    let mut rest = b.get(19..)?;
+    let mut rest = b.get(15..)?;
     let mut millis = 0i64;
     if rest.first() == Some(&b'.') {
         let frac_len = rest
@@ -88,7 +89,30 @@ fn parse_rfc3339(t: &str) -> Option<i64> {
     };
     let days = days_from_civil(year, month, day);
     let secs = days * 86_400 + hour * 3600 + minute * 60 + second.min(59) - offset_secs;
-    secs.checked_mul(1000)?.checked_add(millis)
+    // In i128: the floor of i64::MIN's seconds, times 1000, is below i64::MIN until
+    // its milliseconds are added.
+    i64::try_from(i128::from(secs) * 1000 + i128::from(millis)).ok()
+}
+
+/// The year at the start of `b` and what follows it: four digits, or a sign and four to
+/// nine (ISO 8601 expanded years; nine digits keep every date within `i64`
+/// milliseconds' arithmetic, and epoch milliseconds reach about 292 million years).
+fn parse_year(b: &[u8]) -> Option<(i64, &[u8])> {
+    let (sign, body) = match b.first() {
+        Some(b'+') => (Some(1), b.get(1..)?),
+        Some(b'-') => (Some(-1), b.get(1..)?),
+        _ => (None, b),
+    };
+    let len = body.iter().take_while(|c| c.is_ascii_digit()).count();
+    let ok = match sign {
+        None => len == 4,
+        Some(_) => (4..=9).contains(&len),
+    };
+    if !ok {
+        return None;
+    }
+    let year = num(body.get(..len)?)? * sign.unwrap_or(1);
+    Some((year, body.get(len..)?))
 }
 
 fn is_leap(y: i64) -> bool {
@@ -131,15 +155,22 @@ pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
 }
 
 /// Formats epoch milliseconds as RFC 3339 in UTC with milliseconds
-/// (`2025-11-30T00:00:01.234Z`).
+/// (`2025-11-30T00:00:01.234Z`); a year outside 0000–9999, which RFC 3339 cannot write,
+/// gets ISO 8601's expanded form (`+57883-07-16T16:53:20.000Z`), which [`parse_time`]
+/// reads back.
 pub fn format_time(ts_millis: i64) -> String {
     let secs = ts_millis.div_euclid(1000);
     let millis = ts_millis.rem_euclid(1000);
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
+    let year = match y {
+        0..=9999 => format!("{y:04}"),
+        10_000.. => format!("+{y}"),
+        _ => format!("-{:04}", y.unsigned_abs()),
+    };
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        "{year}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
         sod / 3600,
         (sod / 60) % 60,
         sod % 60
@@ -217,6 +248,50 @@ mod tests {
             );
         }
         assert_eq!(format_time(1_764_460_801_234), "2025-11-30T00:00:01.234Z");
+    }
+
+    #[test]
+    fn years_outside_rfc3339_round_trip_in_expanded_form() {
+        // Found by the `doc` fuzz target: such timestamps were stored, then written back
+        // as text the parser refused.
+        assert_eq!(
+            format_time(1_764_460_800_000_000),
+            "+57883-07-16T00:00:00.000Z"
+        );
+        assert_eq!(
+            format_time(-62_167_219_200_001),
+            "-0001-12-31T23:59:59.999Z"
+        );
+        for ts in [
+            i64::MIN,
+            i64::MIN + 1,
+            i64::MAX,
+            253_402_300_799_999,
+            253_402_300_800_000,
+            -62_167_219_200_000,
+            -62_167_219_200_001,
+            1_764_460_800_000_000,
+        ] {
+            assert_eq!(
+                parse_time(&format_time(ts)).ok(),
+                Some(ts),
+                "{}",
+                format_time(ts)
+            );
+        }
+        assert_eq!(
+            parse_time("+10000-01-01T00:00:00Z").ok(),
+            Some(253_402_300_800_000)
+        );
+        for bad in [
+            "10000-01-01T00:00:00Z",
+            "+999-01-01T00:00:00Z",
+            "+1234567890-01-01T00:00:00Z",
+            "-+2025-01-01T00:00:00Z",
+            "+2025",
+        ] {
+            assert!(parse_time(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

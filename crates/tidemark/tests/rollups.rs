@@ -459,6 +459,40 @@ fn search_aggregations_read_the_coarsest_fitting_rollup_and_equal_raw() {
 }
 
 #[test]
+fn search_aggregations_from_rollups_keep_the_bucket_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let parts = PartitionConfig::new()
+        .with_width_ms(DAY)
+        .with_rollups(vec![HOUR]);
+    let mut index = create(tmp.path(), parts);
+    bulk(&mut index, docs(0..2, 1));
+    index.refresh().unwrap();
+    index.seal(0).unwrap();
+    // Two days of hours: 48 buckets.
+    let limited = |max_buckets, raw_only| SearchRequest {
+        max_buckets,
+        ..hist_request(Filter::All, Interval::Fixed(HOUR), raw_only)
+    };
+    let rolled = index.query(&limited(48, false)).unwrap();
+    assert!(rolled.rollup_rows > 0);
+    let raw = index.query(&limited(48, true)).unwrap();
+    assert_aggs_equal(&rolled.aggs, &raw.aggs);
+    for raw_only in [false, true] {
+        let e = index.query(&limited(47, raw_only)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                tidemark::Error::TooManyBuckets {
+                    limit: 47,
+                    requested: 48
+                }
+            ),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn query_filters_select_series_through_the_dimension_index() {
     let tmp = tempfile::tempdir().unwrap();
     let parts = PartitionConfig::new().with_width_ms(DAY);

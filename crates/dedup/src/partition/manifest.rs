@@ -167,8 +167,11 @@ impl PartManifest {
         if n > MAX_ENTRIES {
             return Err(r.corrupt_at(r.offset(), format!("{n} partitions")));
         }
-        // Bits of rollups that exist.
-        let all_kept = u32::MAX.checked_shr(32 - rollups.len() as u32).unwrap_or(0);
+        // Bits of rollups that exist (a version-1 manifest may list more than 32, and
+        // keeps none of them).
+        let all_kept = u32::MAX
+            .checked_shr(32u32.saturating_sub(rollups.len() as u32))
+            .unwrap_or(0);
         let mut partitions = Vec::new();
         for _ in 0..n {
             let start = r.i64()?;
@@ -191,6 +194,14 @@ impl PartManifest {
         }
         if width_ms <= 0 || !partitions.windows(2).all(|w| w[0].0 < w[1].0) {
             return Err(r.corrupt_at(0, "bad width or partitions out of order"));
+        }
+        // As the configuration requires: rollups bucket by their resolution, and a
+        // resolution of 0 (found by the `partitions` fuzz target) divided by zero.
+        if let Some(bad) = rollups.iter().find(|&&res| res <= 0 || width_ms % res != 0) {
+            return Err(r.corrupt_at(
+                0,
+                format!("rollup resolution {bad} ms does not divide the width {width_ms} ms"),
+            ));
         }
         Ok(PartManifest {
             width_ms,
@@ -297,6 +308,52 @@ mod tests {
         assert_eq!(
             PartManifest::decode(&m.encode(), Path::new("P")).unwrap(),
             m
+        );
+    }
+
+    #[test]
+    fn rejects_resolutions_that_do_not_divide_the_width() {
+        for res in [0, -300_000, 7_000_000] {
+            let mut m = sample();
+            m.rollups[0] = res;
+            assert!(
+                PartManifest::decode(&m.encode(), Path::new("P")).is_err(),
+                "{res}"
+            );
+        }
+    }
+
+    #[test]
+    fn reads_a_version_1_manifest_of_many_rollups() {
+        let mut m = sample();
+        m.rollups = (1..=40)
+            .map(|i| 86_400_000 / i64::from(2u32.pow(i % 8)))
+            .collect();
+        m.rollup_retention_ms = vec![None; 40];
+        m.partitions = vec![(0, PartState::Sealed)];
+        // Version 1 (no expired counters, rollup retentions or kept masks) had no cap of
+        // 32 rollups; the kept mask's width was computed as 32 minus their count.
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(&PARTITIONS_MAGIC);
+        put_u32(&mut v1, 1);
+        for v in [m.width_ms, 0, 0, m.seal_grace_ms, m.high_water_ms] {
+            put_i64(&mut v1, v);
+        }
+        put_u64(&mut v1, 0);
+        put_u64(&mut v1, 0);
+        put_u32(&mut v1, 40);
+        for r in &m.rollups {
+            put_i64(&mut v1, *r);
+        }
+        put_u32(&mut v1, 1);
+        put_i64(&mut v1, 0);
+        put_u8(&mut v1, 1);
+        let crc = crc32fast::hash(&v1);
+        put_u32(&mut v1, crc);
+        v1.extend_from_slice(&PARTITIONS_MAGIC);
+        assert_eq!(
+            PartManifest::decode(&v1, Path::new("P")).unwrap().rollups,
+            m.rollups
         );
     }
 

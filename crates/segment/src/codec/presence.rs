@@ -36,7 +36,7 @@ pub fn decode_presence(
         PRESENCE_ROARING => {
             let len = r.u32()? as usize;
             let bytes = r.take(len)?;
-            let bitmap = roaring::RoaringBitmap::deserialize_from(bytes)
+            let bitmap = crate::bitmap::read_bitmap(bytes)
                 .map_err(|e| Error::corrupt(r.place(), format!("presence bitmap: {e}")))?;
             if let Some(max) = bitmap.max() {
                 if max >= block_rows {

@@ -15,7 +15,7 @@ const T0: i64 = 1_764_460_800_000;
 const MIB: u64 = 1024 * 1024;
 
 /// The server's peak resident set (`VmHWM`), KiB.
-fn vm_hwm_kib(pid: u32) -> u64 {
+pub fn vm_hwm_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()

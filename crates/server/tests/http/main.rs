@@ -9,9 +9,13 @@
 
 mod admin;
 mod body_limits;
+mod cardinality;
 mod crash;
+mod deep_inputs;
+mod disk_full;
 mod metrics;
 mod protocol_auth;
 mod reads;
 mod support;
+mod tenants;
 mod writes;

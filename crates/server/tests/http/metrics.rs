@@ -9,7 +9,7 @@ use crate::support::{TestServer, send, send_raw};
 
 const T0: i64 = 1_764_460_800_000;
 
-fn series(name: &str, job: &str, samples: &[(i64, f64)]) -> TimeSeries {
+pub fn series(name: &str, job: &str, samples: &[(i64, f64)]) -> TimeSeries {
     TimeSeries {
         labels: vec![
             Label {
@@ -38,7 +38,7 @@ pub fn rw_headers() -> Vec<(&'static str, &'static str)> {
 }
 
 /// POSTs a remote-write body; returns the status, the created and duplicate counts, the body.
-fn write(s: &TestServer, path: &str, body: &[u8]) -> (u16, u64, u64, String) {
+pub fn write(s: &TestServer, path: &str, body: &[u8]) -> (u16, u64, u64, String) {
     let agent = ureq::AgentBuilder::new().build();
     let mut req = agent.post(&s.url(path));
     for (k, v) in rw_headers() {
@@ -57,7 +57,7 @@ fn write(s: &TestServer, path: &str, body: &[u8]) -> (u16, u64, u64, String) {
     (resp.status(), created, dup, resp.into_string().unwrap())
 }
 
-fn count(s: &TestServer, index: &str, query: Value) -> u64 {
+pub fn count(s: &TestServer, index: &str, query: Value) -> u64 {
     let (status, v) = s.post_json(&format!("/{index}/_count"), &json!({ "query": query }));
     assert_eq!(status, 200, "{v}");
     v["count"].as_u64().unwrap()
@@ -619,6 +619,12 @@ fn otlp_protobuf_and_json_with_partial_success() {
         (b"{\"resourceMetrics\": [".to_vec(), "application/json", "not valid JSON"),
         (br#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "x", "gauge": {"dataPoints": [{"timeUnixNano": "soon"}]}}]}]}]}"#.to_vec(), "application/json", "timeUnixNano"),
         (b"x".to_vec(), "text/plain", "Content-Type"),
+        // Another JSON sent to the wrong place (collectd's write_http is an array of
+        // value lists): a 400 naming what is missing, never a 200 that stored nothing.
+        (br#"{"foo":1}"#.to_vec(), "application/json", "no resourceMetrics"),
+        (br#"[{"values":[1],"dstypes":["gauge"]}]"#.to_vec(), "application/json", "resourceMetrics"),
+        // Protobuf of unknown fields only (field 5, varint 1) decodes as nothing.
+        (b"\x28\x01".to_vec(), "application/x-protobuf", "resource_metrics (field 1)"),
     ];
     for (body, ctype, needle) in cases {
         let (status, _, text) = post(&body, ctype, &[]);
@@ -630,4 +636,7 @@ fn otlp_protobuf_and_json_with_partial_success() {
         assert!(text.contains(needle), "{text} lacks {needle}");
     }
     assert_eq!(count(&s, "metrics", json!({"match_all": {}})), 16);
+    // An empty export is not an error.
+    let (status, created, _) = post(br#"{"resourceMetrics":[]}"#, "application/json", &[]);
+    assert_eq!((status, created), (200, 0));
 }

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, k8s_bulk, k8s_mapping, send};
+use crate::support::{TestServer, k8s_bulk, k8s_mapping, send, send_raw};
 
 const T0: i64 = 1_764_460_800_000;
 
@@ -339,4 +339,27 @@ fn create_index_takes_partition_settings() {
         assert!(reason.contains(needle), "{settings}: {reason}");
         assert_eq!(s.get("/bad/_count").0, 404);
     }
+}
+
+#[test]
+fn a_page_past_the_result_window_is_400_never_a_cut_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, _) = loaded(dir.path());
+    let (status, v) = search(&s, json!({"size": 10_000}));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["hits"]["hits"].as_array().unwrap().len(), 600);
+    for body in [json!({"size": 10_001}), json!({"from": 9_990, "size": 11})] {
+        let (status, v) = search(&s, body);
+        assert_eq!(status, 400, "{v}");
+        assert_eq!(v["error"]["type"], "illegal_argument_exception");
+        assert!(
+            v["error"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("less than or equal to: [10000] but was [10001]"),
+            "{v}"
+        );
+    }
+    let (status, _, text) = send_raw("GET", &s.url("/k8s/_search?size=20000"), None, &[]);
+    assert_eq!(status, 400, "{text}");
 }

@@ -24,6 +24,11 @@ impl TestServer {
     /// Starts `tidemark-server --data DIR --listen 127.0.0.1:0` with `extra` arguments and
     /// waits until it listens.
     pub fn start(dir: &Path, extra: &[&str]) -> TestServer {
+        TestServer::start_with_env(dir, extra, &[])
+    }
+
+    /// [`start`](Self::start) with environment variables (`TIDEMARK_FAULTS`).
+    pub fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> TestServer {
         let port_file = dir.join(format!("port-{}", std::process::id()));
         let _ = std::fs::remove_file(&port_file);
         let child = Command::new(env!("CARGO_BIN_EXE_tidemark-server"))
@@ -33,6 +38,7 @@ impl TestServer {
             .arg(&port_file)
             .args(extra)
             .env("TIDEMARK_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
