@@ -423,7 +423,11 @@ impl Segment {
     /// # Errors
     /// As [`id_index`](Self::id_index).
     pub fn lookup_id(&self, id: &SyntheticId) -> Result<Option<RowId>> {
-        Ok(self.id_index()?.and_then(|m| m.get(id.to_bytes())))
+        let Some(map) = self.id_index()? else {
+            return Ok(None);
+        };
+        let key = id.to_bytes();
+        guard_fst(|| map.get(key))
     }
 
     /// Whether the segment holds the point `id` (exact: series table, then timestamps).
@@ -1070,6 +1074,24 @@ impl Segment {
                     "key count differs from row count",
                 ));
             }
+            // The walk reaches every node of the FST (under the guard), and each key
+            // must name a row of its own.
+            let rows = self.footer.row_count;
+            guard_fst(|| {
+                use fst::Streamer;
+                let mut stream = map.stream();
+                let mut seen = RoaringBitmap::new();
+                while let Some((_, row)) = stream.next() {
+                    let fresh = u32::try_from(row).is_ok_and(|r| row < rows && seen.insert(r));
+                    if !fresh {
+                        return Err(Error::corrupt(
+                            Place::IdIndex,
+                            format!("a key names row {row}: past the {rows} rows or named twice"),
+                        ));
+                    }
+                }
+                Ok(())
+            })??;
         }
         Ok(())
     }
@@ -1268,4 +1290,13 @@ impl<'a> RowCursor<'a> {
         let (_, values) = self.extras.get(extra)?;
         values.get((self.row % span) as usize)?.as_ref()
     }
+}
+
+/// Runs an `fst` read. `fst` 0.4 trusts the structure of the bytes it is given, and a
+/// malformed FST that passes the section CRC (a file forged with its checksums
+/// recomputed, found by `cargo xtask fuzz`) makes it index out of bounds: that panic is
+/// caught here and becomes [`Error::Corrupt`] for the id index.
+fn guard_fst<T>(read: impl FnOnce() -> T) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read))
+        .map_err(|_| Error::corrupt(Place::IdIndex, "the id index is not a well-formed FST"))
 }

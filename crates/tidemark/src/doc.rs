@@ -444,6 +444,106 @@ fn twice_error(path: &str) -> Error {
     Error::doc(path, "given twice (nested and dotted)")
 }
 
+/// Why a document with a key given twice in one object is refused, as Elasticsearch
+/// refuses it: a `serde_json::Value` would keep the last and the streaming parser
+/// could merge both, so the same text could give two series ids.
+fn repeated_key_message(key: &str) -> String {
+    format!("the key `{key}` is given twice in one object (JSON keys must be unique)")
+}
+
+fn repeated_key_error(path: &str) -> Error {
+    Error::doc(path, "given twice in one object (JSON keys must be unique)")
+}
+
+/// Parses `text` as JSON into a `Value`, refusing a key given twice in any object
+/// (`serde_json::from_str` keeps the last silently), so that a document read whole
+/// and one streamed by [`DocParser::parse_line`] are refused alike.
+///
+/// # Errors
+/// Malformed JSON, trailing characters, or a repeated key.
+pub(crate) fn strict_value(text: &str) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let v = serde::de::DeserializeSeed::deserialize(strict::StrictValue, &mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
+mod strict {
+    use std::fmt;
+
+    use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+    use serde_json::{Map, Value};
+
+    use super::repeated_key_message;
+
+    /// A `serde_json::Value` whose objects have unique keys.
+    pub(super) struct StrictValue;
+
+    impl<'de> DeserializeSeed<'de> for StrictValue {
+        type Value = Value;
+
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for StrictValue {
+        type Value = Value;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+            Ok(Value::Bool(v))
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+            Ok(Value::String(v.to_owned()))
+        }
+
+        fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+            Ok(Value::String(v))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(v) = seq.next_element_seed(StrictValue)? {
+                out.push(v);
+            }
+            Ok(Value::Array(out))
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            let mut out = Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if out.contains_key(&key) {
+                    return Err(de::Error::custom(repeated_key_message(&key)));
+                }
+                let v = map.next_value_seed(StrictValue)?;
+                out.insert(key, v);
+            }
+            Ok(Value::Object(out))
+        }
+    }
+}
+
 fn strict_error(path: &str) -> Error {
     Error::doc(path, "not in the mapping, which is \"dynamic\": \"strict\"")
 }
@@ -582,11 +682,15 @@ fn metric_value(path: &str, ty: FieldType, v: &Scalar<'_>) -> Result<MetricValue
 /// Streaming deserialisation of a document straight into the mapped fields.
 mod stream {
     use std::borrow::Cow;
+    use std::collections::HashSet;
     use std::fmt;
 
     use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-    use super::{Scalar, array_error, object_error, strict_error, twice_error};
+    use super::{
+        Scalar, array_error, object_error, repeated_key_error, repeated_key_message, strict_error,
+        twice_error,
+    };
     use crate::error::Error;
     use crate::mapping::{Dynamic, Mapping};
 
@@ -623,7 +727,15 @@ mod stream {
         }
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen = HashSet::new();
             while let Some(key) = map.next_key_seed(KeySeed)? {
+                if !seen.insert(key.clone()) {
+                    let path = match self.mapping.node_path(self.node) {
+                        "" => key.into_owned(),
+                        p => format!("{p}.{key}"),
+                    };
+                    return Err(fail(self.failure, repeated_key_error(&path)));
+                }
                 let Some(node) = self.mapping.child(self.node, &key) else {
                     let leaves = map.next_value_seed(LeafCount)?;
                     if leaves > 0 {
@@ -858,13 +970,18 @@ mod stream {
         }
 
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<u64, A::Error> {
-            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            // An array is one leaf; its objects are still checked for repeated keys.
+            while seq.next_element_seed(LeafCount)?.is_some() {}
             Ok(1)
         }
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u64, A::Error> {
             let mut n = 0;
-            while map.next_key::<IgnoredAny>()?.is_some() {
+            let mut seen = HashSet::new();
+            while let Some(key) = map.next_key_seed(KeySeed)? {
+                if !seen.insert(key.clone()) {
+                    return Err(de::Error::custom(repeated_key_message(&key)));
+                }
                 n += map.next_value_seed(LeafCount)?;
             }
             Ok(n)

@@ -482,7 +482,7 @@ impl Index {
                     }
                 };
                 if let Some((action_line, action, id)) = carry.take() {
-                    let item = match serde_json::from_str::<Value>(text) {
+                    let item = match crate::doc::strict_value(text) {
                         Ok(doc) => BulkItem {
                             line: action_line,
                             action,

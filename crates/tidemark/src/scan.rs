@@ -18,6 +18,37 @@ use crate::mapping::{Dynamic, Mapping};
 /// Nesting the fast path follows (serde_json's own limit is 128).
 const MAX_DEPTH: u32 = 32;
 
+/// Keys per object the fast path checks for repeats; an object with more goes to the
+/// serde path, which checks any number.
+const MAX_KEYS: usize = 64;
+
+/// The keys read so far in one object: a key given twice ends the fast path, and the
+/// serde path refuses the document (`doc::repeated_key_error`).
+struct Keys<'a> {
+    seen: [&'a str; MAX_KEYS],
+    len: usize,
+}
+
+impl<'a> Keys<'a> {
+    fn new() -> Keys<'a> {
+        Keys {
+            seen: [""; MAX_KEYS],
+            len: 0,
+        }
+    }
+
+    /// `None` when `key` was read before in this object, or past [`MAX_KEYS`] keys.
+    fn first_time(&mut self, key: &'a str) -> Option<()> {
+        let seen = self.seen.get(..self.len)?;
+        if seen.contains(&key) {
+            return None;
+        }
+        *self.seen.get_mut(self.len)? = key;
+        self.len += 1;
+        Some(())
+    }
+}
+
 /// Powers of ten exactly representable as `f64`.
 const POW10: [f64; 23] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
@@ -117,6 +148,7 @@ impl<'a> Scanner<'a> {
             self.at += 1;
             return Some(());
         }
+        let mut keys = Keys::new();
         loop {
             self.ws();
             if self.peek()? != b'"' {
@@ -124,6 +156,7 @@ impl<'a> Scanner<'a> {
             }
             self.at += 1;
             let key = self.string()?;
+            keys.first_time(key)?;
             self.eat(b':')?;
             self.ws();
             match mapping.child(node, key) {
@@ -333,13 +366,14 @@ impl<'a> Scanner<'a> {
                     self.at += 1;
                     return Some(0);
                 }
+                let mut keys = Keys::new();
                 loop {
                     self.ws();
                     if self.peek()? != b'"' {
                         return None;
                     }
                     self.at += 1;
-                    self.string()?;
+                    keys.first_time(self.string()?)?;
                     self.eat(b':')?;
                     self.ws();
                     leaves += self.skip(depth + 1)?;
@@ -557,6 +591,9 @@ mod tests {
             r#""host": null"#,
             r#""host": {}"#,
             r#""x": 1, "x": 2"#,
+            r#""zz": 1, "zz": 2"#,
+            r#""zz": {"a": 1, "b": {"c": 1, "c": null}}"#,
+            r#""zz": [{"a": 1, "a": 1}]"#,
             "\"tag\": \"tab\there\"",
         ] {
             cases.push(format!(
