@@ -4,7 +4,8 @@
 //! most once a second as `tidemark ingest` does.
 //!
 //! `cargo bench -p tidemark --bench ingest`; `TIDEMARK_BENCH_DOCS` sets the document
-//! count (default 200,000).
+//! count (default 200,000). `parse_line_k8s` times the document parser alone on the
+//! first 50,000 lines.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
@@ -72,6 +73,25 @@ fn bench(c: &mut Criterion) {
             );
         });
     }
+    group.finish();
+
+    // Parsing alone (the scanner's fast path): one document line into a point.
+    let lines: Vec<&str> = std::str::from_utf8(&input)
+        .unwrap()
+        .lines()
+        .take(50_000)
+        .collect();
+    let mut parser = tidemark::DocParser::new(mapping().into()).unwrap();
+    let mut group = c.benchmark_group("parse_line_k8s");
+    group.throughput(Throughput::Elements(lines.len() as u64));
+    group.sample_size(20);
+    group.bench_function("fast_path", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(parser.parse_line(line).unwrap());
+            }
+        });
+    });
     group.finish();
 }
 

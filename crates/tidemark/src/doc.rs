@@ -54,6 +54,8 @@ pub struct DocParser {
     events: bool,
     /// Scratch for the encoded dimensions of the document being built.
     dims_out: DimsWriter,
+    /// Scratch for the fast scanner's check of repeated keys.
+    scan_keys: Vec<(usize, usize)>,
 }
 
 impl DocParser {
@@ -91,6 +93,7 @@ impl DocParser {
             dims,
             events,
             dims_out: DimsWriter::default(),
+            scan_keys: Vec::new(),
         })
     }
 
@@ -107,7 +110,15 @@ impl DocParser {
     pub fn parse_line(&mut self, line: &str) -> Result<ParsedDoc> {
         let mut found: Vec<Option<Scalar<'_>>> = vec![None; self.mapping.fields().len()];
         let mut ignored = 0u64;
-        if crate::scan::scan_doc(&self.mapping, line, &mut found, &mut ignored).is_some() {
+        if crate::scan::scan_doc(
+            &self.mapping,
+            line,
+            &mut found,
+            &mut ignored,
+            &mut self.scan_keys,
+        )
+        .is_some()
+        {
             return self.build(&found, ignored);
         }
         // Not a plain document: serde_json decides (the result, or the error).

@@ -19,35 +19,9 @@ use crate::mapping::{Dynamic, Mapping};
 const MAX_DEPTH: u32 = 32;
 
 /// Keys per object the fast path checks for repeats; an object with more goes to the
-/// serde path, which checks any number.
+/// serde path, which checks any number (a line of many keys cannot make the linear
+/// check quadratic).
 const MAX_KEYS: usize = 64;
-
-/// The keys read so far in one object: a key given twice ends the fast path, and the
-/// serde path refuses the document (`doc::repeated_key_error`).
-struct Keys<'a> {
-    seen: [&'a str; MAX_KEYS],
-    len: usize,
-}
-
-impl<'a> Keys<'a> {
-    fn new() -> Keys<'a> {
-        Keys {
-            seen: [""; MAX_KEYS],
-            len: 0,
-        }
-    }
-
-    /// `None` when `key` was read before in this object, or past [`MAX_KEYS`] keys.
-    fn first_time(&mut self, key: &'a str) -> Option<()> {
-        let seen = self.seen.get(..self.len)?;
-        if seen.contains(&key) {
-            return None;
-        }
-        *self.seen.get_mut(self.len)? = key;
-        self.len += 1;
-        Some(())
-    }
-}
 
 /// Powers of ten exactly representable as `f64`.
 const POW10: [f64; 23] = [
@@ -56,25 +30,26 @@ const POW10: [f64; 23] = [
 ];
 
 /// Scans `line` into `found` (by field index) and `ignored`; `None`: use the serde path.
+///
+/// `keys` is scratch kept by the caller between lines (no allocation per line): the
+/// byte ranges of the keys of the objects being read, to see a key given twice.
 pub(crate) fn scan_doc<'a>(
     mapping: &Mapping,
     line: &'a str,
     found: &mut [Option<Scalar<'a>>],
     ignored: &mut u64,
+    keys: &mut Vec<(usize, usize)>,
 ) -> Option<()> {
+    keys.clear();
     let mut s = Scanner {
         b: line.as_bytes(),
         text: line,
         at: 0,
+        keys: std::mem::take(keys),
     };
-    s.ws();
-    if s.peek()? != b'{' {
-        return None;
-    }
-    s.at += 1;
-    s.object(mapping, 0, found, ignored, 1)?;
-    s.ws();
-    (s.at == s.b.len()).then_some(())
+    let done = s.document(mapping, found, ignored);
+    *keys = s.keys;
+    done
 }
 
 /// The offset of the first `"`, `\\` or control character in `b`, eight bytes at a
@@ -108,9 +83,45 @@ struct Scanner<'a> {
     b: &'a [u8],
     text: &'a str,
     at: usize,
+    /// `(start, len)` of each key of the objects open, outermost first.
+    keys: Vec<(usize, usize)>,
 }
 
 impl<'a> Scanner<'a> {
+    fn document(
+        &mut self,
+        mapping: &Mapping,
+        found: &mut [Option<Scalar<'a>>],
+        ignored: &mut u64,
+    ) -> Option<()> {
+        self.ws();
+        if self.peek()? != b'{' {
+            return None;
+        }
+        self.at += 1;
+        self.object(mapping, 0, found, ignored, 1)?;
+        self.ws();
+        (self.at == self.b.len()).then_some(())
+    }
+
+    /// Reads a key whose `"` was read, and records it among the keys of the object whose
+    /// keys start at `mark`: `None` when that object has it already (the serde path
+    /// refuses the document) or has more than [`MAX_KEYS`] keys.
+    fn key(&mut self, mark: usize) -> Option<&'a str> {
+        let start = self.at;
+        let key = self.string()?;
+        let earlier = self.keys.get(mark..)?;
+        if earlier.len() >= MAX_KEYS
+            || earlier
+                .iter()
+                .any(|&(s, l)| l == key.len() && self.b.get(s..s + l) == Some(key.as_bytes()))
+        {
+            return None;
+        }
+        self.keys.push((start, key.len()));
+        Some(key)
+    }
+
     fn peek(&self) -> Option<u8> {
         self.b.get(self.at).copied()
     }
@@ -148,15 +159,14 @@ impl<'a> Scanner<'a> {
             self.at += 1;
             return Some(());
         }
-        let mut keys = Keys::new();
+        let mark = self.keys.len();
         loop {
             self.ws();
             if self.peek()? != b'"' {
                 return None;
             }
             self.at += 1;
-            let key = self.string()?;
-            keys.first_time(key)?;
+            let key = self.key(mark)?;
             self.eat(b':')?;
             self.ws();
             match mapping.child(node, key) {
@@ -194,6 +204,7 @@ impl<'a> Scanner<'a> {
                 b',' => self.at += 1,
                 b'}' => {
                     self.at += 1;
+                    self.keys.truncate(mark);
                     return Some(());
                 }
                 _ => return None,
@@ -366,14 +377,14 @@ impl<'a> Scanner<'a> {
                     self.at += 1;
                     return Some(0);
                 }
-                let mut keys = Keys::new();
+                let mark = self.keys.len();
                 loop {
                     self.ws();
                     if self.peek()? != b'"' {
                         return None;
                     }
                     self.at += 1;
-                    keys.first_time(self.string()?)?;
+                    self.key(mark)?;
                     self.eat(b':')?;
                     self.ws();
                     leaves += self.skip(depth + 1)?;
@@ -382,6 +393,7 @@ impl<'a> Scanner<'a> {
                         b',' => self.at += 1,
                         b'}' => {
                             self.at += 1;
+                            self.keys.truncate(mark);
                             return Some(leaves);
                         }
                         _ => return None,
@@ -435,7 +447,14 @@ mod tests {
         let n = parser.mapping().fields().len();
         let mut found = vec![None; n];
         let mut ignored = 0;
-        let fast = super::scan_doc(parser.mapping(), line, &mut found, &mut ignored).is_some();
+        let fast = super::scan_doc(
+            parser.mapping(),
+            line,
+            &mut found,
+            &mut ignored,
+            &mut Vec::new(),
+        )
+        .is_some();
         let got = parser.parse_line(line).map_err(|e| e.to_string());
         let want = parser
             .parse_line_serde(line, vec![None; n], 0)
