@@ -88,6 +88,11 @@ pub fn promql(data: &[u8]) {
         Err(e) if e.to_string().contains("duration must be greater than 0") => false,
         Err(e) => panic!("{query:?} prints as {printed:?}, which does not parse: {e}"),
     };
+    // promql-parser prints an `@` time before 1970 as `@ 0.000` (its printer goes through
+    // `SystemTime`): a known difference of the parser's printer, reported in
+    // docs/results/fuzz.md; Tidemark never prints queries. The printed form then means
+    // something else, so it is not evaluated against the original.
+    let reparsed = reparsed && !negative_at(query);
     let opts = QueryOptions {
         lookback_ms: 300_000,
         max_series: 1_000,
@@ -107,4 +112,12 @@ pub fn promql(data: &[u8]) {
             "{query:?} and its printed form {printed:?} evaluate differently"
         );
     }
+}
+
+/// Whether `query` has an `@` modifier with a negative time (`@ -13600`).
+fn negative_at(query: &str) -> bool {
+    query
+        .split('@')
+        .skip(1)
+        .any(|rest| rest.trim_start().starts_with('-'))
 }

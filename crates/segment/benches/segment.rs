@@ -1,6 +1,7 @@
 //! Criterion benchmarks of the segment format on the k8s dataset of `tidemark-datagen`:
 //! write throughput, `find` latency for present and absent (tsid, ts) with blocks of 1024
-//! and 4096 rows, the id paths (bloom, FST) beside it, and scan throughput.
+//! and 4096 rows, the id paths (bloom, FST) beside it, scan throughput, and the cost of
+//! reading tombstone bitmaps through the checked reader.
 //!
 //! `cargo bench -p tidemark-segment`; results in `docs/results/segment.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -176,5 +177,34 @@ fn bench_read(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_write, bench_read);
+/// Reading tombstone bitmaps: `Tombstones::from_bytes` (CRC, header, and the checked
+/// roaring reader of `bitmap.rs`, which walks every value to refuse containers out of
+/// order, repeated, empty or in the wrong form) against roaring's own
+/// `deserialize_from` of the same bitmap, which checks none of that.
+fn bench_bitmaps(c: &mut Criterion) {
+    let mut g = c.benchmark_group("tombstones_read");
+    for (name, rows, step) in [
+        ("1k_of_4k_rows", 4_096u64, 4u64),
+        ("100k_of_1m_rows", 1_000_000, 10),
+        ("500k_of_1m_rows_dense", 1_000_000, 2),
+    ] {
+        let mut t = tidemark_segment::Tombstones::new(rows);
+        for row in (0..rows).step_by(step as usize) {
+            t.delete(row).unwrap();
+        }
+        let file = t.to_bytes().unwrap();
+        let mut raw = Vec::new();
+        t.dead().serialize_into(&mut raw).unwrap();
+        g.throughput(Throughput::Elements(t.len()));
+        g.bench_function(BenchmarkId::new("checked_from_bytes", name), |b| {
+            b.iter(|| black_box(tidemark_segment::Tombstones::from_bytes(&file).unwrap()))
+        });
+        g.bench_function(BenchmarkId::new("roaring_deserialize_from", name), |b| {
+            b.iter(|| black_box(roaring::RoaringBitmap::deserialize_from(&raw[..]).unwrap()))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_write, bench_read, bench_bitmaps);
 criterion_main!(benches);
