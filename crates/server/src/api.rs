@@ -40,6 +40,8 @@ pub struct AppState {
     pub body_bytes: Arc<Semaphore>,
     /// Label-keyed series already resolved, shared by the metrics protocols' requests.
     pub(crate) series_cache: crate::series_cache::SeriesCache,
+    /// Requests answered, by route template, for `GET /metrics`.
+    pub(crate) http_stats: crate::selfmon::HttpStats,
 }
 
 type St = State<Arc<AppState>>;
@@ -84,6 +86,7 @@ impl Routes {
 fn all_routes() -> Routes {
     Routes::new()
         .route("/", get(info))
+        .route("/metrics", get(crate::selfmon::metrics))
         .route("/_license", get(license))
         .route("/_xpack", get(xpack))
         .route("/_xpack/usage", get(xpack))

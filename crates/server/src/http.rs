@@ -82,6 +82,12 @@ pub async fn layer(State(state): State<Arc<AppState>>, mut req: Request, next: N
     let start = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    // The route template (`/{index}/_bulk`), never the path itself: no index name or
+    // id becomes a metric label.
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |m| m.as_str().to_owned());
     let vendor_json = req
         .headers()
         .get(header::ACCEPT)
@@ -127,6 +133,12 @@ pub async fn layer(State(state): State<Arc<AppState>>, mut req: Request, next: N
             crate::metrics::refusal(&path, req.headers(), &e).unwrap_or_else(|| e.into_response())
         }
     };
+    state.http_stats.record(
+        &route,
+        method.as_str(),
+        resp.status().as_u16(),
+        start.elapsed(),
+    );
     let headers = resp.headers_mut();
     headers.insert(PRODUCT_HEADER, HeaderValue::from_static("Elasticsearch"));
     if let Some(n) = vendor_json

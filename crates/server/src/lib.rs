@@ -19,6 +19,7 @@ pub mod protocol;
 mod registry;
 pub mod remote_write;
 pub mod search;
+mod selfmon;
 mod series_cache;
 mod server;
 

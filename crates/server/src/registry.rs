@@ -575,6 +575,11 @@ impl Registry {
         })
     }
 
+    /// The data directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// The index `name`, if it exists (whoever asks: callers go through [`Scope`]).
     fn get(&self, name: &str) -> Option<Arc<IndexHandle>> {
         self.indices.read().ok()?.get(name).cloned()

@@ -73,6 +73,7 @@ impl Server {
             registry,
             cluster_uuid,
             series_cache: Default::default(),
+            http_stats: Default::default(),
         });
         Ok(Server {
             state,

@@ -14,6 +14,7 @@ mod crash;
 mod deep_inputs;
 mod disk_full;
 mod metrics;
+mod monitoring;
 mod protocol_auth;
 mod reads;
 mod support;

@@ -1,0 +1,165 @@
+//! `GET /metrics`: the Prometheus text format, figures that follow what the server did,
+//! and per-index families only for the indices the caller may read.
+
+use std::collections::HashMap;
+
+use crate::support::*;
+
+/// The samples of an exposition, by the line's name and labels as written; checks every
+/// line's form and that each sampled family was declared with `# TYPE` before.
+fn parse(text: &str) -> HashMap<String, f64> {
+    let mut declared = std::collections::HashSet::new();
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut it = rest.split(' ');
+            let name = it.next().unwrap();
+            let kind = it.next().unwrap();
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(declared.insert(name.to_owned()), "{name} declared twice");
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap();
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("{line}"));
+        let name = series.split('{').next().unwrap();
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "{line}"
+        );
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| declared.contains(*f)))
+            .unwrap_or(name);
+        assert!(
+            declared.contains(family),
+            "{name} sampled before its # TYPE"
+        );
+        assert!(
+            out.insert(series.to_owned(), value).is_none(),
+            "{series} twice"
+        );
+    }
+    out
+}
+
+fn scrape(s: &TestServer, headers: &[(&str, &str)]) -> (u16, String, HashMap<String, f64>) {
+    let agent = ureq::AgentBuilder::new().build();
+    let mut req = agent.get(&s.url("/metrics"));
+    for (k, v) in headers {
+        req = req.set(k, v);
+    }
+    let resp = match req.call() {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{e}"),
+    };
+    let status = resp.status();
+    let kind = resp.header("content-type").unwrap_or_default().to_owned();
+    let text = resp.into_string().unwrap();
+    let samples = if status == 200 {
+        parse(&text)
+    } else {
+        HashMap::new()
+    };
+    (status, kind, samples)
+}
+
+#[test]
+fn metrics_follow_writes_duplicates_and_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    assert_eq!(s.put_json("/k8s", &k8s_mapping()).0, 200);
+    let body = k8s_bulk(20, 4, 1_764_460_800_000, None);
+    assert_eq!(s.bulk("/k8s/_bulk", &body).0, 200);
+    // The same documents again: 20 idempotent duplicates.
+    assert_eq!(s.bulk("/k8s/_bulk", &body).0, 200);
+    let lp = b"cpu,host=a usage=1 1764460800000000000\ncpu,host=b usage=2 1764460800000000000\n";
+    let (status, _, _) = send_raw("POST", &s.url("/write?db=lp"), Some(lp), &[]);
+    assert_eq!(status, 204);
+
+    let (status, kind, m) = scrape(&s, &[]);
+    assert_eq!(status, 200);
+    assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
+    let get = |k: &str| *m.get(k).unwrap_or_else(|| panic!("no {k} in {m:?}"));
+    assert_eq!(get(r#"tidemark_index_documents{index="k8s"}"#), 20.0);
+    assert_eq!(get(r#"tidemark_index_documents{index="lp"}"#), 2.0);
+    assert_eq!(
+        get(r#"tidemark_index_items_total{index="k8s",result="created"}"#),
+        20.0
+    );
+    assert_eq!(
+        get(r#"tidemark_index_items_total{index="k8s",result="duplicate"}"#),
+        20.0
+    );
+    assert_eq!(
+        get(r#"tidemark_index_writable{index="k8s",state="open"}"#),
+        1.0
+    );
+    assert!(get(r#"tidemark_dedup_checks_total{index="k8s"}"#) >= 40.0);
+    assert_eq!(
+        get(r#"tidemark_requests_total{route="/{index}/_bulk",method="POST",code="200"}"#),
+        2.0
+    );
+    assert_eq!(
+        get(r#"tidemark_requests_total{route="/write",method="POST",code="204"}"#),
+        1.0
+    );
+    assert_eq!(
+        get(r#"tidemark_request_duration_seconds_count{route="/{index}/_bulk",method="POST"}"#),
+        2.0
+    );
+    assert_eq!(
+        get(
+            r#"tidemark_request_duration_seconds_bucket{route="/{index}/_bulk",method="POST",le="+Inf"}"#
+        ),
+        2.0
+    );
+    assert!(get("process_resident_memory_bytes") > 1e6);
+    assert!(
+        get("tidemark_process_peak_resident_memory_bytes") >= get("process_resident_memory_bytes")
+    );
+    assert!(get("process_open_fds") > 3.0);
+    // Under one clock tick (10 ms) of CPU time reads 0: present and not negative.
+    assert!(get("process_cpu_seconds_total") >= 0.0);
+    assert!(get("process_start_time_seconds") > 1.7e9);
+    assert!(get("tidemark_data_disk_total_bytes") > 0.0);
+    // Route templates, never paths: no label holds an index name outside `index=`.
+    assert!(!m.keys().any(|k| k.contains("route=\"/k8s")), "{m:?}");
+    // A request to an unknown path is counted under one label, not its path.
+    let _ = send("GET", &s.url("/no/such/thing"), None, &[]);
+    let (_, _, m) = scrape(&s, &[]);
+    assert!(m.keys().any(|k| k.contains("route=\"unmatched\"")), "{m:?}");
+    assert!(!m.keys().any(|k| k.contains("no/such")), "{m:?}");
+}
+
+#[test]
+fn a_tenant_scrapes_only_its_own_indices() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("tidemark.toml");
+    std::fs::write(
+        &cfg,
+        "[[users]]\nname = \"alice\"\npassword = \"pw-a\"\nindices = [\"alice-*\"]\n\
+         [[api_keys]]\nid = \"kb\"\nkey = \"key-b\"\nindices = [\"bob-*\"]\n",
+    )
+    .unwrap();
+    let s = TestServer::start(dir.path(), &["--config", cfg.to_str().unwrap()]);
+    let alice = ("Authorization", "Basic YWxpY2U6cHctYQ==");
+    let bob = ("Authorization", "ApiKey a2I6a2V5LWI=");
+    let lp = b"secretmetric,host=alphahost v=1 1764460800000000000\n";
+    let (status, _, text) = send_raw("POST", &s.url("/write?db=alice-lp"), Some(lp), &[alice]);
+    assert_eq!(status, 204, "{text}");
+    let (status, _, text) = send_raw("POST", &s.url("/write?db=bob-lp"), Some(lp), &[bob]);
+    assert_eq!(status, 204, "{text}");
+    assert_eq!(scrape(&s, &[]).0, 401);
+    let (status, _, a) = scrape(&s, &[alice]);
+    assert_eq!(status, 200);
+    assert_eq!(a[r#"tidemark_index_documents{index="alice-lp"}"#], 1.0);
+    assert!(!a.keys().any(|k| k.contains("bob-")), "{a:?}");
+    let (_, _, b) = scrape(&s, &[bob]);
+    assert_eq!(b[r#"tidemark_index_documents{index="bob-lp"}"#], 1.0);
+    assert!(!b.keys().any(|k| k.contains("alice-")), "{b:?}");
+}
