@@ -87,6 +87,8 @@ fn all_routes() -> Routes {
     Routes::new()
         .route("/", get(info))
         .route("/metrics", get(crate::selfmon::metrics))
+        .route("/-/healthy", get(crate::selfmon::healthy))
+        .route("/-/ready", get(crate::selfmon::healthy))
         .route("/_license", get(license))
         .route("/_xpack", get(xpack))
         .route("/_xpack/usage", get(xpack))
@@ -189,16 +191,40 @@ async fn health(State(st): St, Caller(who): Caller) -> Response {
     )
 }
 
-async fn ilm_policy(method: Method, Path(name): Path<String>) -> Response {
-    // Accepted so that shippers' setup steps pass; Tidemark keeps no lifecycle policies.
-    if method == Method::GET || method == Method::HEAD {
+async fn ilm_policy(
+    State(st): St,
+    method: Method,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response> {
+    // Accepted so that shippers' setup steps pass (their policies roll over, which a
+    // partitioned store has no use for); Tidemark keeps no lifecycle policies. A policy
+    // that deletes data is refused: acknowledging it would promise a retention that
+    // never happens.
+    if method == Method::PUT || method == Method::POST {
+        let v = http::json_body(&read_body(&st, &headers, body).await?)?;
+        let phases = v.pointer("/policy/phases").and_then(Value::as_object);
+        let deletes = phases.is_some_and(|p| {
+            p.contains_key("delete") || p.values().any(|ph| ph.pointer("/actions/delete").is_some())
+        });
+        if deletes {
+            return Err(Error::bad(
+                "illegal_argument_exception",
+                format!(
+                    "ILM policy [{name}] has a delete phase, which Tidemark does not run: set retention on the index instead, with \"settings\": {{\"index\": {{\"tidemark\": {{\"partitions\": {{\"width\": \"1d\", \"retention\": \"30d\"}}}}}}}} (docs/partitions.md)"
+                ),
+            ));
+        }
+    }
+    Ok(if method == Method::GET || method == Method::HEAD {
         json(
             200,
             &json!({ name: {"version": 1, "modified_date": "2026-01-01T00:00:00.000Z", "policy": {"phases": {}}} }),
         )
     } else {
         json(200, &json!({"acknowledged": true}))
-    }
+    })
 }
 
 async fn template_admin(

@@ -90,7 +90,8 @@ pub struct Credentials<'a> {
 /// clients call before they send credentials.
 pub fn is_public(method: &axum::http::Method, path: &str) -> bool {
     use axum::http::Method;
-    (*method == Method::GET || *method == Method::HEAD) && matches!(path, "/ping" | "/health")
+    (*method == Method::GET || *method == Method::HEAD)
+        && matches!(path, "/ping" | "/health" | "/-/healthy" | "/-/ready")
 }
 
 /// InfluxDB 1.x's `u` and `p` query parameters of `query` (URL-decoded), when both are

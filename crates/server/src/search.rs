@@ -1032,6 +1032,12 @@ fn now_ms() -> i64 {
 
 /// Merges the URL parameters `size`, `from`, `sort` into a search body; refuses `q`.
 fn merge_params(mut body: Value, params: &HashMap<String, String>) -> Result<Value> {
+    if params.contains_key("scroll") {
+        return Err(Error::bad(
+            "illegal_argument_exception",
+            "[scroll] is not supported by Tidemark: page by time instead (a range on @timestamp, sorted by @timestamp), or with from and size up to 10,000 hits",
+        ));
+    }
     if params.contains_key("q") {
         return Err(Error::bad(
             "parsing_exception",

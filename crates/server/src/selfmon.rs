@@ -85,6 +85,23 @@ impl HttpStats {
     }
 }
 
+/// `GET`/`HEAD /-/healthy` and `/-/ready`, as Prometheus answers them (without
+/// credentials, for probes): the process answers, and it listens only once every index
+/// has been opened, so being able to answer is being ready.
+pub(crate) async fn healthy(uri: axum::http::Uri) -> Response {
+    let text = if uri.path().ends_with("ready") {
+        "Tidemark is Ready.\n"
+    } else {
+        "Tidemark is Healthy.\n"
+    };
+    let mut resp = Response::new(Body::from(text));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
 /// `GET /metrics`.
 pub(crate) async fn metrics(
     State(st): State<std::sync::Arc<AppState>>,

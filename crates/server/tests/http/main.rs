@@ -13,6 +13,7 @@ mod cardinality;
 mod crash;
 mod deep_inputs;
 mod disk_full;
+mod expectations;
 mod metrics;
 mod monitoring;
 mod protocol_auth;
