@@ -108,6 +108,9 @@ fn all_routes() -> Routes {
         .route("/{index}/_doc/{id}", any(doc_by_id))
         .route("/{index}/_create/{id}", put(doc_create).post(doc_create))
         .route("/{index}/_stats", get(stats))
+        .route("/_stats", get(stats_all))
+        .route("/{index}/_mapping", get(mapping))
+        .route("/_mapping", get(mapping_all))
         .route("/{index}/_disk_usage", post(disk_usage))
         .route("/{index}/_refresh", post(refresh).get(refresh))
         .route("/{index}/_forcemerge", post(forcemerge))
@@ -971,7 +974,16 @@ fn targets(st: &AppState, who: &Principal, name: &str) -> Result<Vec<Arc<IndexHa
 }
 
 async fn stats(State(st): St, Caller(who): Caller, Path(index): Path<String>) -> Result<Response> {
-    let handles = targets(&st, &who, &index)?;
+    stats_of(&st, &who, &index).await
+}
+
+/// `GET /_stats`: every index the caller may read.
+async fn stats_all(State(st): St, Caller(who): Caller) -> Result<Response> {
+    stats_of(&st, &who, "*").await
+}
+
+async fn stats_of(st: &AppState, who: &Principal, index: &str) -> Result<Response> {
+    let handles = targets(st, who, index)?;
     let body = blocking(move || {
         let mut indices = Map::new();
         let (mut docs, mut bytes) = (0u64, 0u64);
@@ -1002,6 +1014,31 @@ async fn stats(State(st): St, Caller(who): Caller, Path(index): Path<String>) ->
     })
     .await?;
     Ok(json(200, &body))
+}
+
+/// `GET /<index>/_mapping`: each matching index's mappings, as Elasticsearch answers
+/// (`{"<index>": {"mappings": {...}}}`), for Grafana and Kibana listing fields.
+async fn mapping(
+    State(st): St,
+    Caller(who): Caller,
+    Path(index): Path<String>,
+) -> Result<Response> {
+    mapping_of(&st, &who, &index)
+}
+
+/// `GET /_mapping`: every index the caller may read.
+async fn mapping_all(State(st): St, Caller(who): Caller) -> Result<Response> {
+    mapping_of(&st, &who, "*")
+}
+
+fn mapping_of(st: &AppState, who: &Principal, index: &str) -> Result<Response> {
+    let mut out = Map::new();
+    for h in targets(st, who, index)? {
+        let source = h.mapping().source();
+        let mappings = source.get("mappings").cloned().unwrap_or_else(|| json!({}));
+        out.insert(h.name().to_owned(), json!({ "mappings": mappings }));
+    }
+    Ok(json(200, &Value::Object(out)))
 }
 
 async fn disk_usage(

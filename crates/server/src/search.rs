@@ -159,6 +159,8 @@ pub fn routes() -> crate::api::Routes {
         .route("/_mget", get(mget_root).post(mget_root))
         .route("/{index}/_mget", get(mget_index).post(mget_index))
         .route("/{index}/_search", get(search_handler).post(search_handler))
+        .route("/_msearch", get(msearch_root).post(msearch_root))
+        .route("/{index}/_msearch", get(msearch_index).post(msearch_index))
         .route("/{index}/_count", get(count_handler).post(count_handler))
 }
 
@@ -1090,12 +1092,28 @@ async fn search_handler(
     body: Body,
 ) -> Result<Response> {
     let params = params(q.as_deref());
-    let handle = one_index(&st, &who, &index)?;
+    // The index is resolved before the body is read: an unknown or foreign index is a
+    // 404 whatever the body.
+    one_index(&st, &who, &index)?;
     let bytes = read_body(&st, &headers, body).await?;
-    let body = merge_params(http::json_body(&bytes)?, &params)?;
+    let out = search_value(&st, &who, &index, &params, http::json_body(&bytes)?).await?;
+    Ok(crate::api::respond(200, out, &params))
+}
+
+/// One search of `index` with the URL `params` and the request `body`: the response
+/// body of `_search`, or of one item of `_msearch`.
+async fn search_value(
+    st: &Arc<AppState>,
+    who: &Principal,
+    index: &str,
+    params: &HashMap<String, String>,
+    body: Value,
+) -> Result<Value> {
+    let handle = one_index(st, who, index)?;
+    let body = merge_params(body, params)?;
     let start = std::time::Instant::now();
     let filter = match params.get("_source") {
-        Some(_) => SourceFilter::from_params(&params),
+        Some(_) => SourceFilter::from_params(params),
         None => SourceFilter::from_json(body.get("_source")),
     };
     let total_as_int = params
@@ -1147,7 +1165,89 @@ async fn search_handler(
         }
         out["aggregations"] = Value::Object(aggs);
     }
+    Ok(out)
+}
+
+/// `_msearch` (`POST /_msearch`, `POST /<index>/_msearch`): NDJSON pairs of a header
+/// (`{"index": "…"}`, or `{}` for the path's index) and a search body, as Grafana's
+/// Elasticsearch data source sends them; each search answers in `responses`, in order,
+/// with its own `status`, and one that fails answers its error there without failing
+/// the others, as Elasticsearch does.
+async fn msearch(
+    st: Arc<AppState>,
+    who: Principal,
+    default_index: Option<String>,
+    q: Option<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response> {
+    let params = params(q.as_deref());
+    let bytes = read_body(&st, &headers, body).await?;
+    let start = std::time::Instant::now();
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|e| Error::bad("parse_exception", format!("the body is not UTF-8: {e}")))?;
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let mut responses = Vec::new();
+    while let Some(header_line) = lines.next() {
+        let header = http::json_body(header_line.as_bytes())?;
+        let Some(body_line) = lines.next() else {
+            return Err(Error::bad(
+                "illegal_argument_exception",
+                "the last _msearch header has no search body after it (each search is a header line, then a body line)",
+            ));
+        };
+        let body = http::json_body(body_line.as_bytes())?;
+        let index = match header.get("index") {
+            Some(Value::String(i)) => Some(i.clone()),
+            Some(Value::Array(a)) => Some(
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+            _ => default_index.clone(),
+        };
+        let answer = match index {
+            None => Err(Error::bad(
+                "action_request_validation_exception",
+                "an _msearch header names no index and the path has none",
+            )),
+            Some(index) => search_value(&st, &who, &index, &params, body).await,
+        };
+        responses.push(match answer {
+            Ok(mut v) => {
+                v["status"] = json!(200);
+                v
+            }
+            Err(e) => {
+                let (status, kind) = e.status_and_kind();
+                protocol::error_body(status, kind, &e.reason())
+            }
+        });
+    }
+    let out = json!({"took": start.elapsed().as_millis() as u64, "responses": responses});
     Ok(crate::api::respond(200, out, &params))
+}
+
+async fn msearch_root(
+    State(st): St,
+    Caller(who): Caller,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response> {
+    msearch(st, who, None, q, headers, body).await
+}
+
+async fn msearch_index(
+    State(st): St,
+    Caller(who): Caller,
+    Path(index): Path<String>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response> {
+    msearch(st, who, Some(index), q, headers, body).await
 }
 
 async fn count_handler(

@@ -80,3 +80,68 @@ fn an_ilm_policy_that_deletes_is_refused_one_that_rolls_over_is_accepted() {
         );
     }
 }
+
+/// What Grafana's Elasticsearch data source reads: the fields (`GET /<index>/_mapping`)
+/// and panels through `_msearch` (a header line naming the index, then the search; the
+/// shapes follow Elasticsearch's `_msearch` API documentation).
+#[test]
+fn msearch_mapping_and_stats_answer_in_elasticsearch_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    assert_eq!(s.put_json("/k8s", &k8s_mapping()).0, 200);
+    assert_eq!(
+        s.bulk("/k8s/_bulk", &k8s_bulk(30, 3, 1_764_460_800_000, None))
+            .0,
+        200
+    );
+    // A date-histogram panel and a terms variable, then a search of a missing index.
+    let body = concat!(
+        r#"{"index":"k8s","ignore_unavailable":true}"#,
+        "\n",
+        r#"{"size":0,"query":{"bool":{"filter":[{"range":{"@timestamp":{"gte":1764460800000,"lte":1764464400000,"format":"epoch_millis"}}}]}},"aggs":{"2":{"date_histogram":{"field":"@timestamp","fixed_interval":"10s","min_doc_count":0,"extended_bounds":{"min":1764460800000,"max":1764460830000}}}}}"#,
+        "\n",
+        r#"{"index":["k8s"]}"#,
+        "\n",
+        r#"{"size":0,"aggs":{"1":{"terms":{"field":"k8s.pod.name","size":500}}}}"#,
+        "\n",
+        r#"{"index":"nope"}"#,
+        "\n",
+        r#"{"size":1}"#,
+        "\n",
+    );
+    let (status, v) = send(
+        "POST",
+        &s.url("/_msearch"),
+        Some(body.as_bytes()),
+        &[("content-type", "application/x-ndjson")],
+    );
+    assert_eq!(status, 200, "{v}");
+    let r = v["responses"].as_array().unwrap();
+    assert_eq!(r.len(), 3, "{v}");
+    assert_eq!(r[0]["status"], 200);
+    assert_eq!(r[0]["hits"]["total"]["value"], 30);
+    let buckets = r[0]["aggregations"]["2"]["buckets"].as_array().unwrap();
+    let counted: u64 = buckets
+        .iter()
+        .map(|b| b["doc_count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, 30, "{buckets:?}");
+    let pods = r[1]["aggregations"]["1"]["buckets"].as_array().unwrap();
+    assert_eq!(pods.len(), 3, "{pods:?}");
+    assert_eq!(r[2]["status"], 404, "{}", r[2]);
+    assert_eq!(r[2]["error"]["type"], "index_not_found_exception");
+
+    let (status, m) = s.get("/k8s/_mapping");
+    assert_eq!(status, 200, "{m}");
+    assert_eq!(
+        m["k8s"]["mappings"]["properties"]["@timestamp"]["type"], "date",
+        "{m}"
+    );
+    let (status, all) = s.get("/_mapping");
+    assert_eq!(status, 200);
+    assert!(all.get("k8s").is_some(), "{all}");
+    let (status, st) = s.get("/_stats");
+    assert_eq!(status, 200, "{st}");
+    assert_eq!(st["_all"]["primaries"]["docs"]["count"], 30, "{st}");
+    assert!(st["indices"].get("k8s").is_some(), "{st}");
+}
