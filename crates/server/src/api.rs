@@ -111,6 +111,8 @@ fn all_routes() -> Routes {
         .route("/_stats", get(stats_all))
         .route("/{index}/_mapping", get(mapping))
         .route("/_mapping", get(mapping_all))
+        .route("/{index}/_field_caps", get(field_caps).post(field_caps))
+        .route("/_field_caps", get(field_caps_all).post(field_caps_all))
         .route("/{index}/_disk_usage", post(disk_usage))
         .route("/{index}/_refresh", post(refresh).get(refresh))
         .route("/{index}/_forcemerge", post(forcemerge))
@@ -1039,6 +1041,85 @@ fn mapping_of(st: &AppState, who: &Principal, index: &str) -> Result<Response> {
         out.insert(h.name().to_owned(), json!({ "mappings": mappings }));
     }
     Ok(json(200, &Value::Object(out)))
+}
+
+/// `GET`/`POST /_field_caps` and `/<index>/_field_caps` (`?fields=` a comma list,
+/// `*` wildcards; all fields when absent): each mapped field's type, across the
+/// matching indices the caller may read, as Kibana and scripts ask for it. A field of
+/// several types lists, under each type, the indices holding it so. The fields of a
+/// label-keyed index (the metrics protocols') are its declared ones: its labels have no
+/// mapping entry.
+async fn field_caps(
+    State(st): St,
+    Caller(who): Caller,
+    Path(index): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Response> {
+    field_caps_of(&st, &who, &index, q.as_deref())
+}
+
+async fn field_caps_all(
+    State(st): St,
+    Caller(who): Caller,
+    RawQuery(q): RawQuery,
+) -> Result<Response> {
+    field_caps_of(&st, &who, "*", q.as_deref())
+}
+
+fn field_caps_of(st: &AppState, who: &Principal, index: &str, q: Option<&str>) -> Result<Response> {
+    let params = params(q);
+    let patterns: Vec<String> = params.get("fields").map_or_else(
+        || vec!["*".to_owned()],
+        |f| f.split(',').map(str::to_owned).collect(),
+    );
+    let wanted = |path: &str| {
+        patterns.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => path.starts_with(prefix),
+            None => p == path,
+        })
+    };
+    let handles = targets(st, who, index)?;
+    let mut names: Vec<String> = handles.iter().map(|h| h.name().to_owned()).collect();
+    names.sort();
+    // path → type → (capabilities, indices)
+    let mut fields: std::collections::BTreeMap<
+        String,
+        std::collections::BTreeMap<&'static str, (Value, Vec<String>)>,
+    > = Default::default();
+    for h in &handles {
+        for f in h.mapping().fields() {
+            if !wanted(&f.path) {
+                continue;
+            }
+            let mut caps = json!({"type": f.ty.name(), "metadata_field": false,
+                "searchable": true, "aggregatable": true});
+            match f.role {
+                tidemark::FieldRole::Dimension => caps["time_series_dimension"] = json!(true),
+                tidemark::FieldRole::Metric(m) => caps["time_series_metric"] = json!(m.name()),
+                _ => {}
+            }
+            let entry = fields
+                .entry(f.path.clone())
+                .or_default()
+                .entry(f.ty.name())
+                .or_insert_with(|| (caps, Vec::new()));
+            entry.1.push(h.name().to_owned());
+        }
+    }
+    let mut out = Map::new();
+    for (path, types) in fields {
+        let several = types.len() > 1;
+        let mut t = Map::new();
+        for (ty, (mut caps, mut indices)) in types {
+            if several {
+                indices.sort();
+                caps["indices"] = json!(indices);
+            }
+            t.insert(ty.to_owned(), caps);
+        }
+        out.insert(path, Value::Object(t));
+    }
+    Ok(json(200, &json!({"indices": names, "fields": out})))
 }
 
 async fn disk_usage(

@@ -145,3 +145,24 @@ fn msearch_mapping_and_stats_answer_in_elasticsearch_shapes() {
     assert_eq!(st["_all"]["primaries"]["docs"]["count"], 30, "{st}");
     assert!(st["indices"].get("k8s").is_some(), "{st}");
 }
+
+#[test]
+fn field_caps_lists_mapped_fields_with_their_types_and_roles() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    assert_eq!(s.put_json("/k8s", &k8s_mapping()).0, 200);
+    let (status, v) = s.get("/k8s/_field_caps?fields=k8s.pod.*,@timestamp");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["indices"], json!(["k8s"]));
+    assert_eq!(v["fields"]["@timestamp"]["date"]["type"], "date");
+    let name = &v["fields"]["k8s.pod.name"]["keyword"];
+    assert_eq!(name["time_series_dimension"], true, "{v}");
+    assert_eq!(
+        v["fields"]["k8s.pod.cpu.utilization"]["double"]["time_series_metric"], "gauge",
+        "{v}"
+    );
+    assert!(v["fields"].get("k8s.cluster.name").is_none(), "{v}");
+    let (status, all) = send("POST", &s.url("/_field_caps"), None, &[]);
+    assert_eq!(status, 200, "{all}");
+    assert!(all["fields"].get("k8s.cluster.name").is_some(), "{all}");
+}
