@@ -86,7 +86,7 @@ impl Routes {
 fn all_routes() -> Routes {
     Routes::new()
         .route("/", get(info))
-        .route("/metrics", get(crate::selfmon::metrics))
+        .route("/metrics", any(metrics_or_index))
         .route("/-/healthy", get(crate::selfmon::healthy))
         .route("/-/ready", get(crate::selfmon::healthy))
         .route("/_license", get(license))
@@ -413,6 +413,23 @@ async fn cat(
         ));
     }
     Ok(http::text(out))
+}
+
+/// `/metrics`: `GET` is the server's own metrics (what every scraper asks for); the
+/// other methods are the index API of an index named `metrics`, which stays a valid
+/// name (its `GET` is answered by `GET /_cat/indices/metrics` or `/metrics/_mapping`).
+async fn metrics_or_index(
+    st: St,
+    who: Caller,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response> {
+    if method == Method::GET {
+        crate::selfmon::metrics(st, who).await
+    } else {
+        index_admin(st, who, method, Path("metrics".to_owned()), headers, body).await
+    }
 }
 
 async fn index_admin(
