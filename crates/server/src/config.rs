@@ -73,6 +73,16 @@ pub struct Config {
     /// samples of further new series are refused naming the limit while known series go
     /// on (VictoriaMetrics' `-storage.maxHourlySeries`). 0, the default, is no limit.
     pub max_new_series_per_hour: u64,
+    /// How long the indices the metrics protocols create (remote write, line protocol,
+    /// OTLP) keep samples, as a duration (`30d`); empty, the default, keeps everything
+    /// (VictoriaMetrics' `-retentionPeriod`). With it those indices are created
+    /// partitioned by time, each partition dropped whole once past the retention, and a
+    /// sample older than the retention is refused naming the rule. Indices created by
+    /// `PUT /<index>` take their own `settings.index.tidemark.partitions`.
+    pub metrics_retention: String,
+    /// The partition width of those indices when `metrics_retention` is set (`1d`;
+    /// 1 h to 7 d).
+    pub metrics_partition_width: String,
     /// Longest label name in bytes (256); longer is `400` naming the limit.
     pub max_label_name_bytes: usize,
     /// Longest label value in bytes (1,024, the most a dimension holds; at most that).
@@ -149,6 +159,8 @@ impl Default for Config {
             max_series_per_request: DEFAULT_MAX_SERIES_PER_REQUEST,
             max_labels_per_series: 64,
             max_new_series_per_hour: 0,
+            metrics_retention: String::new(),
+            metrics_partition_width: "1d".to_owned(),
             max_label_name_bytes: 256,
             max_label_value_bytes: 1024,
             disk_flood_stage: crate::disk::FloodStage::default().used_percent,
@@ -211,11 +223,34 @@ impl Config {
             .min(tokio::sync::Semaphore::MAX_PERMITS)
     }
 
+    /// The partitions of the indices the metrics protocols create: `None` without
+    /// `metrics_retention`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming `metrics_retention` or `metrics_partition_width`.
+    pub fn metrics_partitions(&self) -> Result<Option<tidemark::dedup::PartitionConfig>> {
+        if self.metrics_retention.is_empty() {
+            return Ok(None);
+        }
+        let retention = tidemark::parse_interval(&self.metrics_retention)
+            .map_err(|e| Error::config("metrics_retention", e.to_string()))?;
+        let width = tidemark::parse_interval(&self.metrics_partition_width)
+            .map_err(|e| Error::config("metrics_partition_width", e.to_string()))?;
+        let p = tidemark::dedup::PartitionConfig::new()
+            .with_width_ms(width)
+            .with_retention_ms(Some(retention));
+        p.check().map_err(|e| {
+            Error::config("metrics_retention / metrics_partition_width", e.to_string())
+        })?;
+        Ok(Some(p))
+    }
+
     /// Checks values that parse but make no sense.
     ///
     /// # Errors
     /// [`Error::Config`] naming the setting.
     pub fn check(&self) -> Result<()> {
+        self.metrics_partitions()?;
         if self.max_content_length == 0 {
             return Err(Error::config("max_content_length", "must be positive"));
         }
@@ -284,6 +319,22 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn metrics_retention_is_checked_at_startup() {
+        let with = |retention: &str, width: &str| Config {
+            metrics_retention: retention.to_owned(),
+            metrics_partition_width: width.to_owned(),
+            ..Config::default()
+        };
+        assert!(with("", "1d").metrics_partitions().unwrap().is_none());
+        let p = with("30d", "1d").metrics_partitions().unwrap().unwrap();
+        assert_eq!(p.retention_ms(), Some(30 * 86_400_000));
+        for (r, w) in [("5x", "1d"), ("30d", "10d"), ("30d", "1m")] {
+            let e = with(r, w).check().unwrap_err().to_string();
+            assert!(e.contains("metrics_"), "{r} {w}: {e}");
+        }
+    }
+
     use super::*;
 
     #[test]

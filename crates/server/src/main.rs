@@ -49,6 +49,13 @@ struct Cli {
     /// Series new to an index it takes per hour (0: no limit).
     #[arg(long)]
     max_new_series_per_hour: Option<u64>,
+    /// How long the indices the metrics protocols create keep samples (`30d`; default:
+    /// everything). They are then partitioned by time (`--partition-width`).
+    #[arg(long)]
+    retention: Option<String>,
+    /// Partition width of those indices with `--retention` (`1d`).
+    #[arg(long)]
+    partition_width: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -95,6 +102,12 @@ fn run() -> Result<()> {
     }
     if let Some(n) = cli.max_new_series_per_hour {
         config.max_new_series_per_hour = n;
+    }
+    if let Some(r) = cli.retention {
+        config.metrics_retention = r;
+    }
+    if let Some(w) = cli.partition_width {
+        config.metrics_partition_width = w;
     }
     config.check()?;
     tracing_subscriber::fmt()

@@ -511,6 +511,8 @@ pub struct Registry {
     root: PathBuf,
     flood: FloodStage,
     new_series_per_hour: Option<u64>,
+    /// Partitions of the label-keyed indices created by the metrics protocols.
+    label_partitions: Option<tidemark::dedup::PartitionConfig>,
     indices: RwLock<BTreeMap<String, Arc<IndexHandle>>>,
     templates: Mutex<Templates>,
     /// Serializes creation and deletion, so two first writes create an index once.
@@ -569,6 +571,7 @@ impl Registry {
             root: root.to_path_buf(),
             flood,
             new_series_per_hour,
+            label_partitions: None,
             indices: RwLock::new(indices),
             templates: Mutex::new(templates),
             admin: Mutex::new(()),
@@ -730,7 +733,17 @@ impl Registry {
         if let Some(h) = self.get(name) {
             return check(h);
         }
-        self.create_locked(name, tidemark::label_mapping()?)
+        self.create_locked_with(
+            name,
+            tidemark::label_mapping()?,
+            self.label_partitions.clone(),
+        )
+    }
+
+    /// The partitions (and retention) of the label-keyed indices the metrics protocols
+    /// create from now on (`metrics_retention`); `None` leaves them unpartitioned.
+    pub fn set_label_partitions(&mut self, p: Option<tidemark::dedup::PartitionConfig>) {
+        self.label_partitions = p;
     }
 
     /// Deletes index `name`: waits for its queued writes, closes it, removes its

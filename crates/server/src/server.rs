@@ -55,9 +55,12 @@ impl Server {
         let flood = config.flood_stage();
         let per_hour =
             (config.max_new_series_per_hour > 0).then_some(config.max_new_series_per_hour);
+        let label_partitions = config.metrics_partitions()?;
         let (registry, cluster_uuid) = tokio::task::spawn_blocking(move || {
             let uuid = cluster_uuid(&data)?;
-            Ok::<_, Error>((Registry::open_with(&data, flood, per_hour)?, uuid))
+            let mut registry = Registry::open_with(&data, flood, per_hour)?;
+            registry.set_label_partitions(label_partitions);
+            Ok::<_, Error>((registry, uuid))
         })
         .await
         .map_err(|e| Error::status(500, "exception", e.to_string()))??;

@@ -159,7 +159,15 @@ impl PartitionConfig {
         &self.rollups
     }
 
-    fn check(&self) -> Result<()> {
+    /// Checks the configuration as opening a partitioned store does, so that a caller
+    /// holding one for later (a server's default for the indices it creates) can refuse
+    /// it at startup.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the setting: a width outside 1 h–7 d, a rollup
+    /// resolution that does not divide it, a retention or late window that is not
+    /// positive, a negative seal grace, too many rollups.
+    pub fn check(&self) -> Result<()> {
         let bad = |name, detail: String| Err(Error::InvalidConfig { name, detail });
         if !(HOUR_MS..=7 * DAY_MS).contains(&self.width_ms) {
             return bad(

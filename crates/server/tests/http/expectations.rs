@@ -166,3 +166,49 @@ fn field_caps_lists_mapped_fields_with_their_types_and_roles() {
     assert_eq!(status, 200, "{all}");
     assert!(all["fields"].get("k8s.cluster.name").is_some(), "{all}");
 }
+
+/// `--retention` (VictoriaMetrics' `-retentionPeriod`): the indices the metrics
+/// protocols create are partitioned by time and keep that long; a sample older than the
+/// retention is refused naming the rule, never stored to be dropped later.
+#[test]
+fn indices_created_by_the_metrics_protocols_take_the_server_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(
+        dir.path(),
+        &["--retention", "3d", "--partition-width", "1d"],
+    );
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let hour = 3_600_000_000_000i64;
+    let recent = format!("cpu,host=a v=1 {}\n", now_ns - hour);
+    let (status, _, text) = send_raw(
+        "POST",
+        &s.url("/write?db=kept"),
+        Some(recent.as_bytes()),
+        &[],
+    );
+    assert_eq!(status, 204, "{text}");
+    let old = format!("cpu,host=a v=2 {}\n", now_ns - 10 * 24 * hour);
+    let (status, _, text) = send_raw("POST", &s.url("/write?db=kept"), Some(old.as_bytes()), &[]);
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("retention"), "{text}");
+    let (status, st) = s.get("/kept/_stats");
+    assert_eq!(status, 200, "{st}");
+    assert_eq!(st["_all"]["primaries"]["docs"]["count"], 1, "{st}");
+    // The partitioned store counted the refusal as too old for its retention.
+    assert_eq!(
+        st["indices"]["kept"]["tidemark"]["rejected_too_old"], 1,
+        "{st}"
+    );
+    // An index created with its own mapping keeps its own settings (none here: no
+    // partitions, nothing refused by age).
+    assert_eq!(s.put_json("/own", &k8s_mapping()).0, 200);
+    let doc = format!(
+        "{{\"create\":{{}}}}\n{{\"@timestamp\":{},\"k8s\":{{\"pod\":{{\"name\":\"p\"}}}}}}\n",
+        now_ns / 1_000_000 - 10 * 24 * 3_600_000
+    );
+    let (status, v) = s.bulk("/own/_bulk", doc.as_bytes());
+    assert_eq!((status, v["errors"].as_bool()), (200, Some(false)), "{v}");
+}
