@@ -87,7 +87,7 @@ pub async fn layer(State(state): State<Arc<AppState>>, mut req: Request, next: N
     let route = req
         .extensions()
         .get::<axum::extract::MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |m| m.as_str().to_owned());
+        .cloned();
     let vendor_json = req
         .headers()
         .get(header::ACCEPT)
@@ -134,7 +134,9 @@ pub async fn layer(State(state): State<Arc<AppState>>, mut req: Request, next: N
         }
     };
     state.http_stats.record(
-        &route,
+        route
+            .as_ref()
+            .map_or("unmatched", axum::extract::MatchedPath::as_str),
         method.as_str(),
         resp.status().as_u16(),
         start.elapsed(),

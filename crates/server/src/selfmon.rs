@@ -32,15 +32,22 @@ pub struct HttpStats {
     inner: Mutex<HttpInner>,
 }
 
-/// Requests by (route template, method, status code).
+/// Requests by (route template, method, status code), as a scrape reads them.
 type Requests = BTreeMap<(String, String, u16), u64>;
-/// Durations by (route template, method).
+/// Durations by (route template, method), as a scrape reads them.
 type Durations = BTreeMap<(String, String), Histogram>;
 
+/// Per route template, per method: looked up by `&str`, so that counting a request
+/// allocates only the first time a route and method are seen.
 #[derive(Debug, Default)]
 struct HttpInner {
-    requests: Requests,
-    durations: Durations,
+    routes: BTreeMap<String, BTreeMap<String, MethodStats>>,
+}
+
+#[derive(Debug, Default)]
+struct MethodStats {
+    codes: BTreeMap<u16, u64>,
+    durations: Histogram,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -58,13 +65,20 @@ impl HttpStats {
         let Ok(mut s) = self.inner.lock() else {
             return;
         };
-        *s.requests
-            .entry((route.to_owned(), method.to_owned(), status))
-            .or_default() += 1;
-        let h = s
-            .durations
-            .entry((route.to_owned(), method.to_owned()))
-            .or_default();
+        if !s.routes.contains_key(route) {
+            s.routes.insert(route.to_owned(), BTreeMap::new());
+        }
+        let Some(methods) = s.routes.get_mut(route) else {
+            return;
+        };
+        if !methods.contains_key(method) {
+            methods.insert(method.to_owned(), MethodStats::default());
+        }
+        let Some(m) = methods.get_mut(method) else {
+            return;
+        };
+        *m.codes.entry(status).or_default() += 1;
+        let h = &mut m.durations;
         let secs = took.as_secs_f64();
         let slot = DURATION_BUCKETS
             .iter()
@@ -78,10 +92,18 @@ impl HttpStats {
     }
 
     fn snapshot(&self) -> (Requests, Durations) {
-        match self.inner.lock() {
-            Ok(s) => (s.requests.clone(), s.durations.clone()),
-            Err(_) => Default::default(),
+        let (mut requests, mut durations) = (Requests::new(), Durations::new());
+        if let Ok(s) = self.inner.lock() {
+            for (route, methods) in &s.routes {
+                for (method, m) in methods {
+                    for (code, n) in &m.codes {
+                        requests.insert((route.clone(), method.clone(), *code), *n);
+                    }
+                    durations.insert((route.clone(), method.clone()), m.durations.clone());
+                }
+            }
         }
+        (requests, durations)
     }
 }
 
