@@ -34,6 +34,8 @@ u="http://$addr"
 # Handshake and the product header.
 curl -sfi "$u/" | grep -qi '^x-elastic-product: Elasticsearch' && ok || fail "product header"
 curl -sf "$u/_license" | grep -q '"status":"active"' && ok || fail "license"
+curl -sf "$u/-/healthy" | grep -q "Tidemark is Healthy" && ok || fail "healthy probe"
+curl -sf "$u/metrics" | grep -q "^tidemark_build_info" && ok || fail "/metrics exposition"
 # Template, then the first write creates the data stream.
 tmpl=$(python3 -c "import json;m=json.load(open('$root/fixtures/tidemark/k8s.mapping.json'));print(json.dumps({'index_patterns':['metrics-*-*'],'data_stream':{},'priority':200,'template':m}))")
 curl -sf -XPUT "$u/_index_template/metrics-foo" -H 'content-type: application/json' -d "$tmpl" | grep -q '"acknowledged":true' && ok || fail "template"

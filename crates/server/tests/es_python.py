@@ -140,6 +140,25 @@ def main():
 
             hit = es.search(index="k8s", size=1, sort=[{"@timestamp": "desc"}], query={"term": {"k8s.pod.name": "pod-07"}})
             check(hit["hits"]["hits"][0]["_source"]["k8s"]["pod"]["name"] == "pod-07", "search hit")
+
+            # What dashboards and scripts call: msearch (one search per header), the
+            # mapping, field capabilities; scroll is refused, never ignored.
+            m = es.msearch(searches=[
+                {"index": "k8s"}, {"size": 0, "query": {"match_all": {}}},
+                {"index": "nope"}, {"size": 0},
+            ])
+            check(m["responses"][0]["hits"]["total"]["value"] == total, f"msearch total: {m['responses'][0]}")
+            check(m["responses"][1]["status"] == 404, f"msearch missing index: {m['responses'][1]}")
+            mp = es.indices.get_mapping(index="k8s")
+            check(mp["k8s"]["mappings"]["properties"]["@timestamp"]["type"] == "date", f"get_mapping: {mp}")
+            fc = es.field_caps(index="k8s", fields="k8s.pod.*")
+            check(fc["fields"]["k8s.pod.name"]["keyword"]["time_series_dimension"] is True, f"field_caps: {fc}")
+            refused = None
+            try:
+                list(helpers.scan(es, index="k8s", query={"query": {"match_all": {}}}))
+            except Exception as e:  # the client raises BadRequestError
+                refused = str(e)
+            check(refused is not None and "scroll" in refused, f"helpers.scan refused naming scroll: {refused}")
         finally:
             stop(proc)
 
