@@ -36,6 +36,7 @@ struct Args {
     json: Option<PathBuf>,
     skip_memory: bool,
     rollups: bool,
+    keep: Option<PathBuf>,
 }
 
 fn parse_args(args: &[String]) -> Result<Args> {
@@ -53,6 +54,7 @@ fn parse_args(args: &[String]) -> Result<Args> {
         json: None,
         skip_memory: false,
         rollups: false,
+        keep: None,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -74,6 +76,7 @@ fn parse_args(args: &[String]) -> Result<Args> {
             "--json" => a.json = Some(PathBuf::from(val()?)),
             "--skip-memory" => a.skip_memory = true,
             "--rollups" => a.rollups = true,
+            "--keep" => a.keep = Some(PathBuf::from(val()?)),
             other => bail!("unknown option {other:?}"),
         }
     }
@@ -189,12 +192,12 @@ fn start_tidemark(
     })
 }
 
-fn start_vm(dir: tempfile::TempDir) -> Result<Server> {
+fn start_vm(data: &std::path::Path, dir: Option<tempfile::TempDir>) -> Result<Server> {
     let bin = ensure_installed("victoria-metrics", "victoria-metrics")?;
     let port = free_port()?;
     let base = format!("http://127.0.0.1:{port}");
-    let data = dir.path().join("data");
-    let log = std::fs::File::create(dir.path().join("vm.log"))?;
+    std::fs::create_dir_all(data)?;
+    let log = std::fs::File::create(data.with_extension("log"))?;
     let mut child = Command::new(bin)
         .arg(format!("-storageDataPath={}", data.display()))
         .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
@@ -208,7 +211,7 @@ fn start_vm(dir: tempfile::TempDir) -> Result<Server> {
     Ok(Server {
         child,
         base,
-        _dir: Some(dir),
+        _dir: dir,
     })
 }
 
@@ -518,9 +521,16 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if a.rollups {
         return run_rollups(&a, &bin);
     }
+    // With --keep, the data directories of an earlier run of the same size are reused
+    // (their time span recorded beside them), so a changed binary is timed on the same
+    // data without loading it again.
+    let kept = match &a.keep {
+        Some(k) => Kept::open(k, &a)?,
+        None => None,
+    };
     let now_s = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs() as i64;
     // Data ends 10 minutes ago on a whole minute; the query covers the whole span.
-    let end_s = (now_s - 600) / 60 * 60;
+    let end_s = kept.as_ref().map_or((now_s - 600) / 60 * 60, |k| k.end_s);
     let span_s = (a.hours * 3600) as i64;
     let start_s = end_s - span_s;
     let points = span_s as u64 / a.interval_s;
@@ -536,17 +546,29 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     );
 
     // Tidemark.
-    let tdir = tempfile::Builder::new()
-        .prefix("xtask-promql-bench-tm-")
-        .tempdir()?;
-    let tdata = tdir.path().join("data");
+    let (tdir, tdata) = match &a.keep {
+        Some(k) => (None, k.join("tidemark")),
+        None => {
+            let d = tempfile::Builder::new()
+                .prefix("xtask-promql-bench-tm-")
+                .tempdir()?;
+            let data = d.path().join("data");
+            (Some(d), data)
+        }
+    };
     let tm = start_tidemark(&bin, &tdata, None)?;
-    let tm_load = load_tidemark(&a, &tm, start_ms, points, samples)?;
-    let _ = post_text(
-        &format!("{}/metrics/_forcemerge", tm.base),
-        "",
-        "application/json",
-    );
+    let tm_load = match &kept {
+        Some(k) => k.tidemark_load_s,
+        None => {
+            let secs = load_tidemark(&a, &tm, start_ms, points, samples)?;
+            let _ = post_text(
+                &format!("{}/metrics/_forcemerge", tm.base),
+                "",
+                "application/json",
+            );
+            secs
+        }
+    };
     let (_, count) = query_range(&tm.base, "count(x)", end_s, end_s, 60, "")?;
     let tm_series = count["data"]["result"][0]["values"][0][1]
         .as_str()
@@ -595,18 +617,33 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     drop(tdir);
 
     // VictoriaMetrics.
-    let vdir = tempfile::Builder::new()
-        .prefix("xtask-promql-bench-vm-")
-        .tempdir()?;
-    let vm = start_vm(vdir)?;
-    let vm_load = load(&a, &format!("{}/api/v1/write", vm.base), start_ms, points)?;
-    eprintln!(
-        "victoria-metrics: loaded in {vm_load:.1} s ({:.0} samples/s)",
-        samples as f64 / vm_load
-    );
-    let _ = get_text(&format!("{}/internal/force_flush", vm.base));
-    let _ = get_text(&format!("{}/internal/force_merge", vm.base));
-    std::thread::sleep(Duration::from_secs(5));
+    let vm = match &a.keep {
+        Some(k) => start_vm(&k.join("vm"), None)?,
+        None => {
+            let d = tempfile::Builder::new()
+                .prefix("xtask-promql-bench-vm-")
+                .tempdir()?;
+            let data = d.path().join("data");
+            start_vm(&data, Some(d))?
+        }
+    };
+    let vm_load = match &kept {
+        Some(k) => k.vm_load_s,
+        None => {
+            let secs = load(&a, &format!("{}/api/v1/write", vm.base), start_ms, points)?;
+            eprintln!(
+                "victoria-metrics: loaded in {secs:.1} s ({:.0} samples/s)",
+                samples as f64 / secs
+            );
+            let _ = get_text(&format!("{}/internal/force_flush", vm.base));
+            let _ = get_text(&format!("{}/internal/force_merge", vm.base));
+            std::thread::sleep(Duration::from_secs(5));
+            secs
+        }
+    };
+    if let (Some(k), None) = (&a.keep, &kept) {
+        Kept::save(k, &a, end_s, tm_load, vm_load)?;
+    }
     let (_, vcount) = query_range(&vm.base, "count(x)", end_s, end_s, 60, "&nocache=1")?;
     let vm_series = vcount["data"]["result"][0]["values"][0][1]
         .as_str()
@@ -721,6 +758,54 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// What `--keep DIR` records in `DIR/bench.json` once both systems are loaded.
+struct Kept {
+    end_s: i64,
+    tidemark_load_s: f64,
+    vm_load_s: f64,
+}
+
+impl Kept {
+    /// The recorded run in `dir` if it has this run's size; otherwise `dir` is cleared
+    /// for a fresh load.
+    fn open(dir: &std::path::Path, a: &Args) -> Result<Option<Kept>> {
+        let meta = dir.join("bench.json");
+        if let Ok(text) = std::fs::read_to_string(&meta) {
+            let v: Value = serde_json::from_str(&text)
+                .with_context(|| format!("reading {}", meta.display()))?;
+            if v["size"] == Self::size(a) {
+                eprintln!("promql-bench: reusing the data in {}", dir.display());
+                return Ok(Some(Kept {
+                    end_s: v["end_s"].as_i64().unwrap_or(0),
+                    tidemark_load_s: v["tidemark_load_s"].as_f64().unwrap_or(f64::NAN),
+                    vm_load_s: v["vm_load_s"].as_f64().unwrap_or(f64::NAN),
+                }));
+            }
+        }
+        for sub in ["tidemark", "vm", "bench.json"] {
+            let p = dir.join(sub);
+            if p.is_dir() {
+                std::fs::remove_dir_all(&p)?;
+            } else if p.exists() {
+                std::fs::remove_file(&p)?;
+            }
+        }
+        std::fs::create_dir_all(dir)?;
+        Ok(None)
+    }
+
+    fn size(a: &Args) -> Value {
+        json!({"series": a.series, "hours": a.hours, "interval_s": a.interval_s, "sites": a.sites})
+    }
+
+    fn save(dir: &std::path::Path, a: &Args, end_s: i64, tm: f64, vm: f64) -> Result<()> {
+        let v =
+            json!({"size": Self::size(a), "end_s": end_s, "tidemark_load_s": tm, "vm_load_s": vm});
+        std::fs::write(dir.join("bench.json"), v.to_string())?;
+        Ok(())
+    }
 }
 
 fn fmt_times(xs: &[f64]) -> String {

@@ -28,6 +28,7 @@ mod check;
 mod merging;
 mod ops;
 mod query;
+pub(crate) mod read;
 mod recovery;
 mod refresh;
 

@@ -11,6 +11,7 @@ mod le;
 mod manifest;
 mod merge;
 mod partition;
+mod read;
 mod record;
 mod shared;
 mod stats;
@@ -30,6 +31,7 @@ pub use partition::{
     PARTITIONS_NAME, PARTITIONS_VERSION, PartitionConfig, PartitionInfo, PartitionStats,
     PartitionedEngine, Piece, Postings, RollupRow, RollupStats, counter_step, dim_value_text,
 };
+pub use read::SeriesReader;
 pub use shared::{SharedEngine, Writer};
 pub use stats::{DedupStats, MergeStats};
 pub use wal::{MAX_RECORD_LEN, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION};

@@ -98,6 +98,7 @@ pub fn promql(data: &[u8]) {
         max_series: 1_000,
         max_points: 200_000,
         timeout: Duration::from_millis(200),
+        threads: 1,
     };
     let instant = tidemark_promql::instant_query(storage(), query, T_MS, &opts);
     let _ = tidemark_promql::range_query(storage(), query, T_MS - 600_000, T_MS, 60_000, &opts);

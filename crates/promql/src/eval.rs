@@ -32,6 +32,9 @@ pub struct QueryOptions {
     pub max_points: usize,
     /// Longest evaluation time.
     pub timeout: Duration,
+    /// Threads a query evaluates its series on (default: every core); the answer is the
+    /// same whatever the number.
+    pub threads: usize,
 }
 
 impl Default for QueryOptions {
@@ -41,6 +44,7 @@ impl Default for QueryOptions {
             max_series: 100_000,
             max_points: 50_000_000,
             timeout: Duration::from_secs(120),
+            threads: crate::par::default_threads(),
         }
     }
 }
@@ -320,6 +324,50 @@ impl<'a> Ctx<'a> {
         Ok(())
     }
 
+    /// As [`select_each`](Self::select_each), a batch of series at a time (as the
+    /// storage reads them), each series counted against the limits and then prepared
+    /// by `prepare` on the thread that read it (see [`Storage::select_batches`]).
+    fn select_batches_each(
+        &mut self,
+        vs: &VectorSelector,
+        lo: i64,
+        hi: i64,
+        prepare: crate::storage::Prepare<'_>,
+        mut f: impl FnMut(Vec<crate::Series>) -> Result<()>,
+    ) -> Result<()> {
+        let matchers = Self::matchers(vs)?;
+        let (max_series, max_points) = (self.opts.max_series, self.opts.max_points);
+        let deadline = self.deadline;
+        let timeout = self.opts.timeout;
+        let mut series_read = self.series_read;
+        let points_read = std::sync::atomic::AtomicUsize::new(self.points_read);
+        let counted = |s: &mut crate::Series| -> Result<()> {
+            // Series stream: the limit is on samples held at once (as Prometheus'
+            // `query.max-samples`), not on samples read over the whole range.
+            if s.samples.len() > max_points {
+                return Err(Error::TooManyPoints { limit: max_points });
+            }
+            points_read.fetch_add(s.samples.len(), std::sync::atomic::Ordering::Relaxed);
+            if Instant::now() > deadline {
+                return Err(Error::Timeout {
+                    millis: timeout.as_millis(),
+                });
+            }
+            prepare(s)
+        };
+        self.storage
+            .select_batches(&matchers, lo, hi, Some(&counted), &mut |batch| {
+                series_read += batch.len();
+                if series_read > max_series {
+                    return Err(Error::TooManySeries { limit: max_series });
+                }
+                f(batch)
+            })?;
+        self.series_read = series_read;
+        self.points_read = points_read.into_inner();
+        Ok(())
+    }
+
     pub(crate) fn eval(&mut self, expr: &Expr) -> Result<Val> {
         self.check_deadline()?;
         match expr {
@@ -439,6 +487,21 @@ impl<'a> Ctx<'a> {
             .collect()
     }
 
+    /// The first and last millisecond the windows of a range selector cover, its
+    /// selector times and its range.
+    fn window_span(&self, ms: &MatrixSelector) -> (i64, i64, Vec<i64>, i64) {
+        let range = duration_ms(&ms.range);
+        let times = self.selector_times(&ms.vs);
+        let lo = times
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(self.start)
+            .saturating_sub(range.saturating_sub(1));
+        let hi = times.iter().copied().max().unwrap_or(self.end);
+        (lo, hi, times, range)
+    }
+
     /// Reads a range selector's series and calls `f` with each series' labels and its
     /// window of samples (staleness markers removed) at every step: the samples in
     /// `(t - range, t]` for the step's selector time `t`.
@@ -447,29 +510,71 @@ impl<'a> Ctx<'a> {
         ms: &MatrixSelector,
         mut f: impl FnMut(&Labels, &[&[(i64, f64)]]) -> Result<()>,
     ) -> Result<()> {
-        let vs = &ms.vs;
-        let range = duration_ms(&ms.range);
-        let times = self.selector_times(vs);
-        let lo = times
-            .iter()
-            .copied()
-            .min()
-            .unwrap_or(self.start)
-            .saturating_sub(range.saturating_sub(1));
-        let hi = times.iter().copied().max().unwrap_or(self.end);
-        self.select_each(vs, lo, hi, |mut s| {
+        let (lo, hi, times, range) = self.window_span(ms);
+        self.select_each(&ms.vs, lo, hi, |mut s| {
             s.samples.retain(|p| !is_stale_nan(p.1));
-            let windows: Vec<&[(i64, f64)]> = times
-                .iter()
-                .map(|&t| {
-                    let a = s
-                        .samples
-                        .partition_point(|p| p.0 <= t.saturating_sub(range));
-                    let b = s.samples.partition_point(|p| p.0 <= t);
-                    s.samples.get(a..b).unwrap_or(&[])
-                })
+            let windows: Vec<&[(i64, f64)]> = window_ranges(&s.samples, &times, range)
+                .into_iter()
+                .map(|(a, b)| s.samples.get(a..b).unwrap_or(&[]))
                 .collect();
             f(&s.labels, &windows)
+        })
+    }
+
+    /// Reads a range selector's series and maps each one to its value at every step on
+    /// the thread that read it, while its samples are in the cache (see
+    /// [`Storage::select_batches`]): `map` gets the series' labels, its samples
+    /// (staleness markers removed) and, per step, the index range of its window
+    /// `(t - range, t]` for the step's selector time `t` (found by two pointers moving
+    /// forward, O(samples + steps)), and returns one value per step, `None` for a
+    /// series with no value at any. The rows go to `sink` in the storage's series
+    /// order, so the answer does not depend on the number of threads.
+    pub(crate) fn map_windows(
+        &mut self,
+        ms: &MatrixSelector,
+        drop_name: bool,
+        map: impl Fn(&Labels, &[(i64, f64)], &[(usize, usize)]) -> Option<Vec<Option<f64>>> + Sync,
+        sink: &mut dyn FnMut(Row) -> Result<()>,
+    ) -> Result<()> {
+        let (lo, hi, times, range) = self.window_span(ms);
+        let n = self.n;
+        let prepare = |s: &mut crate::Series| -> Result<()> {
+            s.samples.retain(|p| !is_stale_nan(p.1));
+            let vals = map(
+                &s.labels,
+                &s.samples,
+                &window_ranges(&s.samples, &times, range),
+            );
+            // The per-step answer in place of the samples: (step, value) where defined.
+            s.samples.clear();
+            if let Some(vals) = vals {
+                s.samples.extend(
+                    vals.iter()
+                        .enumerate()
+                        .filter_map(|(i, v)| v.map(|v| (i as i64, v))),
+                );
+            }
+            s.samples.shrink_to_fit();
+            Ok(())
+        };
+        self.select_batches_each(&ms.vs, lo, hi, &prepare, |batch| {
+            for s in batch {
+                if s.samples.is_empty() {
+                    continue;
+                }
+                let mut vals = vec![None; n];
+                for (i, v) in s.samples {
+                    if let Some(slot) = usize::try_from(i).ok().and_then(|i| vals.get_mut(i)) {
+                        *slot = Some(v);
+                    }
+                }
+                sink(Row {
+                    labels: s.labels,
+                    drop_name,
+                    vals,
+                })?;
+            }
+            Ok(())
         })
     }
 
@@ -517,15 +622,9 @@ impl<'a> Ctx<'a> {
                         return Err(Error::TooManyPoints { limit: max_points });
                     }
                     s.samples.retain(|p| !is_stale_nan(p.1));
-                    let windows: Vec<WindowInput<'_>> = times
-                        .iter()
-                        .map(|&t| {
-                            let a = s
-                                .samples
-                                .partition_point(|p| p.0 <= t.saturating_sub(range));
-                            let b = s.samples.partition_point(|p| p.0 <= t);
-                            WindowInput::Samples(s.samples.get(a..b).unwrap_or(&[]))
-                        })
+                    let windows: Vec<WindowInput<'_>> = window_ranges(&s.samples, &times, range)
+                        .into_iter()
+                        .map(|(a, b)| WindowInput::Samples(s.samples.get(a..b).unwrap_or(&[])))
                         .collect();
                     f(&s.labels, &windows)
                 }
@@ -1245,6 +1344,33 @@ impl<'a> Ctx<'a> {
 }
 
 /// Orders values ascending (or descending), NaN last either way.
+/// The index range in `s` (sorted by timestamp) of the window `(t - range, t]` of each
+/// time `t` in `times`: two pointers that only move forward while the times ascend (the
+/// usual case, O(samples + steps)), a binary search for a time that goes back.
+pub(crate) fn window_ranges(s: &[(i64, f64)], times: &[i64], range: i64) -> Vec<(usize, usize)> {
+    let mut out = Vec::with_capacity(times.len());
+    let (mut a, mut b) = (0usize, 0usize);
+    let mut prev = i64::MIN;
+    for &t in times {
+        let lo = t.saturating_sub(range);
+        if t < prev {
+            a = s.partition_point(|p| p.0 <= lo);
+            b = s.partition_point(|p| p.0 <= t);
+        } else {
+            while s.get(a).is_some_and(|p| p.0 <= lo) {
+                a += 1;
+            }
+            b = b.max(a);
+            while s.get(b).is_some_and(|p| p.0 <= t) {
+                b += 1;
+            }
+        }
+        prev = t;
+        out.push((a, b.max(a)));
+    }
+    out
+}
+
 pub(crate) fn nan_last(x: f64, y: f64, desc: bool) -> std::cmp::Ordering {
     use std::cmp::Ordering;
     match (x.is_nan(), y.is_nan()) {

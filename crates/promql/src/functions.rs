@@ -571,22 +571,73 @@ fn eval_range_function_each(
         });
     }
     let keep_name = matches!(name, "last_over_time" | "first_over_time");
-    ctx.for_each_window(ms, |labels, windows| {
-        let vals: Vec<Option<f64>> = windows
-            .iter()
-            .zip(&ends)
-            .zip(&param)
-            .map(|((w, &end), &p)| f(w, end.saturating_sub(range_ms), end, range_s, p))
-            .collect();
-        if vals.iter().any(Option::is_some) {
-            sink(Row {
-                labels: labels.clone(),
-                drop_name: !keep_name,
-                vals,
-            })?;
-        }
-        Ok(())
-    })
+    let change = match name {
+        "rate" => Some((true, true)),
+        "increase" => Some((true, false)),
+        "delta" => Some((false, false)),
+        _ => None,
+    };
+    let (ends, param) = (&ends, &param);
+    ctx.map_windows(
+        ms,
+        !keep_name,
+        |_, samples, windows| {
+            let vals: Vec<Option<f64>> = match change {
+                // The counter resets found once per series, not once per window.
+                Some((counter, rate)) => {
+                    let resets: Vec<usize> = if counter {
+                        (1..samples.len())
+                            .filter(|&j| {
+                                samples.get(j).map(|p| p.1) < samples.get(j - 1).map(|p| p.1)
+                            })
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    windows
+                        .iter()
+                        .zip(ends)
+                        .map(|(&(a, b), &end)| {
+                            let w = samples.get(a..b).unwrap_or(&[]);
+                            let (first, last) = (w.first()?, w.last()?);
+                            if w.len() < 2 {
+                                return None;
+                            }
+                            let mut result = last.1 - first.1;
+                            // Resets inside the window: pairs (j - 1, j) with a < j < b, in order.
+                            let r0 = resets.partition_point(|&j| j <= a);
+                            for &j in resets.get(r0..).unwrap_or(&[]) {
+                                if j >= b {
+                                    break;
+                                }
+                                result += samples.get(j - 1).map_or(0.0, |p| p.1);
+                            }
+                            Some(extrapolate(
+                                w,
+                                result,
+                                end.saturating_sub(range_ms),
+                                end,
+                                range_s,
+                                counter,
+                                rate,
+                            ))
+                        })
+                        .collect()
+                }
+                None => windows
+                    .iter()
+                    .zip(ends)
+                    .zip(param)
+                    .map(|((&(a, b), &end), &p)| {
+                        let w = samples.get(a..b).unwrap_or(&[]);
+                        f(w, end.saturating_sub(range_ms), end, range_s, p)
+                    })
+                    .collect(),
+            };
+            vals.iter().any(Option::is_some).then_some(vals)
+        },
+        sink,
+    )
 }
 
 /// For the functions a window's aggregates answer: whether they use its `(sum, min,
@@ -645,6 +696,33 @@ fn extrapolated(
             }
         }
     }
+    Some(extrapolate(
+        s,
+        result,
+        range_start,
+        range_end,
+        range_s,
+        counter,
+        rate,
+    ))
+}
+
+/// The extrapolation of [`extrapolated`]: `result`, the change over the window's
+/// samples `s` (at least two), corrected for counter resets, extended towards the
+/// window's edges.
+fn extrapolate(
+    s: &[(i64, f64)],
+    result: f64,
+    range_start: i64,
+    range_end: i64,
+    range_s: f64,
+    counter: bool,
+    rate: bool,
+) -> f64 {
+    let (first, last) = match (s.first(), s.last()) {
+        (Some(f), Some(l)) => (*f, *l),
+        _ => return result,
+    };
     let mut to_start = (first.0 as f64 - range_start as f64) / 1000.0;
     let mut to_end = (range_end as f64 - last.0 as f64) / 1000.0;
     let sampled = (last.0 - first.0) as f64 / 1000.0;
@@ -673,7 +751,7 @@ fn extrapolated(
     if rate {
         factor /= range_s;
     }
-    Some(result * factor)
+    result * factor
 }
 
 /// `irate` and `idelta`: from the last two samples.

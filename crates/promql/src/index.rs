@@ -4,12 +4,13 @@
 //! paths such as `host.name`) have every other character replaced by `_`.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use roaring::RoaringBitmap;
 use tidemark::Index;
 use tidemark::dedup::Postings;
-use tidemark::segment::{Dim, MetricValue};
+use tidemark::segment::Dim;
 use tidemark::tsid::Tsid;
 use tidemark::{FieldRole, FieldType};
 
@@ -35,6 +36,8 @@ pub struct IndexStorage<'a> {
     stats: Cell<ReadStats>,
     /// Whether window aggregates may read rollups.
     rollups: bool,
+    /// Threads a select reads on.
+    threads: usize,
 }
 
 /// A name made safe as a Prometheus label or metric name (`[a-zA-Z_][a-zA-Z0-9_]*`; a
@@ -87,6 +90,7 @@ impl<'a> IndexStorage<'a> {
                 group: (GROUP_SERIES, GROUP_POINTS),
                 stats: Cell::new(ReadStats::default()),
                 rollups: true,
+                threads: crate::par::default_threads(),
             };
         }
         let metrics = index
@@ -106,7 +110,15 @@ impl<'a> IndexStorage<'a> {
             group: (GROUP_SERIES, GROUP_POINTS),
             stats: Cell::new(ReadStats::default()),
             rollups: true,
+            threads: crate::par::default_threads(),
         }
+    }
+
+    /// Reads on at most `threads` threads (default: every core); 1 reads on the
+    /// calling thread only.
+    pub fn with_threads(mut self, threads: usize) -> IndexStorage<'a> {
+        self.threads = threads.max(1);
+        self
     }
 
     /// Reads raw samples only, never rollups (for comparisons: the answers are the
@@ -199,7 +211,11 @@ impl<'a> IndexStorage<'a> {
 
 /// Series chosen for one select: tsid → (labels without the metric name, the matching
 /// metrics (indices into `IndexStorage::metrics`), estimated samples in range).
-pub(crate) type Chosen = BTreeMap<Tsid, (Labels, Vec<usize>, u64)>;
+pub(crate) type Chosen = BTreeMap<Tsid, ChosenSeries>;
+
+/// One chosen series: labels without the metric name, the matching metrics (indices
+/// into `IndexStorage::metrics`), estimated samples in range.
+pub(crate) type ChosenSeries = (Labels, Vec<usize>, u64);
 
 /// Most samples (estimated from the segments' series tables) one group of series
 /// gathers before it is handed over, by default: bounds a select's memory whatever the
@@ -331,10 +347,8 @@ impl Storage for IndexStorage<'_> {
         Ok(())
     }
 
-    /// Streams the matching series: chosen first (dimension index, no rows read), then
-    /// read a bounded group at a time (at most [`GROUP_SERIES`] series and about
-    /// [`GROUP_POINTS`] samples, only their rows), each group's series sorted and handed
-    /// over one at a time in tsid order before the next group is read.
+    /// Streams the matching series, one at a time, through
+    /// [`select_batches`](Storage::select_batches).
     fn select(
         &self,
         matchers: &[Matcher],
@@ -342,92 +356,91 @@ impl Storage for IndexStorage<'_> {
         end_ms: i64,
         visit: &mut dyn FnMut(Series) -> Result<()>,
     ) -> Result<()> {
+        self.select_batches(matchers, start_ms, end_ms, None, &mut |batch| {
+            batch.into_iter().try_for_each(&mut *visit)
+        })
+    }
+
+    /// Streams the matching series: chosen first (dimension index, no rows read), then
+    /// read a bounded group at a time (at most [`GROUP_SERIES`] series and about
+    /// [`GROUP_POINTS`] samples), each group by the index's
+    /// [`SeriesReader`](tidemark::dedup::SeriesReader) on every thread of
+    /// [`with_threads`](IndexStorage::with_threads) (each thread a contiguous run of the
+    /// group's series, in tsid order, each series prepared on the thread that read it)
+    /// and handed over as one batch, in tsid order, before the next group is read.
+    fn select_batches(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        prepare: Option<crate::storage::Prepare<'_>>,
+        visit: &mut dyn FnMut(Vec<Series>) -> Result<()>,
+    ) -> Result<()> {
         // Never a silent partial answer: raw rows retention dropped cannot be read.
         if let Some((x, y)) = crate::windows::expired_overlap(self.index, start_ms, end_ms) {
             return Err(crate::windows::expired_error(start_ms, end_ms, x, y));
         }
-        let chosen = self.choose_series(matchers, start_ms, end_ms)?;
-        let tsids: Vec<Tsid> = chosen.keys().copied().collect();
+        let chosen: Vec<(Tsid, ChosenSeries)> = self
+            .choose_series(matchers, start_ms, end_ms)?
+            .into_iter()
+            .collect();
+        let columns: Vec<&str> = self.metrics.iter().map(|(p, _)| p.as_str()).collect();
         let mut from = 0usize;
-        while from < tsids.len() {
+        while from < chosen.len() {
             // The next group: series until the estimated samples reach the budget.
             let mut to = from;
             let mut est = 0u64;
-            while to < tsids.len() && to - from < self.group.0 && (to == from || est < self.group.1)
+            while to < chosen.len()
+                && to - from < self.group.0
+                && (to == from || est < self.group.1)
             {
-                let n = tsids
-                    .get(to)
-                    .and_then(|t| chosen.get(t))
-                    .map_or(0, |e| e.2 * e.1.len() as u64);
+                let n = chosen.get(to).map_or(0, |(_, e)| e.2 * e.1.len() as u64);
                 est = est.saturating_add(n);
                 to += 1;
             }
-            let group = tsids.get(from..to).unwrap_or(&[]);
+            let group = chosen.get(from..to).unwrap_or(&[]);
             from = to;
-            let in_group: HashSet<Tsid> = group.iter().copied().collect();
             // The cap is on what one group holds: groups are handed over one at a time.
-            let mut gathered = 0usize;
-            let mut samples: HashMap<(Tsid, usize), Vec<(i64, f64)>> = HashMap::new();
-            self.index
-                .engine()
-                .scan_live_indexed_values(
-                    start_ms,
-                    end_ms,
-                    |tsid, _| in_group.contains(tsid),
-                    |_, seg| segment_rows(seg, group),
-                    |tsid, ts, names, values| {
-                        let Some((_, wanted, _)) = chosen.get(tsid) else {
-                            return;
+            let gathered = AtomicUsize::new(0);
+            let (max_points, index, metrics) = (self.max_points, self.index, &self.metrics);
+            let read = crate::par::map_chunks(group, self.threads, |chunk| {
+                let mut reader = index.series_reader(start_ms, end_ms, &columns);
+                let mut cols = Vec::new();
+                let mut out: Vec<Vec<Series>> = Vec::with_capacity(chunk.len());
+                for (tsid, (base, wanted, _)) in chunk {
+                    let mut series = Vec::with_capacity(wanted.len());
+                    reader
+                        .read(tsid, &mut cols)
+                        .map_err(|e| Error::Storage(e.to_string()))?;
+                    for &mi in wanted {
+                        let Some(c) = cols.get(mi).filter(|c| !c.is_empty()) else {
+                            continue;
                         };
-                        for &mi in wanted {
-                            let Some((path, _)) = self.metrics.get(mi) else {
-                                continue;
-                            };
-                            if gathered > self.max_points {
-                                return;
-                            }
-                            let Some(v) = names
-                                .iter()
-                                .position(|n| n == path)
-                                .and_then(|i| values.get(i).copied().flatten())
-                            else {
-                                continue;
-                            };
-                            gathered += 1;
-                            let v = match v {
-                                MetricValue::Gauge(f) => f,
-                                MetricValue::Counter(i) => i as f64,
-                            };
-                            samples.entry((*tsid, mi)).or_default().push((ts, v));
+                        let n = gathered.fetch_add(c.len(), Ordering::Relaxed) + c.len();
+                        if n > max_points {
+                            return Err(Error::TooManyPoints { limit: max_points });
                         }
-                    },
-                )
-                .map_err(|e| Error::Storage(e.to_string()))?;
-            if gathered > self.max_points {
-                return Err(Error::TooManyPoints {
-                    limit: self.max_points,
-                });
-            }
-            let mut st = self.stats.get();
-            st.raw_samples += gathered as u64;
-            self.stats.set(st);
-            for t in group {
-                let Some((base, wanted, _)) = chosen.get(t) else {
-                    continue;
-                };
-                for &mi in wanted {
-                    let Some(mut s) = samples.remove(&(*t, mi)) else {
-                        continue;
-                    };
-                    s.sort_by_key(|p| p.0);
-                    s.dedup_by_key(|p| p.0);
-                    let mut labels = base.clone();
-                    if let Some((_, Some(name))) = self.metrics.get(mi) {
-                        crate::eval::set_label(&mut labels, METRIC_NAME, name);
+                        let mut labels = base.clone();
+                        if let Some((_, Some(name))) = metrics.get(mi) {
+                            crate::eval::set_label(&mut labels, METRIC_NAME, name);
+                        }
+                        let mut s = Series {
+                            labels,
+                            samples: c.ts.iter().copied().zip(c.values.iter().copied()).collect(),
+                        };
+                        if let Some(p) = prepare {
+                            p(&mut s)?;
+                        }
+                        series.push(s);
                     }
-                    visit(Series { labels, samples: s })?;
+                    out.push(series);
                 }
-            }
+                Ok(out)
+            })?;
+            let mut st = self.stats.get();
+            st.raw_samples += gathered.load(Ordering::Relaxed) as u64;
+            self.stats.set(st);
+            visit(read.into_iter().flatten().collect())?;
         }
         Ok(())
     }

@@ -9,6 +9,7 @@ mod functions;
 mod index;
 pub mod limits;
 mod meta;
+mod par;
 mod storage;
 mod value;
 mod windows;
@@ -19,8 +20,8 @@ pub use index::{GROUP_POINTS, GROUP_SERIES, IndexStorage, ReadStats, label_safe}
 pub use limits::{MAX_NESTING, MAX_OPERATORS, MAX_QUERY_BYTES};
 pub use meta::{label_names, label_values, selector_matchers, series};
 pub use storage::{
-    Labels, MatchOp, Matcher, MemStorage, STALE_NAN_BITS, Series, Storage, Window, WindowAgg,
-    WindowRequest, WindowSeries, is_stale_nan, matches_all, window_span,
+    BATCH_SERIES, Labels, MatchOp, Matcher, MemStorage, Prepare, STALE_NAN_BITS, Series, Storage,
+    Window, WindowAgg, WindowRequest, WindowSeries, is_stale_nan, matches_all, window_span,
 };
 pub use value::{InstantSample, QueryValue, RangeSeries};
 

@@ -94,6 +94,12 @@ pub enum WindowSeries {
     },
 }
 
+/// What [`Storage::select_batches`] applies to each series on the thread that read it.
+pub type Prepare<'p> = &'p (dyn Fn(&mut Series) -> Result<()> + Sync);
+
+/// Series per batch of [`Storage::select_batches`]' default.
+pub const BATCH_SERIES: usize = 64;
+
 /// What the evaluator reads.
 pub trait Storage {
     /// Calls `visit` once per series that satisfies every matcher and has samples in
@@ -110,6 +116,43 @@ pub trait Storage {
         end_ms: i64,
         visit: &mut dyn FnMut(Series) -> Result<()>,
     ) -> Result<()>;
+
+    /// As [`select`](Self::select), with the series handed over in batches, in the same
+    /// order: a store that reads several series at once (on several threads) hands
+    /// each batch over when it is read. `prepare`, if given, is applied to each series
+    /// on the thread that read it, right after reading it (while its samples are in
+    /// the cache), and the batch holds the prepared series: an evaluator reduces a
+    /// series' samples to its per-step answer there, so what a batch holds is small and
+    /// the work runs on every reading thread. A `prepare` error ends the select. The
+    /// default batches what `select` gives, [`BATCH_SERIES`] series at a time, preparing
+    /// them on the calling thread.
+    ///
+    /// # Errors
+    /// As [`select`](Self::select), and `prepare`'s errors.
+    fn select_batches(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        prepare: Option<Prepare<'_>>,
+        visit: &mut dyn FnMut(Vec<Series>) -> Result<()>,
+    ) -> Result<()> {
+        let mut batch = Vec::new();
+        self.select(matchers, start_ms, end_ms, &mut |mut s| {
+            if let Some(p) = prepare {
+                p(&mut s)?;
+            }
+            batch.push(s);
+            if batch.len() >= BATCH_SERIES {
+                visit(std::mem::take(&mut batch))?;
+            }
+            Ok(())
+        })?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        visit(batch)
+    }
 
     /// Calls `visit` with the labels of every series that satisfies the matchers and
     /// has samples in `start_ms..=end_ms`. The default goes through

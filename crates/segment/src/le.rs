@@ -85,6 +85,55 @@ impl<'a> Reader<'a> {
         Err(Error::corrupt(self.place, "varint longer than 10 bytes"))
     }
 
+    /// Reads `n` zigzag varints, handing each to `f` in order: one pass over the bytes in
+    /// which a one-byte varint (the small deltas the codecs mostly write) costs one
+    /// comparison, longer ones going through [`varint`](Self::varint)'s checks.
+    #[inline]
+    pub(crate) fn zigzags(&mut self, n: usize, mut f: impl FnMut(i64)) -> Result<()> {
+        let rest = self.inner.rest();
+        let mut at = 0usize;
+        let mut left = n;
+        while left > 0 {
+            // Eight one-byte varints at once when no byte of the next eight continues.
+            if left >= 8
+                && let Some(word) = rest
+                    .get(at..at + 8)
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map(u64::from_le_bytes)
+                    .filter(|w| w & 0x8080_8080_8080_8080 == 0)
+            {
+                for k in 0..8 {
+                    f(unzigzag((word >> (8 * k)) & 0x7f));
+                }
+                at += 8;
+                left -= 8;
+                continue;
+            }
+            match rest.get(at) {
+                Some(&b) if b < 0x80 => {
+                    at += 1;
+                    f(unzigzag(u64::from(b)));
+                }
+                Some(_) => {
+                    let mut sub = Reader::new(rest.get(at..).unwrap_or(&[]), self.place);
+                    let v = sub.varint()?;
+                    at = rest.len() - sub.remaining();
+                    f(unzigzag(v));
+                }
+                None => {
+                    return Err(Error::Truncated {
+                        place: self.place,
+                        needed: left as u64,
+                        available: 0,
+                    });
+                }
+            }
+            left -= 1;
+        }
+        self.take(at)?;
+        Ok(())
+    }
+
     /// Skips `n` varints.
     pub(crate) fn skip_varints(&mut self, n: usize) -> Result<()> {
         let rest = self.inner.rest();

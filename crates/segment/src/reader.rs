@@ -1,5 +1,9 @@
 //! [`Segment`]: a read-only view of a segment file, memory-mapped or in memory.
 
+mod columns;
+
+pub use columns::{ColumnSamples, SeriesCursor};
+
 use std::fs::File;
 use std::ops::Range;
 use std::path::{Path, PathBuf};

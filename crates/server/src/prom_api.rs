@@ -146,6 +146,17 @@ impl Storage for RegistryStorage {
         self.each(|s| s.select(matchers, start_ms, end_ms, visit))
     }
 
+    fn select_batches(
+        &self,
+        matchers: &[Matcher],
+        start_ms: i64,
+        end_ms: i64,
+        prepare: Option<tidemark_promql::Prepare<'_>>,
+        visit: &mut dyn FnMut(Vec<Series>) -> tidemark_promql::Result<()>,
+    ) -> tidemark_promql::Result<()> {
+        self.each(|s| s.select_batches(matchers, start_ms, end_ms, prepare, visit))
+    }
+
     fn select_windows(
         &self,
         matchers: &[Matcher],

@@ -345,6 +345,20 @@ impl Index {
         &self.mapping
     }
 
+    /// A reader of the metric fields `fields` (by path) over `from..=to` (inclusive,
+    /// milliseconds): for each series asked (by tsid, ascending for best effect), its
+    /// samples per field as timestamp and value slices, across partitions, segments and
+    /// the buffer, sorted and unique (see [`SeriesReader`](tidemark_dedup::SeriesReader)).
+    /// One per reading thread; the index's read lock must be held while it is used.
+    pub fn series_reader(
+        &self,
+        from: i64,
+        to: i64,
+        fields: &[&str],
+    ) -> tidemark_dedup::SeriesReader<'_> {
+        self.engine.series_reader(from, to, fields)
+    }
+
     /// The store (its partitions' engines, or the one engine of an unpartitioned
     /// index), for what the façade does not wrap.
     pub fn engine(&self) -> &PartitionedEngine {

@@ -541,6 +541,87 @@ impl Buffer {
             .unwrap_or(0)
     }
 
+    /// Appends the live buffered rows of series `series` (a series ref) whose timestamp
+    /// is in `from..=to`, column by column: the values of metric column ref `columns[j]`
+    /// go to `out[j]` (`None`: a column the buffer does not have). Returns whether they
+    /// were appended in ascending timestamp order (a run that arrived out of order is
+    /// not: the caller sorts).
+    pub fn read_series(
+        &self,
+        series: u32,
+        from: i64,
+        to: i64,
+        columns: &[Option<u32>],
+        out: &mut [tidemark_segment::ColumnSamples],
+    ) -> bool {
+        let Some(run) = self
+            .run_of
+            .get(series as usize)
+            .filter(|&&r| r != NO_RUN)
+            .and_then(|&r| self.runs.get(r as usize))
+        else {
+            return true;
+        };
+        let (lo, hi) = if run.sorted {
+            (
+                run.ts.partition_point(|&t| t < from),
+                run.ts.partition_point(|&t| t <= to),
+            )
+        } else {
+            (0, run.ts.len())
+        };
+        let value = |v: &MetricValue| match *v {
+            MetricValue::Gauge(f) => f,
+            MetricValue::Counter(i) => i as f64,
+        };
+        let in_range = |off: usize| {
+            run.ts
+                .get(off)
+                .is_some_and(|&t| t >= from && t <= to && run.is_alive(off))
+        };
+        match &run.values {
+            Values::Dense {
+                cols,
+                columns: vals,
+            } => {
+                for (j, c) in columns.iter().enumerate() {
+                    let (Some(c), Some(o)) = (c, out.get_mut(j)) else {
+                        continue;
+                    };
+                    let Some(vs) = cols.iter().position(|x| x == c).and_then(|k| vals.get(k))
+                    else {
+                        continue;
+                    };
+                    for off in lo..hi {
+                        if let (true, Some(v), Some(&t)) =
+                            (in_range(off), vs.get(off), run.ts.get(off))
+                        {
+                            o.push(t, value(v));
+                        }
+                    }
+                }
+            }
+            Values::Rows {
+                values, value_end, ..
+            } => {
+                for off in (lo..hi).filter(|&o| in_range(o)) {
+                    let Some(&t) = run.ts.get(off) else { continue };
+                    let (a, b) = range(value_end, off);
+                    for (c, v) in values.get(a..b).unwrap_or(&[]) {
+                        if let Some(o) = columns
+                            .iter()
+                            .position(|x| *x == Some(*c))
+                            .and_then(|j| out.get_mut(j))
+                        {
+                            o.push(t, value(v));
+                        }
+                    }
+                }
+            }
+        }
+        run.sorted
+    }
+
     /// Buffered point `row` as a [`Point`], names sorted as a segment returns them.
     pub fn point(&self, row: Row, series: &SeriesTable, columns: &ColumnTable) -> Option<Point> {
         let run = self.run(row)?;

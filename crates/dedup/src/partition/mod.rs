@@ -1524,6 +1524,14 @@ impl PartitionedEngine {
         Ok(())
     }
 
+    /// The engines of the live partitions overlapping `[from, to]`, oldest first.
+    pub(crate) fn engines_overlapping(&self, from: i64, to: i64) -> impl Iterator<Item = &Engine> {
+        self.parts
+            .values()
+            .filter(move |p| p.end > from && p.start <= to)
+            .map(|p| &p.engine)
+    }
+
     /// The dimension index of a live segment (cached).
     pub fn postings(&self, path: &Path, segment: &Segment) -> Arc<Postings> {
         let mut cache = match self.postings.lock() {

@@ -112,17 +112,18 @@ pub(super) fn read_deltas(r: &mut Reader<'_>, count: usize, dod: bool) -> Result
     let mut out = Vec::with_capacity(count);
     let mut prev = 0i64;
     let mut prev_delta = 0i64;
-    for i in 0..count {
-        let z = r.zigzag()?;
+    let mut i = 0usize;
+    r.zigzags(count, |z| {
         let delta = if dod && i >= 2 {
             prev_delta.wrapping_add(z)
         } else {
             z
         };
+        i += 1;
         prev = prev.wrapping_add(delta);
         prev_delta = delta;
         out.push(prev);
-    }
+    })?;
     Ok(out)
 }
 

@@ -112,12 +112,12 @@ fn decode_run_rest(
     if len < 2 {
         return Ok(());
     }
+    out.reserve(len - 1);
     if enc == ENC_TS_GRID {
         let d = r.zigzag()?;
         let (mut anchor, mut k) = (first, 0i64);
-        for _ in 1..len {
+        r.zigzags(len - 1, |residual| {
             k += 1;
-            let residual = r.zigzag()?;
             let t = anchor
                 .wrapping_add(k.wrapping_mul(d))
                 .wrapping_add(residual);
@@ -126,22 +126,17 @@ fn decode_run_rest(
                 k = 0;
             }
             out.push(t);
-        }
+        })
     } else {
         let mut prev = first;
-        let mut prev_delta = 0i64;
-        for i in 1..len {
-            let v = r.zigzag()?;
-            prev_delta = if i == 1 {
-                v
-            } else {
-                prev_delta.wrapping_add(v)
-            };
-            prev = prev.wrapping_add(prev_delta);
+        let mut prev_delta: Option<i64> = None;
+        r.zigzags(len - 1, |v| {
+            let delta = prev_delta.map_or(v, |d| d.wrapping_add(v));
+            prev_delta = Some(delta);
+            prev = prev.wrapping_add(delta);
             out.push(prev);
-        }
+        })
     }
-    Ok(())
 }
 
 fn timestamp_encoding(r: &mut Reader<'_>) -> Result<u8> {

@@ -8,7 +8,8 @@ mod decode;
 mod encode;
 
 pub(crate) use decode::{
-    BlockAt, DecodedBlock, extra_values, metric_values, series_timestamps, timestamps,
+    BlockAt, DecodedBlock, FloatBlock, extra_values, metric_values, metric_values_f64,
+    series_timestamps, timestamps,
 };
 pub(crate) use encode::{
     best, extra_body, metric_candidates, presence_header, timestamp_candidates,

@@ -234,6 +234,82 @@ pub(crate) fn metric_values(
     Ok(())
 }
 
+/// A metric column block decoded as `f64`s for the column reads: one slot per row of
+/// the block, and which rows hold a value (empty when every row does).
+#[derive(Debug, Default)]
+pub(crate) struct FloatBlock {
+    /// One value per row (0 where a row has none).
+    pub values: Vec<f64>,
+    /// Whether each row has a value; empty when all do.
+    pub present: Vec<bool>,
+    /// The decompressed body (kept for its memory).
+    body: Vec<u8>,
+}
+
+/// Decodes block `b` of metric column `column` (0-based) of `kind` into `out`, counters
+/// converted to `f64`: the same checks as [`metric_values`], without a
+/// [`MetricValue`] per row.
+pub(crate) fn metric_values_f64(
+    b: &BlockAt<'_>,
+    column: u32,
+    kind: MetricKind,
+    out: &mut FloatBlock,
+) -> Result<()> {
+    let rows = b.rows();
+    out.values.clear();
+    out.present.clear();
+    let mut body = std::mem::take(&mut out.body);
+    let filled = b.body(false, &mut body);
+    let result = (|| {
+        if !filled? {
+            out.values.resize(rows, 0.0);
+            out.present.resize(rows, false);
+            return Ok(());
+        }
+        let mut r = Reader::new(&body, b.place);
+        let present = b.present_rows(&mut r, column)?;
+        let (_, values) = decode_values(&mut r, present.len())?;
+        check_consumed(&r, b.place)?;
+        let all = present.len() == rows;
+        match (kind, values) {
+            (MetricKind::Gauge, Values::Gauge(v)) if all => out.values = v,
+            (MetricKind::Counter, Values::Counter(v)) if all => {
+                out.values.extend(v.iter().map(|&i| i as f64));
+            }
+            (MetricKind::Gauge, Values::Gauge(v)) => scatter(out, rows, &present, v.into_iter()),
+            (MetricKind::Counter, Values::Counter(v)) => {
+                scatter(out, rows, &present, v.into_iter().map(|i| i as f64));
+            }
+            _ => {
+                return Err(Error::corrupt(
+                    b.place,
+                    "value encoding does not match the column kind",
+                ));
+            }
+        }
+        Ok(())
+    })();
+    out.body = body;
+    result
+}
+
+/// Puts `values` at the rows `present` of a block of `rows` rows.
+fn scatter(
+    out: &mut FloatBlock,
+    rows: usize,
+    present: &[usize],
+    values: impl Iterator<Item = f64>,
+) {
+    out.values.resize(rows, 0.0);
+    out.present.resize(rows, false);
+    for (&i, v) in present.iter().zip(values) {
+        if let (Some(slot), Some(p)) = (out.values.get_mut(i), out.present.get_mut(i)) {
+            *slot = v;
+            *p = true;
+        }
+    }
+}
+
 /// Decodes block `b` of the extra column of column index `index` (metric columns first,
 /// then extras) and `kind`, one entry per row of the block; only rows in `want`
 /// (relative to the block) get their values, though every value is checked.
