@@ -37,6 +37,8 @@ struct Args {
     skip_memory: bool,
     rollups: bool,
     keep: Option<PathBuf>,
+    buckets: Option<u64>,
+    queries: bool,
 }
 
 fn parse_args(args: &[String]) -> Result<Args> {
@@ -55,6 +57,8 @@ fn parse_args(args: &[String]) -> Result<Args> {
         skip_memory: false,
         rollups: false,
         keep: None,
+        buckets: None,
+        queries: false,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -77,6 +81,8 @@ fn parse_args(args: &[String]) -> Result<Args> {
             "--skip-memory" => a.skip_memory = true,
             "--rollups" => a.rollups = true,
             "--keep" => a.keep = Some(PathBuf::from(val()?)),
+            "--buckets" => a.buckets = Some(val()?.parse()?),
+            "--queries" => a.queries = true,
             other => bail!("unknown option {other:?}"),
         }
     }
@@ -94,6 +100,24 @@ fn value(i: u64, k: u64) -> f64 {
     (k * 3 + (k * (i + 1)) % 5) as f64
 }
 
+/// The histogram buckets' upper bounds (`le`), `+Inf` last.
+const LES: [&str; 10] = [
+    "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "25", "50", "+Inf",
+];
+
+/// The cumulative count of bucket series `b` (histogram `b / 10`, bucket `b % 10`) at
+/// point `k`: each bucket's own count grows by 1..=3 per sample, so the cumulative
+/// counts grow with `le` and with time.
+fn bucket_value(b: u64, k: u64) -> f64 {
+    let (h, j) = (b / LES.len() as u64, b % LES.len() as u64);
+    ((0..=j).map(|m| 1 + (m + h) % 3).sum::<u64>() * k) as f64
+}
+
+/// The series count including the histogram's buckets.
+fn total_series(a: &Args) -> u64 {
+    a.series + a.buckets.unwrap_or(0)
+}
+
 /// One remote-write 1.0 `WriteRequest` (protobuf field numbers from the spec, as in
 /// `peers`): series `lo..hi`, points `k0..k1` of each, snappy-compressed.
 fn write_request(a: &Args, start_ms: i64, lo: u64, hi: u64, k0: u64, k1: u64) -> Result<Vec<u8>> {
@@ -102,14 +126,24 @@ fn write_request(a: &Args, start_ms: i64, lo: u64, hi: u64, k0: u64, k1: u64) ->
     let mut label = Vec::new();
     for i in lo..hi {
         ts_msg.clear();
-        let site = format!("s{}", i % a.sites);
-        let host = format!("h{i}");
-        for (k, v) in [
-            ("__name__", "x"),
-            ("host", host.as_str()),
-            ("job", "bench"),
-            ("site", site.as_str()),
-        ] {
+        // Series past `series` are the histogram's buckets (`--buckets`).
+        let bucket = i.checked_sub(a.series);
+        let labels: Vec<(&str, String)> = match bucket {
+            None => vec![
+                ("__name__", "x".into()),
+                ("host", format!("h{i}")),
+                ("job", "bench".into()),
+                ("site", format!("s{}", i % a.sites)),
+            ],
+            Some(b) => vec![
+                ("__name__", "lat_bucket".into()),
+                ("host", format!("h{}", b / LES.len() as u64)),
+                ("job", "bench".into()),
+                ("le", LES[(b % LES.len() as u64) as usize].into()),
+                ("site", format!("s{}", (b / LES.len() as u64) % a.sites)),
+            ],
+        };
+        for (k, v) in &labels {
             label.clear();
             len_field(1, k.as_bytes(), &mut label);
             len_field(2, v.as_bytes(), &mut label);
@@ -119,7 +153,11 @@ fn write_request(a: &Args, start_ms: i64, lo: u64, hi: u64, k0: u64, k1: u64) ->
             let mut sample = [0u8; 24];
             let mut n = 0;
             sample[0] = 1 << 3 | 1;
-            sample[1..9].copy_from_slice(&value(i, k).to_le_bytes());
+            let v = match bucket {
+                None => value(i, k),
+                Some(b) => bucket_value(b, k),
+            };
+            sample[1..9].copy_from_slice(&v.to_le_bytes());
             n += 9;
             let mut tail = Vec::with_capacity(11);
             varint(2 << 3, &mut tail);
@@ -222,9 +260,9 @@ fn load(a: &Args, url: &str, start_ms: i64, points: u64) -> Result<f64> {
         .step_by(a.chunk_points as usize)
         .flat_map(|k0| {
             let k1 = (k0 + a.chunk_points).min(points);
-            (0..a.series)
+            (0..total_series(a))
                 .step_by(a.batch_series as usize)
-                .map(move |lo| (lo, (lo + a.batch_series).min(a.series), k0, k1))
+                .map(move |lo| (lo, (lo + a.batch_series).min(total_series(a)), k0, k1))
         })
         .collect();
     let next = AtomicUsize::new(0);
@@ -534,7 +572,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let span_s = (a.hours * 3600) as i64;
     let start_s = end_s - span_s;
     let points = span_s as u64 / a.interval_s;
-    let samples = points * a.series;
+    let samples = points * total_series(&a);
     let start_ms = start_s * 1000 + 1;
     let q = "sum by (site) (rate(x[5m]))";
     eprintln!(
@@ -578,6 +616,11 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         time_query(&tm.base, q, start_s, end_s, a.step_s, a.reps, "")?;
     let tm_hwm_after_load = vm_hwm_kib(tm.child.id());
     eprintln!("tidemark: {tm_series} series; query median {tm_med:.3} s {tm_times:?}");
+    let tm_queries = if a.queries {
+        run_queries(&a, &tm.base, "", start_s, end_s, Some(tm.child.id()))?
+    } else {
+        Vec::new()
+    };
 
     // Peak memory of the query alone, in a fresh server per range.
     let mut memory = Vec::new();
@@ -652,6 +695,11 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let (vm_med, vm_times, vm_answer) =
         time_query(&vm.base, q, start_s, end_s, a.step_s, a.reps, "&nocache=1")?;
     let (vm_cached, _, _) = time_query(&vm.base, q, start_s, end_s, a.step_s, a.reps, "")?;
+    let vm_queries = if a.queries {
+        run_queries(&a, &vm.base, "&nocache=1", start_s, end_s, None)?
+    } else {
+        Vec::new()
+    };
     let vm_hwm = vm_hwm_kib(vm.child.id());
     eprintln!(
         "victoria-metrics: {vm_series} series; query median {vm_med:.3} s {vm_times:?} (cache on: {vm_cached:.3} s)"
@@ -737,8 +785,50 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             );
         }
     }
+    let mut query_rows = Vec::new();
+    if !tm_queries.is_empty() {
+        println!();
+        println!(
+            "| query | kind | tidemark median s | victoria-metrics nocache median s | tidemark / vm time | tidemark peak RSS MiB | series tm / vm | points tm / vm | value ratio median (min, max) |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
+        for (t, v) in tm_queries.iter().zip(&vm_queries) {
+            let cmp = compare_answers(&t.answer, &v.answer);
+            println!(
+                "| `{}` | {} | {:.3} | {:.3} | {:.2} | {} | {} / {} | {} / {} | {:.4} ({:.4}, {:.4}) |",
+                t.query,
+                if t.instant { "instant" } else { "range" },
+                t.median,
+                v.median,
+                t.median / v.median,
+                t.hwm_kib
+                    .map_or("-".into(), |k| format!("{:.0}", k as f64 / 1024.0)),
+                cmp.series.0,
+                cmp.series.1,
+                cmp.points.0,
+                cmp.points.1,
+                cmp.ratio.0,
+                cmp.ratio.1,
+                cmp.ratio.2
+            );
+            query_rows.push(json!({
+                "query": t.query, "instant": t.instant,
+                "tidemark_median_s": t.median, "tidemark_runs_s": t.runs, "tidemark_vmhwm_kib": t.hwm_kib,
+                "vm_median_s": v.median, "vm_runs_s": v.runs,
+                "series": [cmp.series.0, cmp.series.1], "points": [cmp.points.0, cmp.points.1],
+                "ratio_median": cmp.ratio.0, "ratio_min": cmp.ratio.1, "ratio_max": cmp.ratio.2,
+            }));
+            if cmp.series.0 != cmp.series.1 || cmp.points.0 == 0 {
+                eprintln!(
+                    "warning: `{}`: the answers differ in their series or are empty",
+                    t.query
+                );
+            }
+        }
+    }
     if let Some(path) = &a.json {
         let report = json!({
+            "queries": query_rows,
             "query": q, "series": a.series, "hours": a.hours, "interval_s": a.interval_s,
             "step_s": a.step_s, "samples": samples,
             "tidemark": {"load_s": tm_load, "series": tm_series, "median_s": tm_med, "runs_s": tm_times, "vmhwm_kib": tm_hwm_after_load},
@@ -760,6 +850,138 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The queries of `--queries`: the list (range queries over the whole span at
+/// the step, instant queries at its end); the histogram's only with `--buckets`.
+fn bench_queries(a: &Args) -> Vec<(&'static str, bool)> {
+    let mut q = vec![
+        ("sum by (site) (rate(x[5m]))", false),
+        ("sum by (site) (avg_over_time(x[5m]))", false),
+        ("max by (site) (x)", false),
+        ("topk(5, rate(x[5m]))", false),
+    ];
+    if a.buckets.unwrap_or(0) > 0 {
+        q.push((
+            "histogram_quantile(0.9, sum by (le, site) (rate(lat_bucket[5m])))",
+            false,
+        ));
+    }
+    q.push(("sum by (site) (rate(x[5m]))", true));
+    q.push(("count(x)", true));
+    q
+}
+
+/// One query's timings on one system.
+struct Timed {
+    query: &'static str,
+    instant: bool,
+    median: f64,
+    runs: Vec<f64>,
+    answer: Value,
+    /// The server's VmHWM after the query's runs (Tidemark).
+    hwm_kib: Option<u64>,
+}
+
+/// Times each of [`bench_queries`] on the server at `base`: one warm-up, then `reps`.
+fn run_queries(
+    a: &Args,
+    base: &str,
+    extra: &str,
+    start_s: i64,
+    end_s: i64,
+    pid: Option<u32>,
+) -> Result<Vec<Timed>> {
+    let mut out = Vec::new();
+    for (q, instant) in bench_queries(a) {
+        let run = || -> Result<(f64, Value)> {
+            if instant {
+                let url = format!(
+                    "{base}/api/v1/query?query={}&time={end_s}{extra}",
+                    encode(q)
+                );
+                let t0 = Instant::now();
+                let body = get_text(&url)?;
+                let secs = t0.elapsed().as_secs_f64();
+                let v: Value = serde_json::from_str(&body)?;
+                if v["status"] != "success" {
+                    bail!("{url}: {body:.400}");
+                }
+                Ok((secs, v))
+            } else {
+                query_range(base, q, start_s, end_s, a.step_s, extra)
+            }
+        };
+        let (_, answer) = run()?;
+        let mut runs = Vec::new();
+        for _ in 0..a.reps {
+            runs.push(run()?.0);
+        }
+        let median = median(runs.clone());
+        eprintln!(
+            "{base}: `{q}` ({}) median {median:.3} s {runs:?}",
+            if instant { "instant" } else { "range" }
+        );
+        out.push(Timed {
+            query: q,
+            instant,
+            median,
+            runs,
+            answer,
+            hwm_kib: pid.and_then(vm_hwm_kib),
+        });
+    }
+    Ok(out)
+}
+
+/// Series and points of two answers and the ratios of the values they share.
+struct Compared {
+    series: (usize, usize),
+    points: (usize, usize),
+    ratio: (f64, f64, f64),
+}
+
+/// Compares two answers (matrix or vector) series by series (by their labels) and
+/// point by point (by time).
+fn compare_answers(t: &Value, v: &Value) -> Compared {
+    let points = |a: &Value| -> std::collections::HashMap<(String, i64), f64> {
+        let mut out = std::collections::HashMap::new();
+        for s in a["data"]["result"].as_array().into_iter().flatten() {
+            let key = s["metric"].to_string();
+            let pts: Vec<&Value> = match s["values"].as_array() {
+                Some(vs) => vs.iter().collect(),
+                None => vec![&s["value"]],
+            };
+            for p in pts {
+                let (Some(ts), Some(x)) = (
+                    p.get(0).and_then(Value::as_f64),
+                    p.get(1)
+                        .and_then(Value::as_str)
+                        .and_then(|x| x.parse::<f64>().ok()),
+                ) else {
+                    continue;
+                };
+                out.insert((key.clone(), (ts * 1000.0).round() as i64), x);
+            }
+        }
+        out
+    };
+    let count = |a: &Value| a["data"]["result"].as_array().map_or(0, Vec::len);
+    let (pt, pv) = (points(t), points(v));
+    let mut ratios: Vec<f64> = pt
+        .iter()
+        .filter_map(|(k, x)| pv.get(k).filter(|y| **y != 0.0).map(|y| x / y))
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    Compared {
+        series: (count(t), count(v)),
+        points: (pt.len(), pv.len()),
+        ratio: (
+            median(ratios.clone()),
+            ratios.first().copied().unwrap_or(f64::NAN),
+            ratios.last().copied().unwrap_or(f64::NAN),
+        ),
+    }
+}
+
 /// What `--keep DIR` records in `DIR/bench.json` once both systems are loaded.
 struct Kept {
     end_s: i64,
@@ -775,7 +997,12 @@ impl Kept {
         if let Ok(text) = std::fs::read_to_string(&meta) {
             let v: Value = serde_json::from_str(&text)
                 .with_context(|| format!("reading {}", meta.display()))?;
-            if v["size"] == Self::size(a) {
+            let same = ["series", "hours", "interval_s", "sites", "buckets"]
+                .iter()
+                .all(|k| {
+                    v["size"][k].as_u64().unwrap_or(0) == Self::size(a)[k].as_u64().unwrap_or(0)
+                });
+            if same {
                 eprintln!("promql-bench: reusing the data in {}", dir.display());
                 return Ok(Some(Kept {
                     end_s: v["end_s"].as_i64().unwrap_or(0),
@@ -797,7 +1024,8 @@ impl Kept {
     }
 
     fn size(a: &Args) -> Value {
-        json!({"series": a.series, "hours": a.hours, "interval_s": a.interval_s, "sites": a.sites})
+        json!({"series": a.series, "hours": a.hours, "interval_s": a.interval_s, "sites": a.sites,
+            "buckets": a.buckets.unwrap_or(0)})
     }
 
     fn save(dir: &std::path::Path, a: &Args, end_s: i64, tm: f64, vm: f64) -> Result<()> {

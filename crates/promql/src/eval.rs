@@ -433,29 +433,29 @@ impl<'a> Ctx<'a> {
             .unwrap_or(self.start)
             .saturating_sub(lookback - 1);
         let hi = times.iter().copied().max().unwrap_or(self.end);
-        self.select_each(vs, lo, hi, |s| {
-            let mut any = false;
-            let vals: Vec<Option<f64>> = times
-                .iter()
-                .map(|&t| {
-                    let idx = s.samples.partition_point(|p| p.0 <= t);
-                    let (ts, v) = *s.samples.get(idx.checked_sub(1)?)?;
-                    if ts <= t.saturating_sub(lookback) || is_stale_nan(v) {
-                        return None;
-                    }
-                    any = true;
-                    Some(if sample_ts { ts as f64 / 1000.0 } else { v })
-                })
-                .collect();
-            if any {
-                sink(Row {
-                    labels: s.labels,
-                    drop_name: sample_ts,
-                    vals,
-                })?;
-            }
-            Ok(())
-        })
+        self.map_series(
+            vs,
+            lo,
+            hi,
+            sample_ts,
+            |_, samples| {
+                let mut any = false;
+                let vals: Vec<Option<f64>> = window_ranges(samples, &times, lookback)
+                    .into_iter()
+                    .map(|(a, b)| {
+                        // The newest sample at or before t, if newer than t - lookback.
+                        let (ts, v) = *samples.get(b.checked_sub(1)?).filter(|_| b > a)?;
+                        if is_stale_nan(v) {
+                            return None;
+                        }
+                        any = true;
+                        Some(if sample_ts { ts as f64 / 1000.0 } else { v })
+                    })
+                    .collect();
+                any.then_some(vals)
+            },
+            sink,
+        )
     }
 
     /// A range selector as a query result (instant queries only).
@@ -521,14 +521,41 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    /// Reads a range selector's series and maps each one to its value at every step on
-    /// the thread that read it, while its samples are in the cache (see
-    /// [`Storage::select_batches`]): `map` gets the series' labels, its samples
-    /// (staleness markers removed) and, per step, the index range of its window
-    /// `(t - range, t]` for the step's selector time `t` (found by two pointers moving
-    /// forward, O(samples + steps)), and returns one value per step, `None` for a
-    /// series with no value at any. The rows go to `sink` in the storage's series
-    /// order, so the answer does not depend on the number of threads.
+    /// Reads a selector's series in `lo..=hi` and maps each one to its value at every
+    /// step on the thread that read it, while its samples are in the cache (see
+    /// [`Storage::select_batches`]): `map` gets the series' labels and samples and
+    /// returns one value per step, `None` for a series with no value at any. The rows
+    /// go to `sink` in the storage's series order, so the answer does not depend on the
+    /// number of threads.
+    fn map_series(
+        &mut self,
+        vs: &VectorSelector,
+        lo: i64,
+        hi: i64,
+        drop_name: bool,
+        map: impl Fn(&Labels, &mut Vec<(i64, f64)>) -> Option<Vec<Option<f64>>> + Sync,
+        sink: &mut dyn FnMut(Row) -> Result<()>,
+    ) -> Result<()> {
+        let n = self.n;
+        let prepare = |s: &mut crate::Series| -> Result<()> {
+            let vals = map(&s.labels, &mut s.samples);
+            s.samples = steps_to_samples(vals);
+            Ok(())
+        };
+        self.select_batches_each(vs, lo, hi, &prepare, |batch| {
+            for s in batch {
+                if let Some(row) = samples_to_row(s, n, drop_name) {
+                    sink(row)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// [`map_series`](Self::map_series) for a range selector: `map` gets the series'
+    /// labels, its samples (staleness markers removed) and, per step, the index range
+    /// of its window `(t - range, t]` for the step's selector time `t` (found by two
+    /// pointers moving forward, O(samples + steps)).
     pub(crate) fn map_windows(
         &mut self,
         ms: &MatrixSelector,
@@ -537,57 +564,32 @@ impl<'a> Ctx<'a> {
         sink: &mut dyn FnMut(Row) -> Result<()>,
     ) -> Result<()> {
         let (lo, hi, times, range) = self.window_span(ms);
-        let n = self.n;
-        let prepare = |s: &mut crate::Series| -> Result<()> {
-            s.samples.retain(|p| !is_stale_nan(p.1));
-            let vals = map(
-                &s.labels,
-                &s.samples,
-                &window_ranges(&s.samples, &times, range),
-            );
-            // The per-step answer in place of the samples: (step, value) where defined.
-            s.samples.clear();
-            if let Some(vals) = vals {
-                s.samples.extend(
-                    vals.iter()
-                        .enumerate()
-                        .filter_map(|(i, v)| v.map(|v| (i as i64, v))),
-                );
-            }
-            s.samples.shrink_to_fit();
-            Ok(())
-        };
-        self.select_batches_each(&ms.vs, lo, hi, &prepare, |batch| {
-            for s in batch {
-                if s.samples.is_empty() {
-                    continue;
-                }
-                let mut vals = vec![None; n];
-                for (i, v) in s.samples {
-                    if let Some(slot) = usize::try_from(i).ok().and_then(|i| vals.get_mut(i)) {
-                        *slot = Some(v);
-                    }
-                }
-                sink(Row {
-                    labels: s.labels,
-                    drop_name,
-                    vals,
-                })?;
-            }
-            Ok(())
-        })
+        self.map_series(
+            &ms.vs,
+            lo,
+            hi,
+            drop_name,
+            |labels, samples| {
+                samples.retain(|p| !is_stale_nan(p.1));
+                map(labels, samples, &window_ranges(samples, &times, range))
+            },
+            sink,
+        )
     }
 
-    /// As [`for_each_window`](Self::for_each_window) for the window aggregates
+    /// As [`map_windows`](Self::map_windows) for the window aggregates
     /// (`count/sum/avg/min/max_over_time`): the storage answers through
-    /// [`Storage::select_windows`], each window either aggregated (`Agg`) or as its
-    /// samples (staleness markers removed here), and `f` gets one
-    /// [`WindowInput`] per step.
-    pub(crate) fn for_each_window_agg(
+    /// [`Storage::select_windows`], each window either aggregated (`Agg`, from a
+    /// store's pre-aggregated buckets) or as its samples (staleness markers removed
+    /// here), and `map` gets one [`WindowInput`] per step and returns one value per
+    /// step. Series read raw are mapped on the thread that read them.
+    pub(crate) fn map_window_aggs(
         &mut self,
         ms: &MatrixSelector,
         need: (bool, bool, bool),
-        mut f: impl FnMut(&Labels, &[WindowInput<'_>]) -> Result<()>,
+        drop_name: bool,
+        map: impl Fn(&[WindowInput<'_>]) -> Option<Vec<Option<f64>>> + Sync,
+        sink: &mut dyn FnMut(Row) -> Result<()>,
     ) -> Result<()> {
         let vs = &ms.vs;
         let range = duration_ms(&ms.range);
@@ -596,8 +598,9 @@ impl<'a> Ctx<'a> {
         let (max_series, max_points) = (self.opts.max_series, self.opts.max_points);
         let deadline = self.deadline;
         let timeout = self.opts.timeout;
+        let n = self.n;
         let mut series_read = self.series_read;
-        let mut points_read = self.points_read;
+        let points_read = std::sync::atomic::AtomicUsize::new(self.points_read);
         let req = crate::storage::WindowRequest {
             ends: &times,
             range_ms: range,
@@ -605,63 +608,83 @@ impl<'a> Ctx<'a> {
             min: need.1,
             max: need.2,
         };
-        self.storage.select_windows(&matchers, &req, &mut |ws| {
-            series_read += 1;
-            if series_read > max_series {
-                return Err(Error::TooManySeries { limit: max_series });
+        let check = |held: usize| -> Result<()> {
+            if held > max_points {
+                return Err(Error::TooManyPoints { limit: max_points });
             }
+            points_read.fetch_add(held, std::sync::atomic::Ordering::Relaxed);
             if Instant::now() > deadline {
                 return Err(Error::Timeout {
                     millis: timeout.as_millis(),
                 });
             }
-            match ws {
-                WindowSeries::Samples(mut s) => {
-                    points_read += s.samples.len();
-                    if s.samples.len() > max_points {
-                        return Err(Error::TooManyPoints { limit: max_points });
-                    }
-                    s.samples.retain(|p| !is_stale_nan(p.1));
-                    let windows: Vec<WindowInput<'_>> = window_ranges(&s.samples, &times, range)
-                        .into_iter()
-                        .map(|(a, b)| WindowInput::Samples(s.samples.get(a..b).unwrap_or(&[])))
-                        .collect();
-                    f(&s.labels, &windows)
-                }
-                WindowSeries::Windows {
+            Ok(())
+        };
+        let to_row = |labels: Labels, vals: Option<Vec<Option<f64>>>| {
+            vals.filter(|v| v.iter().any(Option::is_some))
+                .map(|vals| Row {
                     labels,
-                    mut windows,
-                } => {
-                    let held: usize = windows
-                        .iter()
-                        .map(|w| match w {
-                            Window::Samples(v) => v.len(),
-                            _ => 1,
-                        })
-                        .sum();
-                    points_read += held;
-                    if held > max_points {
-                        return Err(Error::TooManyPoints { limit: max_points });
-                    }
-                    for w in &mut windows {
-                        if let Window::Samples(v) = w {
-                            v.retain(|p| !is_stale_nan(p.1));
-                        }
-                    }
-                    let inputs: Vec<WindowInput<'_>> = windows
-                        .iter()
-                        .map(|w| match w {
-                            Window::Empty => WindowInput::Samples(&[]),
-                            Window::Agg(a) => WindowInput::Agg(a),
-                            Window::Samples(v) => WindowInput::Samples(v),
-                        })
-                        .collect();
-                    f(&labels, &inputs)
+                    drop_name,
+                    vals,
+                })
+        };
+        // Raw series: mapped where they are read; the answer replaces the samples.
+        let prepare = |s: &mut crate::Series| -> Result<()> {
+            check(s.samples.len())?;
+            s.samples.retain(|p| !is_stale_nan(p.1));
+            let inputs: Vec<WindowInput<'_>> = window_ranges(&s.samples, &times, range)
+                .into_iter()
+                .map(|(a, b)| WindowInput::Samples(s.samples.get(a..b).unwrap_or(&[])))
+                .collect();
+            let vals = map(&inputs);
+            drop(inputs);
+            s.samples = steps_to_samples(vals);
+            Ok(())
+        };
+        self.storage
+            .select_windows(&matchers, &req, Some(&prepare), &mut |ws| {
+                series_read += 1;
+                if series_read > max_series {
+                    return Err(Error::TooManySeries { limit: max_series });
                 }
-            }
-        })?;
+                let row = match ws {
+                    WindowSeries::Samples(s) => samples_to_row(s, n, drop_name),
+                    WindowSeries::Windows {
+                        labels,
+                        mut windows,
+                    } => {
+                        let held: usize = windows
+                            .iter()
+                            .map(|w| match w {
+                                Window::Samples(v) => v.len(),
+                                _ => 1,
+                            })
+                            .sum();
+                        check(held)?;
+                        for w in &mut windows {
+                            if let Window::Samples(v) = w {
+                                v.retain(|p| !is_stale_nan(p.1));
+                            }
+                        }
+                        let inputs: Vec<WindowInput<'_>> = windows
+                            .iter()
+                            .map(|w| match w {
+                                Window::Empty => WindowInput::Samples(&[]),
+                                Window::Agg(a) => WindowInput::Agg(a),
+                                Window::Samples(v) => WindowInput::Samples(v),
+                            })
+                            .collect();
+                        let vals = map(&inputs);
+                        to_row(labels, vals)
+                    }
+                };
+                match row {
+                    Some(r) => sink(r),
+                    None => Ok(()),
+                }
+            })?;
         self.series_read = series_read;
-        self.points_read = points_read;
+        self.points_read = points_read.into_inner();
         Ok(())
     }
 
@@ -1344,6 +1367,35 @@ impl<'a> Ctx<'a> {
 }
 
 /// Orders values ascending (or descending), NaN last either way.
+/// A series' per-step answer as the samples of a prepared series: `(step, value)`
+/// where it has one (see [`Storage::select_batches`]).
+fn steps_to_samples(vals: Option<Vec<Option<f64>>>) -> Vec<(i64, f64)> {
+    vals.map_or_else(Vec::new, |vals| {
+        vals.iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.map(|v| (i as i64, v)))
+            .collect()
+    })
+}
+
+/// The row of a prepared series over `n` steps, `None` when it has no value.
+fn samples_to_row(s: crate::Series, n: usize, drop_name: bool) -> Option<Row> {
+    if s.samples.is_empty() {
+        return None;
+    }
+    let mut vals = vec![None; n];
+    for (i, v) in s.samples {
+        if let Some(slot) = usize::try_from(i).ok().and_then(|i| vals.get_mut(i)) {
+            *slot = Some(v);
+        }
+    }
+    Some(Row {
+        labels: s.labels,
+        drop_name,
+        vals,
+    })
+}
+
 /// The index range in `s` (sorted by timestamp) of the window `(t - range, t]` of each
 /// time `t` in `times`: two pointers that only move forward while the times ascend (the
 /// usual case, O(samples + steps)), a binary search for a time that goes back.

@@ -549,26 +549,26 @@ fn eval_range_function_each(
     let ends = ctx.window_ends(ms);
     if let Some(need) = window_aggregate_needs(name) {
         // Through `select_windows`: a store with rollups answers whole buckets there.
-        return ctx.for_each_window_agg(ms, need, |labels, windows| {
-            let vals: Vec<Option<f64>> = windows
-                .iter()
-                .zip(&ends)
-                .map(|(w, &end)| match w {
-                    WindowInput::Samples(s) => {
-                        f(s, end.saturating_sub(range_ms), end, range_s, 0.0)
-                    }
-                    WindowInput::Agg(a) => window_agg_value(name, a),
-                })
-                .collect();
-            if vals.iter().any(Option::is_some) {
-                sink(Row {
-                    labels: labels.clone(),
-                    drop_name: true,
-                    vals,
-                })?;
-            }
-            Ok(())
-        });
+        let ends = &ends;
+        return ctx.map_window_aggs(
+            ms,
+            need,
+            true,
+            |windows| {
+                let vals: Vec<Option<f64>> = windows
+                    .iter()
+                    .zip(ends)
+                    .map(|(w, &end)| match w {
+                        WindowInput::Samples(s) => {
+                            f(s, end.saturating_sub(range_ms), end, range_s, 0.0)
+                        }
+                        WindowInput::Agg(a) => window_agg_value(name, a),
+                    })
+                    .collect();
+                Some(vals)
+            },
+            sink,
+        );
     }
     let keep_name = matches!(name, "last_over_time" | "first_over_time");
     let change = match name {

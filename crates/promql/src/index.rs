@@ -451,13 +451,18 @@ impl Storage for IndexStorage<'_> {
         &self,
         matchers: &[Matcher],
         req: &WindowRequest<'_>,
+        prepare: Option<crate::storage::Prepare<'_>>,
         visit: &mut dyn FnMut(WindowSeries) -> Result<()>,
     ) -> Result<()> {
         if self.rollups && self.rollup_windows(matchers, req, visit)?.is_some() {
             return Ok(());
         }
         let (lo, hi) = window_span(req);
-        self.select(matchers, lo, hi, &mut |s| visit(WindowSeries::Samples(s)))
+        self.select_batches(matchers, lo, hi, prepare, &mut |batch| {
+            batch
+                .into_iter()
+                .try_for_each(|s| visit(WindowSeries::Samples(s)))
+        })
     }
 }
 

@@ -174,7 +174,9 @@ pub trait Storage {
     /// the windows of `req`, either with its raw samples over the windows' span (the
     /// default, through [`select`](Self::select)) or with one [`Window`] per window end,
     /// each equal to what the raw samples give (a store with pre-aggregated buckets, such
-    /// as a partition's rollups, answers whole buckets from them).
+    /// as a partition's rollups, answers whole buckets from them). `prepare` is applied
+    /// to each series handed over as [`WindowSeries::Samples`], as
+    /// [`select_batches`](Self::select_batches) applies it.
     ///
     /// # Errors
     /// As [`select`](Self::select).
@@ -182,10 +184,15 @@ pub trait Storage {
         &self,
         matchers: &[Matcher],
         req: &WindowRequest<'_>,
+        prepare: Option<Prepare<'_>>,
         visit: &mut dyn FnMut(WindowSeries) -> Result<()>,
     ) -> Result<()> {
         let (lo, hi) = window_span(req);
-        self.select(matchers, lo, hi, &mut |s| visit(WindowSeries::Samples(s)))
+        self.select_batches(matchers, lo, hi, prepare, &mut |batch| {
+            batch
+                .into_iter()
+                .try_for_each(|s| visit(WindowSeries::Samples(s)))
+        })
     }
 }
 

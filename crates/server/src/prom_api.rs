@@ -161,9 +161,10 @@ impl Storage for RegistryStorage {
         &self,
         matchers: &[Matcher],
         req: &WindowRequest<'_>,
+        prepare: Option<tidemark_promql::Prepare<'_>>,
         visit: &mut dyn FnMut(WindowSeries) -> tidemark_promql::Result<()>,
     ) -> tidemark_promql::Result<()> {
-        self.each(|s| s.select_windows(matchers, req, visit))
+        self.each(|s| s.select_windows(matchers, req, prepare, visit))
     }
 }
 

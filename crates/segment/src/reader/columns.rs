@@ -57,6 +57,19 @@ pub struct SeriesCursor {
 }
 
 impl Segment {
+    /// Decodes timestamp block `b` into the cursor unless it holds it already.
+    fn cursor_ts(&self, cursor: &mut SeriesCursor, b: u64) -> Result<u32> {
+        let block = u32::try_from(b)
+            .map_err(|_| Error::corrupt(Place::SeriesTable, "row beyond the blocks"))?;
+        if cursor.ts_block != Some(block) {
+            cursor.ts_block = None;
+            cursor.ts.clear();
+            self.decode_ts_block(block, &mut cursor.ts)?;
+            cursor.ts_block = Some(block);
+        }
+        Ok(block)
+    }
+
     /// Appends the rows of series `index` (its position in [`series`](Self::series))
     /// whose timestamp is in `from..=to`, column by column: for each `j`, the values of
     /// metric column `columns[j]` (an index into [`columns`](Self::columns); `None` for
@@ -119,18 +132,45 @@ impl Segment {
                 .resize_with(self.meta.columns.len(), || (None, FloatBlock::default()));
         }
         let end = (s.first_row + s.row_count).min(self.footer.row_count);
+        if end <= s.first_row {
+            return Ok(0);
+        }
+        // The first block whose rows of the series reach `from`: found by bisection over
+        // the series' blocks (a few timestamp blocks decoded, not every one before it).
         let mut row = s.first_row;
+        if from > s.min_ts {
+            let (mut lo, mut hi) = (s.first_row / br, (end - 1) / br);
+            // First probe where the series would reach `from` if its samples were evenly
+            // spaced (they mostly are: one decode then), then bisection.
+            if lo < hi && s.max_ts > s.min_ts {
+                let frac = (from.saturating_sub(s.min_ts)) as f64 / (s.max_ts - s.min_ts) as f64;
+                let guess_row = s.first_row + ((s.row_count - 1) as f64 * frac.min(1.0)) as u64;
+                let g = (guess_row / br).clamp(lo, hi);
+                let first = (g * br).max(s.first_row);
+                let last = ((g + 1) * br).min(end) - 1;
+                self.cursor_ts(cursor, g)?;
+                let at = |r: u64| cursor.ts.get((r - g * br) as usize).copied();
+                match (at(first), at(last)) {
+                    (_, Some(l)) if l < from => lo = g + 1,
+                    (Some(f), _) if f < from => (lo, hi) = (g, g),
+                    _ => hi = g,
+                }
+            }
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                let last = ((mid + 1) * br).min(end) - 1;
+                self.cursor_ts(cursor, mid)?;
+                match cursor.ts.get((last - mid * br) as usize) {
+                    Some(&t) if t < from => lo = mid + 1,
+                    _ => hi = mid,
+                }
+            }
+            row = row.max(lo * br);
+        }
         let mut read = 0u64;
         while row < end {
             let b = row / br;
-            let block = u32::try_from(b)
-                .map_err(|_| Error::corrupt(Place::SeriesTable, "row beyond the blocks"))?;
-            if cursor.ts_block != Some(block) {
-                cursor.ts_block = None;
-                cursor.ts.clear();
-                self.decode_ts_block(block, &mut cursor.ts)?;
-                cursor.ts_block = Some(block);
-            }
+            let block = self.cursor_ts(cursor, b)?;
             let block_lo = b * br;
             let block_end = ((b + 1) * br).min(end);
             let local = (row - block_lo) as usize..(block_end - block_lo) as usize;
