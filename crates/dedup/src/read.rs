@@ -27,12 +27,28 @@ impl PartitionedEngine {
     /// A reader of the metric columns `columns` (by name) over `from..=to` (inclusive,
     /// milliseconds), across the partitions that overlap it.
     pub fn series_reader(&self, from: i64, to: i64, columns: &[&str]) -> SeriesReader<'_> {
+        self.reader(from, to, columns, false)
+    }
+
+    /// As [`series_reader`](Self::series_reader), with one more output after the
+    /// columns: every row's timestamp (value 0.0), whichever columns the row has — the
+    /// documents, for what counts them.
+    pub fn series_reader_with_rows(
+        &self,
+        from: i64,
+        to: i64,
+        columns: &[&str],
+    ) -> SeriesReader<'_> {
+        self.reader(from, to, columns, true)
+    }
+
+    fn reader(&self, from: i64, to: i64, columns: &[&str], rows: bool) -> SeriesReader<'_> {
         SeriesReader {
             parts: self
                 .engines_overlapping(from, to)
-                .map(|e| EngineReader::new(e, from, to, columns))
+                .map(|e| EngineReader::new(e, from, to, columns, rows))
                 .collect(),
-            columns: columns.len(),
+            columns: columns.len() + usize::from(rows),
             rows: 0,
         }
     }
@@ -41,7 +57,8 @@ impl PartitionedEngine {
 impl SeriesReader<'_> {
     /// Fills `out` with series `tsid`'s samples in range: `out[j]` gets column `j`'s
     /// timestamps and values (counters as `f64`), ascending and unique, rows without a
-    /// value of that column left out. `out` is resized to the column count and cleared
+    /// value of that column left out (and, for a reader with rows, the last entry every
+    /// row's timestamp). `out` is resized to the column count and cleared
     /// first, so its vectors are reused from one series to the next. A series the store
     /// does not hold leaves every column empty. Read series in ascending tsid order for
     /// best effect.

@@ -48,7 +48,7 @@ fn check(store: &PartitionedEngine, model: &Model, rng: &mut Lcg) {
     for _ in 0..8 {
         let from = rng.next(3 * DAY as u64) as i64 - DAY / 2;
         let to = from + rng.next(2 * DAY as u64) as i64;
-        let mut reader = store.series_reader(from, to, &["bytes", "cpu", "missing"]);
+        let mut reader = store.series_reader_with_rows(from, to, &["bytes", "cpu", "missing"]);
         let mut out = Vec::new();
         for s in 0u8..8 {
             reader.read(&tsid(s), &mut out).unwrap();
@@ -58,13 +58,16 @@ fn check(store: &PartitionedEngine, model: &Model, rng: &mut Lcg) {
             let rows = rows.unwrap_or_default();
             let mut cpu = ColumnSamples::default();
             let mut bytes = ColumnSamples::default();
+            let mut all = ColumnSamples::default();
             for (&t, &(c, b)) in rows {
+                all.push(t, 0.0);
                 cpu.push(t, c);
                 if let Some(b) = b {
                     bytes.push(t, b as f64);
                 }
             }
-            assert_eq!(out.len(), 3);
+            assert_eq!(out.len(), 4);
+            assert_eq!(out[3], all, "rows of series {s} in {from}..={to}");
             assert_eq!(out[0], bytes, "bytes of series {s} in {from}..={to}");
             assert_eq!(out[1], cpu, "cpu of series {s} in {from}..={to}");
             assert!(out[2].is_empty());

@@ -1402,25 +1402,40 @@ fn samples_to_row(s: crate::Series, n: usize, drop_name: bool) -> Option<Row> {
 pub(crate) fn window_ranges(s: &[(i64, f64)], times: &[i64], range: i64) -> Vec<(usize, usize)> {
     let mut out = Vec::with_capacity(times.len());
     let (mut a, mut b) = (0usize, 0usize);
+    // How far each pointer moved at the last step: for evenly spaced samples and steps
+    // the next move is the same, so a guess checked by two comparisons replaces a loop
+    // whose exit the branch predictor misses at every step.
+    let (mut da, mut db) = (0usize, 0usize);
     let mut prev = i64::MIN;
     for &t in times {
         let lo = t.saturating_sub(range);
         if t < prev {
             a = s.partition_point(|p| p.0 <= lo);
             b = s.partition_point(|p| p.0 <= t);
+            (da, db) = (0, 0);
         } else {
-            while s.get(a).is_some_and(|p| p.0 <= lo) {
-                a += 1;
-            }
-            b = b.max(a);
-            while s.get(b).is_some_and(|p| p.0 <= t) {
-                b += 1;
-            }
+            let na = advance(s, a, da, lo);
+            let nb = advance(s, b.max(na), db, t);
+            (da, db) = (na - a, nb - b);
+            (a, b) = (na, nb);
         }
         prev = t;
         out.push((a, b.max(a)));
     }
     out
+}
+
+/// The first index at or after `from` whose timestamp is past `bound` (timestamps
+/// ascending), starting from the guess `from + step`.
+fn advance(s: &[(i64, f64)], from: usize, step: usize, bound: i64) -> usize {
+    let mut i = from.saturating_add(step).min(s.len());
+    while i > from && s.get(i - 1).is_some_and(|p| p.0 > bound) {
+        i -= 1;
+    }
+    while s.get(i).is_some_and(|p| p.0 <= bound) {
+        i += 1;
+    }
+    i
 }
 
 pub(crate) fn nan_last(x: f64, y: f64, desc: bool) -> std::cmp::Ordering {
@@ -1594,5 +1609,55 @@ impl Acc {
             "count" => self.n as f64,
             _ => 1.0,
         })
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::window_ranges;
+
+    /// The windows by binary search, as the definition reads.
+    fn by_search(s: &[(i64, f64)], times: &[i64], range: i64) -> Vec<(usize, usize)> {
+        times
+            .iter()
+            .map(|&t| {
+                let a = s.partition_point(|p| p.0 <= t - range);
+                let b = s.partition_point(|p| p.0 <= t);
+                (a, b.max(a))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pointer_windows_equal_the_binary_search() {
+        let mut x = 17u64;
+        let mut next = |n: u64| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (x >> 33) % n
+        };
+        for case in 0..300 {
+            // Evenly spaced, with holes, bursts and repeats of the spacing.
+            let mut ts = next(50) as i64;
+            let s: Vec<(i64, f64)> = (0..next(200))
+                .map(|_| {
+                    ts += match next(6) {
+                        0 => next(500) as i64 + 1,
+                        _ => 10,
+                    };
+                    (ts, 0.0)
+                })
+                .collect();
+            let step = next(40) as i64 + 1;
+            let mut times: Vec<i64> = (0..next(80)).map(|i| i as i64 * step).collect();
+            if case % 5 == 0 && times.len() > 3 {
+                times.swap(1, 3); // a time that goes back (`@`, or a shuffled list)
+            }
+            let range = next(120) as i64 + 1;
+            assert_eq!(
+                window_ranges(&s, &times, range),
+                by_search(&s, &times, range),
+                "case {case}"
+            );
+        }
     }
 }

@@ -35,7 +35,9 @@ pub use format::{
 };
 pub use intern::{DimsInterner, SharedDims};
 pub use point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point, RowId};
-pub use reader::{ColumnSamples, RowCursor, RowView, Segment, SeriesCursor, SizeBreakdown};
+pub use reader::{
+    ColumnRead, ColumnSamples, RowCursor, RowView, Segment, SeriesCursor, SizeBreakdown,
+};
 pub use slots::TimeSlots;
 pub use stream::{SegmentStreamWriter, StreamSchema, span_shift};
 /// The workspace's one atomic-write helper, defined in `tidemark-bloom` (the crate with no

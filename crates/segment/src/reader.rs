@@ -2,7 +2,7 @@
 
 mod columns;
 
-pub use columns::{ColumnSamples, SeriesCursor};
+pub use columns::{ColumnRead, ColumnSamples, SeriesCursor};
 
 use std::fs::File;
 use std::ops::Range;

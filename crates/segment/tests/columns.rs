@@ -5,8 +5,8 @@
 
 use proptest::prelude::*;
 use tidemark_segment::{
-    ColumnSamples, MetricValue, Point, Segment, SegmentOptions, SegmentWriter, SeriesCursor,
-    Tombstones,
+    ColumnRead, ColumnSamples, MetricValue, Point, Segment, SegmentOptions, SegmentWriter,
+    SeriesCursor, Tombstones,
 };
 use tidemark_tsid::Tsid;
 
@@ -50,10 +50,16 @@ proptest! {
                 tomb.delete(r).unwrap();
             }
         }
-        let cols: Vec<Option<usize>> = ["c", "g", "none"]
+        let mut cols: Vec<ColumnRead> = ["c", "g", "none"]
             .iter()
-            .map(|n| seg.columns().iter().position(|c| c.name == *n))
+            .map(|n| {
+                seg.columns()
+                    .iter()
+                    .position(|c| c.name == *n)
+                    .map_or(ColumnRead::Absent, ColumnRead::Metric)
+            })
             .collect();
+        cols.push(ColumnRead::Rows);
         // Ranges starting and ending exactly on stored timestamps too (block edges).
         let mut stamps = Vec::new();
         seg.scan_rows(0..seg.row_count(), |rv| stamps.push(rv.ts_millis)).unwrap();
@@ -69,11 +75,11 @@ proptest! {
             let to = from + len;
             // Series in reverse order: the cursor must not assume ascending reads.
             for i in (0..seg.series().len()).rev() {
-                let mut out = vec![ColumnSamples::default(); 3];
+                let mut out = vec![ColumnSamples::default(); 4];
                 let rows = seg
                     .read_series_columns(i, from, to, &cols, Some(&tomb), &mut cursor, &mut out)
                     .unwrap();
-                let mut want = vec![ColumnSamples::default(); 3];
+                let mut want = vec![ColumnSamples::default(); 4];
                 let mut want_rows = 0u64;
                 let t = seg.series()[i].tsid;
                 seg.scan_series(&t, from, to, |rv| {
@@ -82,8 +88,14 @@ proptest! {
                     }
                     want_rows += 1;
                     for (j, c) in cols.iter().enumerate() {
-                        if let Some(Some(v)) = c.and_then(|c| rv.metrics.get(c)) {
-                            want[j].push(rv.ts_millis, f(v));
+                        match *c {
+                            ColumnRead::Metric(c) => {
+                                if let Some(Some(v)) = rv.metrics.get(c) {
+                                    want[j].push(rv.ts_millis, f(v));
+                                }
+                            }
+                            ColumnRead::Rows => want[j].push(rv.ts_millis, 0.0),
+                            ColumnRead::Absent => {}
                         }
                     }
                 })

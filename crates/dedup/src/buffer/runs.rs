@@ -545,13 +545,15 @@ impl Buffer {
     /// is in `from..=to`, column by column: the values of metric column ref `columns[j]`
     /// go to `out[j]` (`None`: a column the buffer does not have). Returns whether they
     /// were appended in ascending timestamp order (a run that arrived out of order is
-    /// not: the caller sorts).
+    /// not: the caller sorts). With `rows`, `out[columns.len()]` gets every row's
+    /// timestamp (value 0.0).
     pub fn read_series(
         &self,
         series: u32,
         from: i64,
         to: i64,
         columns: &[Option<u32>],
+        rows: bool,
         out: &mut [tidemark_segment::ColumnSamples],
     ) -> bool {
         let Some(run) = self
@@ -579,6 +581,13 @@ impl Buffer {
                 .get(off)
                 .is_some_and(|&t| t >= from && t <= to && run.is_alive(off))
         };
+        if rows && let Some(o) = out.get_mut(columns.len()) {
+            for off in (lo..hi).filter(|&o| in_range(o)) {
+                if let Some(&t) = run.ts.get(off) {
+                    o.push(t, 0.0);
+                }
+            }
+        }
         match &run.values {
             Values::Dense {
                 cols,

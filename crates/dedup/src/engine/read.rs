@@ -2,7 +2,7 @@
 //! from its segments and its buffer (see [`crate::SeriesReader`], which reads across
 //! partitions through one of these per partition).
 
-use tidemark_segment::{ColumnSamples, SeriesCursor};
+use tidemark_segment::{ColumnRead, ColumnSamples, SeriesCursor};
 use tidemark_tsid::Tsid;
 
 use super::{Engine, Slot};
@@ -18,23 +18,38 @@ pub(crate) struct EngineReader<'e> {
     to: i64,
     /// Segments overlapping the range, oldest first: the slot, each wanted column's
     /// index in the segment, the segment's decoding state.
-    segments: Vec<(&'e Slot, Vec<Option<usize>>, SeriesCursor)>,
+    segments: Vec<(&'e Slot, Vec<ColumnRead>, SeriesCursor)>,
     /// Each wanted column's buffer column ref.
     buffered: Vec<Option<u32>>,
+    /// Whether the output after the columns gets every row's timestamp.
+    rows: bool,
 }
 
 impl<'e> EngineReader<'e> {
-    pub(crate) fn new(engine: &'e Engine, from: i64, to: i64, columns: &[&str]) -> Self {
+    pub(crate) fn new(
+        engine: &'e Engine,
+        from: i64,
+        to: i64,
+        columns: &[&str],
+        rows: bool,
+    ) -> Self {
         let segments = engine
             .slots
             .iter()
             .filter(|s| s.max_ts >= from && s.min_ts <= to)
             .map(|slot| {
                 let infos = slot.segment.columns();
-                let map = columns
+                let mut map: Vec<ColumnRead> = columns
                     .iter()
-                    .map(|name| infos.binary_search_by(|c| c.name.as_str().cmp(name)).ok())
+                    .map(|name| {
+                        infos
+                            .binary_search_by(|c| c.name.as_str().cmp(name))
+                            .map_or(ColumnRead::Absent, ColumnRead::Metric)
+                    })
                     .collect();
+                if rows {
+                    map.push(ColumnRead::Rows);
+                }
                 (slot, map, SeriesCursor::default())
             })
             .collect();
@@ -51,6 +66,7 @@ impl<'e> EngineReader<'e> {
             to,
             segments,
             buffered,
+            rows,
         }
     }
 
@@ -81,10 +97,14 @@ impl<'e> EngineReader<'e> {
         }
         if let Some(series) = self.engine.series.get(tsid) {
             let before = last_ts(out);
-            let sorted =
-                self.engine
-                    .buffer
-                    .read_series(series, self.from, self.to, &self.buffered, out);
+            let sorted = self.engine.buffer.read_series(
+                series,
+                self.from,
+                self.to,
+                &self.buffered,
+                self.rows,
+                out,
+            );
             ordered &= sorted && appended_after(out, &before);
             rows += out
                 .iter()

@@ -46,6 +46,18 @@ impl ColumnSamples {
     }
 }
 
+/// What one output of a column read receives (see [`Segment::read_series_columns`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnRead {
+    /// The values of metric column `i` (an index into [`Segment::columns`]).
+    Metric(usize),
+    /// Nothing: a column the segment does not have.
+    Absent,
+    /// Every row's timestamp, with 0.0 as its value: the documents themselves (what a
+    /// document count needs, whichever columns the rows have).
+    Rows,
+}
+
 /// Decoding state of one segment read series by series (see the module docs). Reuse one
 /// per segment and reading thread; it is only valid with the segment it was first used
 /// with.
@@ -71,10 +83,10 @@ impl Segment {
     }
 
     /// Appends the rows of series `index` (its position in [`series`](Self::series))
-    /// whose timestamp is in `from..=to`, column by column: for each `j`, the values of
-    /// metric column `columns[j]` (an index into [`columns`](Self::columns); `None` for
-    /// a column this segment does not have) go to `out[j]`, with their timestamps, rows
-    /// without a value of that column left out. Rows in `deleted` are skipped. Returns
+    /// whose timestamp is in `from..=to`, column by column: for each `j`, what
+    /// `columns[j]` names goes to `out[j]`: a metric column's values with their
+    /// timestamps (rows without a value of that column left out), or every row's
+    /// timestamp ([`ColumnRead::Rows`]). Rows in `deleted` are skipped. Returns
     /// the rows of the series in the range that are not deleted. Blocks are decoded through `cursor`
     /// (kept across calls, so neighbouring series decode a shared block once) and their
     /// checksums checked on first use, as every read does.
@@ -87,7 +99,7 @@ impl Segment {
         index: usize,
         from: i64,
         to: i64,
-        columns: &[Option<usize>],
+        columns: &[ColumnRead],
         deleted: Option<&Tombstones>,
         cursor: &mut SeriesCursor,
         out: &mut [ColumnSamples],
@@ -102,7 +114,7 @@ impl Segment {
         index: usize,
         from: i64,
         to: i64,
-        columns: &[Option<usize>],
+        columns: &[ColumnRead],
         deleted: Option<&Tombstones>,
         cursor: &mut SeriesCursor,
         out: &mut [ColumnSamples],
@@ -116,11 +128,19 @@ impl Segment {
         let deleted = deleted.filter(|d| !d.is_empty());
         // The wanted columns this series has: (output slot, column index, rows per block).
         let br = u64::from(self.footer.block_rows).max(1);
+        let row_outputs: Vec<usize> = columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c == ColumnRead::Rows)
+            .map(|(j, _)| j)
+            .collect();
         let wanted: Vec<(usize, usize, u64)> = columns
             .iter()
             .enumerate()
             .filter_map(|(j, c)| {
-                let c = (*c)?;
+                let ColumnRead::Metric(c) = *c else {
+                    return None;
+                };
                 s.presence(c as u32)?;
                 let span = self.layout.get(c + 1).map_or(br, |l| l.span).max(br);
                 Some((j, c, span))
@@ -192,6 +212,14 @@ impl Segment {
                         .filter(|&r| !d.is_deleted(r))
                         .count() as u64,
                 };
+                for &j in &row_outputs {
+                    let Some(o) = out.get_mut(j) else { continue };
+                    for (k, &t) in ts.iter().enumerate() {
+                        if !deleted.is_some_and(|d| d.is_deleted(first + k as u64)) {
+                            o.push(t, 0.0);
+                        }
+                    }
+                }
                 for &(j, c, span) in &wanted {
                     let (Some(o), Some((cached, vals))) =
                         (out.get_mut(j), cursor.columns.get_mut(c))
