@@ -128,10 +128,79 @@ pub(crate) enum Val {
     Matrix(Vec<RangeSeries>),
 }
 
+/// Samples (a series', or a window of it) as timestamp and value slices of one
+/// length, sorted by time: what the readers hand over, evaluated without pairing.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slices<'a> {
+    /// Timestamps, milliseconds.
+    pub(crate) ts: &'a [i64],
+    /// One value per timestamp.
+    pub(crate) vs: &'a [f64],
+}
+
+impl<'a> Slices<'a> {
+    /// The samples `ts[i]`, `vs[i]` (cut to the shorter of the two).
+    pub(crate) fn new(ts: &'a [i64], vs: &'a [f64]) -> Slices<'a> {
+        let n = ts.len().min(vs.len());
+        Slices {
+            ts: ts.get(..n).unwrap_or(&[]),
+            vs: vs.get(..n).unwrap_or(&[]),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+
+    pub(crate) fn get(&self, i: usize) -> Option<(i64, f64)> {
+        Some((*self.ts.get(i)?, *self.vs.get(i)?))
+    }
+
+    pub(crate) fn first(&self) -> Option<(i64, f64)> {
+        self.get(0)
+    }
+
+    pub(crate) fn last(&self) -> Option<(i64, f64)> {
+        self.get(self.len().checked_sub(1)?)
+    }
+
+    /// Samples `a..b` (clamped).
+    pub(crate) fn window(&self, a: usize, b: usize) -> Slices<'a> {
+        let b = b.min(self.len());
+        let a = a.min(b);
+        Slices {
+            ts: self.ts.get(a..b).unwrap_or(&[]),
+            vs: self.vs.get(a..b).unwrap_or(&[]),
+        }
+    }
+
+    /// The samples as pairs.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (i64, f64)> + 'a {
+        self.ts.iter().copied().zip(self.vs.iter().copied())
+    }
+
+    /// The values.
+    pub(crate) fn values(&self) -> std::iter::Copied<std::slice::Iter<'a, f64>> {
+        self.vs.iter().copied()
+    }
+
+    /// The samples without staleness markers, if there is one to remove.
+    pub(crate) fn without_stale(&self) -> Option<(Vec<i64>, Vec<f64>)> {
+        if !self.vs.iter().any(|&v| is_stale_nan(v)) {
+            return None;
+        }
+        Some(self.iter().filter(|p| !is_stale_nan(p.1)).unzip())
+    }
+}
+
 /// One step's window for the window aggregates: its samples, or its aggregates.
 pub(crate) enum WindowInput<'a> {
     /// The samples, staleness markers removed.
-    Samples(&'a [(i64, f64)]),
+    Samples(Slices<'a>),
     /// The aggregates, computed by the storage.
     Agg(&'a WindowAgg),
 }
@@ -341,19 +410,19 @@ impl<'a> Ctx<'a> {
         let timeout = self.opts.timeout;
         let mut series_read = self.series_read;
         let points_read = std::sync::atomic::AtomicUsize::new(self.points_read);
-        let counted = |s: &mut crate::Series| -> Result<()> {
+        let counted = |labels: &Labels, ts: &[i64], vs: &[f64]| -> Result<Vec<(i64, f64)>> {
             // Series stream: the limit is on samples held at once (as Prometheus'
             // `query.max-samples`), not on samples read over the whole range.
-            if s.samples.len() > max_points {
+            if ts.len() > max_points {
                 return Err(Error::TooManyPoints { limit: max_points });
             }
-            points_read.fetch_add(s.samples.len(), std::sync::atomic::Ordering::Relaxed);
+            points_read.fetch_add(ts.len(), std::sync::atomic::Ordering::Relaxed);
             if Instant::now() > deadline {
                 return Err(Error::Timeout {
                     millis: timeout.as_millis(),
                 });
             }
-            prepare(s)
+            prepare(labels, ts, vs)
         };
         self.storage
             .select_batches(&matchers, lo, hi, Some(&counted), &mut |batch| {
@@ -440,11 +509,11 @@ impl<'a> Ctx<'a> {
             sample_ts,
             |_, samples| {
                 let mut any = false;
-                let vals: Vec<Option<f64>> = window_ranges(samples, &times, lookback)
+                let vals: Vec<Option<f64>> = window_ranges(samples.ts, &times, lookback)
                     .into_iter()
                     .map(|(a, b)| {
                         // The newest sample at or before t, if newer than t - lookback.
-                        let (ts, v) = *samples.get(b.checked_sub(1)?).filter(|_| b > a)?;
+                        let (ts, v) = samples.get(b.checked_sub(1)?).filter(|_| b > a)?;
                         if is_stale_nan(v) {
                             return None;
                         }
@@ -513,7 +582,8 @@ impl<'a> Ctx<'a> {
         let (lo, hi, times, range) = self.window_span(ms);
         self.select_each(&ms.vs, lo, hi, |mut s| {
             s.samples.retain(|p| !is_stale_nan(p.1));
-            let windows: Vec<&[(i64, f64)]> = window_ranges(&s.samples, &times, range)
+            let ts: Vec<i64> = s.samples.iter().map(|p| p.0).collect();
+            let windows: Vec<&[(i64, f64)]> = window_ranges(&ts, &times, range)
                 .into_iter()
                 .map(|(a, b)| s.samples.get(a..b).unwrap_or(&[]))
                 .collect();
@@ -533,14 +603,12 @@ impl<'a> Ctx<'a> {
         lo: i64,
         hi: i64,
         drop_name: bool,
-        map: impl Fn(&Labels, &mut Vec<(i64, f64)>) -> Option<Vec<Option<f64>>> + Sync,
+        map: impl Fn(&Labels, Slices<'_>) -> Option<Vec<Option<f64>>> + Sync,
         sink: &mut dyn FnMut(Row) -> Result<()>,
     ) -> Result<()> {
         let n = self.n;
-        let prepare = |s: &mut crate::Series| -> Result<()> {
-            let vals = map(&s.labels, &mut s.samples);
-            s.samples = steps_to_samples(vals);
-            Ok(())
+        let prepare = |labels: &Labels, ts: &[i64], vs: &[f64]| -> Result<Vec<(i64, f64)>> {
+            Ok(steps_to_samples(map(labels, Slices::new(ts, vs))))
         };
         self.select_batches_each(vs, lo, hi, &prepare, |batch| {
             for s in batch {
@@ -560,7 +628,7 @@ impl<'a> Ctx<'a> {
         &mut self,
         ms: &MatrixSelector,
         drop_name: bool,
-        map: impl Fn(&Labels, &[(i64, f64)], &[(usize, usize)]) -> Option<Vec<Option<f64>>> + Sync,
+        map: impl Fn(&Labels, Slices<'_>, &[(usize, usize)]) -> Option<Vec<Option<f64>>> + Sync,
         sink: &mut dyn FnMut(Row) -> Result<()>,
     ) -> Result<()> {
         let (lo, hi, times, range) = self.window_span(ms);
@@ -570,8 +638,9 @@ impl<'a> Ctx<'a> {
             hi,
             drop_name,
             |labels, samples| {
-                samples.retain(|p| !is_stale_nan(p.1));
-                map(labels, samples, &window_ranges(samples, &times, range))
+                let kept = samples.without_stale();
+                let samples = kept.as_ref().map_or(samples, |(t, v)| Slices::new(t, v));
+                map(labels, samples, &window_ranges(samples.ts, &times, range))
             },
             sink,
         )
@@ -629,17 +698,16 @@ impl<'a> Ctx<'a> {
                 })
         };
         // Raw series: mapped where they are read; the answer replaces the samples.
-        let prepare = |s: &mut crate::Series| -> Result<()> {
-            check(s.samples.len())?;
-            s.samples.retain(|p| !is_stale_nan(p.1));
-            let inputs: Vec<WindowInput<'_>> = window_ranges(&s.samples, &times, range)
+        let prepare = |_: &Labels, ts: &[i64], vs: &[f64]| -> Result<Vec<(i64, f64)>> {
+            check(ts.len())?;
+            let samples = Slices::new(ts, vs);
+            let kept = samples.without_stale();
+            let samples = kept.as_ref().map_or(samples, |(t, v)| Slices::new(t, v));
+            let inputs: Vec<WindowInput<'_>> = window_ranges(samples.ts, &times, range)
                 .into_iter()
-                .map(|(a, b)| WindowInput::Samples(s.samples.get(a..b).unwrap_or(&[])))
+                .map(|(a, b)| WindowInput::Samples(samples.window(a, b)))
                 .collect();
-            let vals = map(&inputs);
-            drop(inputs);
-            s.samples = steps_to_samples(vals);
-            Ok(())
+            Ok(steps_to_samples(map(&inputs)))
         };
         self.storage
             .select_windows(&matchers, &req, Some(&prepare), &mut |ws| {
@@ -661,17 +729,23 @@ impl<'a> Ctx<'a> {
                             })
                             .sum();
                         check(held)?;
-                        for w in &mut windows {
-                            if let Window::Samples(v) = w {
-                                v.retain(|p| !is_stale_nan(p.1));
-                            }
-                        }
+                        // A window's raw samples as slices, staleness markers removed.
+                        let raw: Vec<(Vec<i64>, Vec<f64>)> = windows
+                            .iter_mut()
+                            .map(|w| match w {
+                                Window::Samples(v) => {
+                                    v.retain(|p| !is_stale_nan(p.1));
+                                    v.iter().copied().unzip()
+                                }
+                                _ => (Vec::new(), Vec::new()),
+                            })
+                            .collect();
                         let inputs: Vec<WindowInput<'_>> = windows
                             .iter()
-                            .map(|w| match w {
-                                Window::Empty => WindowInput::Samples(&[]),
+                            .zip(&raw)
+                            .map(|(w, (t, v))| match w {
                                 Window::Agg(a) => WindowInput::Agg(a),
-                                Window::Samples(v) => WindowInput::Samples(v),
+                                _ => WindowInput::Samples(Slices::new(t, v)),
                             })
                             .collect();
                         let vals = map(&inputs);
@@ -1399,7 +1473,7 @@ fn samples_to_row(s: crate::Series, n: usize, drop_name: bool) -> Option<Row> {
 /// The index range in `s` (sorted by timestamp) of the window `(t - range, t]` of each
 /// time `t` in `times`: two pointers that only move forward while the times ascend (the
 /// usual case, O(samples + steps)), a binary search for a time that goes back.
-pub(crate) fn window_ranges(s: &[(i64, f64)], times: &[i64], range: i64) -> Vec<(usize, usize)> {
+pub(crate) fn window_ranges(s: &[i64], times: &[i64], range: i64) -> Vec<(usize, usize)> {
     let mut out = Vec::with_capacity(times.len());
     let (mut a, mut b) = (0usize, 0usize);
     // How far each pointer moved at the last step: for evenly spaced samples and steps
@@ -1410,8 +1484,8 @@ pub(crate) fn window_ranges(s: &[(i64, f64)], times: &[i64], range: i64) -> Vec<
     for &t in times {
         let lo = t.saturating_sub(range);
         if t < prev {
-            a = s.partition_point(|p| p.0 <= lo);
-            b = s.partition_point(|p| p.0 <= t);
+            a = s.partition_point(|&p| p <= lo);
+            b = s.partition_point(|&p| p <= t);
             (da, db) = (0, 0);
         } else {
             let na = advance(s, a, da, lo);
@@ -1427,12 +1501,12 @@ pub(crate) fn window_ranges(s: &[(i64, f64)], times: &[i64], range: i64) -> Vec<
 
 /// The first index at or after `from` whose timestamp is past `bound` (timestamps
 /// ascending), starting from the guess `from + step`.
-fn advance(s: &[(i64, f64)], from: usize, step: usize, bound: i64) -> usize {
+fn advance(s: &[i64], from: usize, step: usize, bound: i64) -> usize {
     let mut i = from.saturating_add(step).min(s.len());
-    while i > from && s.get(i - 1).is_some_and(|p| p.0 > bound) {
+    while i > from && s.get(i - 1).is_some_and(|&p| p > bound) {
         i -= 1;
     }
-    while s.get(i).is_some_and(|p| p.0 <= bound) {
+    while s.get(i).is_some_and(|&p| p <= bound) {
         i += 1;
     }
     i
@@ -1654,7 +1728,7 @@ mod window_tests {
             }
             let range = next(120) as i64 + 1;
             assert_eq!(
-                window_ranges(&s, &times, range),
+                window_ranges(&s.iter().map(|p| p.0).collect::<Vec<_>>(), &times, range),
                 by_search(&s, &times, range),
                 "case {case}"
             );

@@ -6,7 +6,8 @@ use promql_parser::parser::{Call, Expr, MatrixSelector};
 
 use crate::error::{Error, Result};
 use crate::eval::{
-    Ctx, METRIC_NAME, Row, Val, WindowInput, is_valid_label_name, nan_last, set_label, without_name,
+    Ctx, METRIC_NAME, Row, Slices, Val, WindowInput, is_valid_label_name, nan_last, set_label,
+    without_name,
 };
 use crate::storage::{Labels, WindowAgg};
 
@@ -447,7 +448,7 @@ fn bucket_quantile(q: f64, buckets: &mut [(f64, f64)]) -> f64 {
 
 /// A range function: samples of the window, the window's start and end (ms), the range
 /// (seconds) and the function's scalar parameter at this step.
-type RangeFn = fn(&[(i64, f64)], i64, i64, f64, f64) -> Option<f64>;
+type RangeFn = fn(Slices<'_>, i64, i64, f64, f64) -> Option<f64>;
 
 fn range_function(name: &str) -> Option<RangeFn> {
     Some(match name {
@@ -457,35 +458,38 @@ fn range_function(name: &str) -> Option<RangeFn> {
         "irate" => |s, _, _, _, _| instant_delta(s, true),
         "idelta" => |s, _, _, _, _| instant_delta(s, false),
         "resets" => |s, _, _, _, _| {
-            (!s.is_empty()).then(|| s.windows(2).filter(|w| w[1].1 < w[0].1).count() as f64)
+            (!s.is_empty()).then(|| s.vs.windows(2).filter(|w| w[1] < w[0]).count() as f64)
         },
         "changes" => |s, _, _, _, _| {
             (!s.is_empty()).then(|| {
-                s.windows(2)
-                    .filter(|w| w[1].1 != w[0].1 && !(w[1].1.is_nan() && w[0].1.is_nan()))
+                s.vs.windows(2)
+                    .filter(|w| w[1] != w[0] && !(w[1].is_nan() && w[0].is_nan()))
                     .count() as f64
             })
         },
-        "deriv" => |s, _, _, _, _| (s.len() >= 2).then(|| linear_regression(s, s[0].0).0),
+        "deriv" => |s, _, _, _, _| {
+            let t0 = s.first()?.0;
+            (s.len() >= 2).then(|| linear_regression(s, t0).0)
+        },
         "predict_linear" => |s, _, end, _, p| {
             (s.len() >= 2).then(|| {
                 let (slope, intercept) = linear_regression(s, end);
                 slope * p + intercept
             })
         },
-        "avg_over_time" => |s, _, _, _, _| avg(s.iter().map(|p| p.1)),
-        "min_over_time" => |s, _, _, _, _| aggregate_values("min", s.iter().map(|p| p.1)),
-        "max_over_time" => |s, _, _, _, _| aggregate_values("max", s.iter().map(|p| p.1)),
-        "sum_over_time" => |s, _, _, _, _| aggregate_values("sum", s.iter().map(|p| p.1)),
+        "avg_over_time" => |s, _, _, _, _| avg(s.values()),
+        "min_over_time" => |s, _, _, _, _| aggregate_values("min", s.values()),
+        "max_over_time" => |s, _, _, _, _| aggregate_values("max", s.values()),
+        "sum_over_time" => |s, _, _, _, _| aggregate_values("sum", s.values()),
         "count_over_time" => |s, _, _, _, _| (!s.is_empty()).then_some(s.len() as f64),
-        "last_over_time" => |s, _, _, _, _| s.last().map(|p| p.1),
-        "first_over_time" => |s, _, _, _, _| s.first().map(|p| p.1),
+        "last_over_time" => |s, _, _, _, _| s.vs.last().copied(),
+        "first_over_time" => |s, _, _, _, _| s.vs.first().copied(),
         "present_over_time" => |s, _, _, _, _| (!s.is_empty()).then_some(1.0),
-        "stddev_over_time" => |s, _, _, _, _| variance(s.iter().map(|p| p.1)).map(f64::sqrt),
-        "stdvar_over_time" => |s, _, _, _, _| variance(s.iter().map(|p| p.1)),
+        "stddev_over_time" => |s, _, _, _, _| variance(s.values()).map(f64::sqrt),
+        "stdvar_over_time" => |s, _, _, _, _| variance(s.values()),
         "quantile_over_time" => |s, _, _, _, q| {
             (!s.is_empty()).then(|| {
-                let mut xs: Vec<f64> = s.iter().map(|p| p.1).collect();
+                let mut xs: Vec<f64> = s.values().collect();
                 quantile(q, &mut xs)
             })
         },
@@ -555,15 +559,30 @@ fn eval_range_function_each(
             need,
             true,
             |windows| {
+                // Sums of raw windows four at a time (the same operations per window).
+                let sums =
+                    matches!(name, "sum_over_time" | "avg_over_time").then(|| window_sums(windows));
                 let vals: Vec<Option<f64>> = windows
                     .iter()
                     .zip(ends)
-                    .map(|(w, &end)| match w {
-                        WindowInput::Samples(s) => {
-                            f(s, end.saturating_sub(range_ms), end, range_s, 0.0)
-                        }
-                        WindowInput::Agg(a) => window_agg_value(name, a),
-                    })
+                    .enumerate()
+                    .map(
+                        |(i, (w, &end))| match (w, sums.as_ref().and_then(|s| s.get(i))) {
+                            (WindowInput::Samples(s), Some(&(sum, n))) if n > 0 => {
+                                if name == "sum_over_time" {
+                                    Some(sum)
+                                } else if sum.is_infinite() {
+                                    avg(s.values())
+                                } else {
+                                    Some(sum / n as f64)
+                                }
+                            }
+                            (WindowInput::Samples(s), _) => {
+                                f(*s, end.saturating_sub(range_ms), end, range_s, 0.0)
+                            }
+                            (WindowInput::Agg(a), _) => window_agg_value(name, a),
+                        },
+                    )
                     .collect();
                 Some(vals)
             },
@@ -586,23 +605,27 @@ fn eval_range_function_each(
                 // The counter resets found once per series, not once per window.
                 Some((counter, rate)) => {
                     let resets: Vec<usize> = if counter {
-                        (1..samples.len())
-                            .filter(|&j| {
-                                samples.get(j).map(|p| p.1) < samples.get(j - 1).map(|p| p.1)
-                            })
+                        samples
+                            .vs
+                            .windows(2)
+                            .enumerate()
+                            .filter(|(_, w)| w[1] < w[0])
+                            .map(|(j, _)| j + 1)
                             .collect()
                     } else {
                         Vec::new()
                     };
-                    windows
+                    // Two passes: each window's change (resets added, in order), then
+                    // the extrapolation in a loop of its own, whose divisions the CPU
+                    // overlaps across windows.
+                    let changes: Vec<Option<Change>> = windows
                         .iter()
-                        .zip(ends)
-                        .map(|(&(a, b), &end)| {
-                            let w = samples.get(a..b).unwrap_or(&[]);
-                            let (first, last) = (w.first()?, w.last()?);
+                        .map(|&(a, b)| {
+                            let w = samples.window(a, b);
                             if w.len() < 2 {
                                 return None;
                             }
+                            let (first, last) = (w.first()?, w.last()?);
                             let mut result = last.1 - first.1;
                             // Resets inside the window: pairs (j - 1, j) with a < j < b, in order.
                             let r0 = resets.partition_point(|&j| j <= a);
@@ -610,10 +633,20 @@ fn eval_range_function_each(
                                 if j >= b {
                                     break;
                                 }
-                                result += samples.get(j - 1).map_or(0.0, |p| p.1);
+                                result += samples.vs.get(j - 1).copied().unwrap_or(0.0);
                             }
-                            Some(extrapolate(
-                                w,
+                            Some((first, last, w.len(), result))
+                        })
+                        .collect();
+                    changes
+                        .iter()
+                        .zip(ends)
+                        .map(|(c, &end)| {
+                            let (first, last, n, result) = (*c)?;
+                            Some(extrapolate_change(
+                                first,
+                                last,
+                                n,
                                 result,
                                 end.saturating_sub(range_ms),
                                 end,
@@ -629,8 +662,13 @@ fn eval_range_function_each(
                     .zip(ends)
                     .zip(param)
                     .map(|((&(a, b), &end), &p)| {
-                        let w = samples.get(a..b).unwrap_or(&[]);
-                        f(w, end.saturating_sub(range_ms), end, range_s, p)
+                        f(
+                            samples.window(a, b),
+                            end.saturating_sub(range_ms),
+                            end,
+                            range_s,
+                            p,
+                        )
                     })
                     .collect(),
             };
@@ -677,7 +715,7 @@ fn unwrap_parens(e: &Expr) -> &Expr {
 /// `rate`, `increase` and `delta`: the change over the window, corrected for counter
 /// resets and extrapolated towards the window's edges as Prometheus does.
 fn extrapolated(
-    s: &[(i64, f64)],
+    s: Slices<'_>,
     range_start: i64,
     range_end: i64,
     range_s: f64,
@@ -687,12 +725,12 @@ fn extrapolated(
     if s.len() < 2 {
         return None;
     }
-    let (first, last) = (s[0], s[s.len() - 1]);
+    let (first, last) = (s.first()?, s.last()?);
     let mut result = last.1 - first.1;
     if counter {
-        for w in s.windows(2) {
-            if w[1].1 < w[0].1 {
-                result += w[0].1;
+        for w in s.vs.windows(2) {
+            if w[1] < w[0] {
+                result += w[0];
             }
         }
     }
@@ -711,7 +749,7 @@ fn extrapolated(
 /// samples `s` (at least two), corrected for counter resets, extended towards the
 /// window's edges.
 fn extrapolate(
-    s: &[(i64, f64)],
+    s: Slices<'_>,
     result: f64,
     range_start: i64,
     range_end: i64,
@@ -720,13 +758,45 @@ fn extrapolate(
     rate: bool,
 ) -> f64 {
     let (first, last) = match (s.first(), s.last()) {
-        (Some(f), Some(l)) => (*f, *l),
+        (Some(f), Some(l)) => (f, l),
         _ => return result,
     };
+    extrapolate_change(
+        first,
+        last,
+        s.len(),
+        result,
+        range_start,
+        range_end,
+        range_s,
+        counter,
+        rate,
+    )
+}
+
+/// A window's change as [`extrapolate_change`] takes it: its first and last samples,
+/// their count and the change between them.
+type Change = ((i64, f64), (i64, f64), usize, f64);
+
+/// [`extrapolate`] from what it uses of the window: its first and last samples, their
+/// count (at least two) and the change between them.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn extrapolate_change(
+    first: (i64, f64),
+    last: (i64, f64),
+    n: usize,
+    result: f64,
+    range_start: i64,
+    range_end: i64,
+    range_s: f64,
+    counter: bool,
+    rate: bool,
+) -> f64 {
     let mut to_start = (first.0 as f64 - range_start as f64) / 1000.0;
     let mut to_end = (range_end as f64 - last.0 as f64) / 1000.0;
     let sampled = (last.0 - first.0) as f64 / 1000.0;
-    let avg_gap = sampled / (s.len() - 1) as f64;
+    let avg_gap = sampled / (n - 1) as f64;
     let threshold = avg_gap * 1.1;
     if to_start >= threshold {
         to_start = avg_gap / 2.0;
@@ -755,11 +825,11 @@ fn extrapolate(
 }
 
 /// `irate` and `idelta`: from the last two samples.
-fn instant_delta(s: &[(i64, f64)], rate: bool) -> Option<f64> {
+fn instant_delta(s: Slices<'_>, rate: bool) -> Option<f64> {
     if s.len() < 2 {
         return None;
     }
-    let (prev, last) = (s[s.len() - 2], s[s.len() - 1]);
+    let (prev, last) = (s.get(s.len() - 2)?, s.last()?);
     let mut d = last.1 - prev.1;
     if rate && last.1 < prev.1 {
         d = last.1;
@@ -775,11 +845,11 @@ fn instant_delta(s: &[(i64, f64)], rate: bool) -> Option<f64> {
 }
 
 /// Least-squares slope (per second) and intercept at `intercept_ms`.
-fn linear_regression(s: &[(i64, f64)], intercept_ms: i64) -> (f64, f64) {
+fn linear_regression(s: Slices<'_>, intercept_ms: i64) -> (f64, f64) {
     let (mut n, mut sx, mut sy, mut sxy, mut sxx) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    let first_y = s.first().map_or(0.0, |p| p.1);
+    let first_y = s.vs.first().copied().unwrap_or(0.0);
     let mut const_y = true;
-    for &(t, v) in s {
+    for (t, v) in s.iter() {
         if v != first_y {
             const_y = false;
         }
@@ -805,21 +875,87 @@ fn kahan_sum(xs: impl Iterator<Item = f64>) -> (f64, usize) {
     let (mut sum, mut c, mut n) = (0.0f64, 0.0f64, 0usize);
     for x in xs {
         n += 1;
-        let t = sum + x;
-        if t.is_infinite() {
-            c = 0.0;
-        } else if sum.abs() >= x.abs() {
-            c += (sum - t) + x;
-        } else {
-            c += (x - t) + sum;
-        }
-        sum = t;
+        // The branches `if sum.abs() >= x.abs() { .. } else { .. }` as selects: a
+        // window's sum takes no mispredicted branch per sample.
+        kahan_step(&mut sum, &mut c, x);
     }
     if sum.is_infinite() {
         (sum, n)
     } else {
         (sum + c, n)
     }
+}
+
+/// The Kahan sum and count ([`kahan_sum`]) of each window's samples (zero for a
+/// window of aggregates), four windows at a time: each window's sum is the same
+/// sequence of operations as `kahan_sum` over it, so the same bits, and the four
+/// independent chains of additions overlap in the CPU instead of waiting on one another.
+fn window_sums(windows: &[WindowInput<'_>]) -> Vec<(f64, usize)> {
+    let mut out = Vec::with_capacity(windows.len());
+    for quad in windows.chunks(4) {
+        let mut lanes: [&[f64]; 4] = [&[]; 4];
+        for (lane, w) in lanes.iter_mut().zip(quad) {
+            if let WindowInput::Samples(s) = w {
+                *lane = s.vs;
+            }
+        }
+        // The common length in lock step (registers, no branch per sample), then
+        // each lane's tail.
+        let common = lanes.iter().map(|l| l.len()).min().unwrap_or(0);
+        let [l0, l1, l2, l3] = lanes;
+        let (mut s0, mut s1, mut s2, mut s3) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        let (mut c0, mut c1, mut c2, mut c3) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        for (((&x0, &x1), &x2), &x3) in l0.iter().zip(l1).zip(l2).zip(l3).take(common) {
+            finite_step(&mut s0, &mut c0, x0);
+            finite_step(&mut s1, &mut c1, x1);
+            finite_step(&mut s2, &mut c2, x2);
+            finite_step(&mut s3, &mut c3, x3);
+        }
+        let mut sums = [(s0, c0), (s1, c1), (s2, c2), (s3, c3)];
+        for (lane, (s, c)) in lanes.iter().zip(sums.iter_mut()) {
+            for &x in lane.get(common..).unwrap_or(&[]) {
+                finite_step(s, c, x);
+            }
+        }
+        for (lane, (s, c)) in lanes.iter().zip(sums).take(quad.len()) {
+            // A sum that never left the finite numbers took the same steps as
+            // `kahan_sum` (whose reset at an infinite partial sum never fired: once
+            // infinite, a sum stays infinite or NaN); otherwise it is taken again.
+            out.push(if s.is_finite() {
+                (s + c, lane.len())
+            } else {
+                kahan_sum(lane.iter().copied())
+            });
+        }
+    }
+    out
+}
+
+/// [`kahan_step`] for a sum that stays finite (the caller checks the end result).
+#[inline(always)]
+fn finite_step(sum: &mut f64, c: &mut f64, x: f64) {
+    let t = *sum + x;
+    let (big, small) = if sum.abs() >= x.abs() {
+        (*sum, x)
+    } else {
+        (x, *sum)
+    };
+    *c += (big - t) + small;
+    *sum = t;
+}
+
+/// One addition of [`kahan_sum`], branch-free.
+#[inline(always)]
+fn kahan_step(sum: &mut f64, c: &mut f64, x: f64) {
+    let t = *sum + x;
+    let (big, small) = if sum.abs() >= x.abs() {
+        (*sum, x)
+    } else {
+        (x, *sum)
+    };
+    let corr = (big - t) + small;
+    *c = if t.is_infinite() { 0.0 } else { *c + corr };
+    *sum = t;
 }
 
 fn avg(xs: impl Iterator<Item = f64> + Clone) -> Option<f64> {
@@ -890,5 +1026,59 @@ pub(crate) fn aggregate_values(op: &str, xs: impl Iterator<Item = f64> + Clone) 
         "stddev" => variance(xs).map(f64::sqrt),
         "stdvar" => variance(xs),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod sum_tests {
+    use super::{kahan_sum, window_sums};
+    use crate::eval::{Slices, WindowInput};
+
+    /// Four-lane window sums equal `kahan_sum` over each window bit for bit, with
+    /// large, tiny, infinite and NaN values and windows of unequal lengths.
+    #[test]
+    fn window_sums_equal_kahan_sum_per_window() {
+        let mut x = 5u64;
+        let mut next = |n: u64| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (x >> 33) % n
+        };
+        let specials = [
+            1e300,
+            -1e300,
+            1e-300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            1e16,
+            1.0,
+        ];
+        for case in 0..200 {
+            let vs: Vec<f64> = (0..next(300))
+                .map(|_| match next(10) {
+                    0 if case % 3 == 0 => specials[next(specials.len() as u64) as usize],
+                    _ => next(1 << 20) as f64 / 7.0 - 70_000.0,
+                })
+                .collect();
+            let ts: Vec<i64> = (0..vs.len() as i64).collect();
+            let all = Slices::new(&ts, &vs);
+            let windows: Vec<WindowInput<'_>> = (0..next(40))
+                .map(|_| {
+                    let a = next(vs.len() as u64 + 1) as usize;
+                    let b = a + next(40) as usize;
+                    WindowInput::Samples(all.window(a, b))
+                })
+                .collect();
+            let got = window_sums(&windows);
+            for (w, (sum, n)) in windows.iter().zip(got) {
+                let WindowInput::Samples(s) = w else { continue };
+                let (want, wn) = kahan_sum(s.values());
+                assert_eq!(n, wn);
+                assert!(
+                    sum.to_bits() == want.to_bits() || (sum.is_nan() && want.is_nan()),
+                    "case {case}: {sum} vs {want}"
+                );
+            }
+        }
     }
 }

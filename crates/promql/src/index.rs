@@ -385,9 +385,10 @@ impl Storage for IndexStorage<'_> {
             .into_iter()
             .collect();
         let columns: Vec<&str> = self.metrics.iter().map(|(p, _)| p.as_str()).collect();
+        // The groups: series until the estimated samples reach the budget.
+        let mut groups = Vec::new();
         let mut from = 0usize;
         while from < chosen.len() {
-            // The next group: series until the estimated samples reach the budget.
             let mut to = from;
             let mut est = 0u64;
             while to < chosen.len()
@@ -398,51 +399,57 @@ impl Storage for IndexStorage<'_> {
                 est = est.saturating_add(n);
                 to += 1;
             }
-            let group = chosen.get(from..to).unwrap_or(&[]);
+            groups.push(from..to);
             from = to;
-            // The cap is on what one group holds: groups are handed over one at a time.
-            let gathered = AtomicUsize::new(0);
-            let (max_points, index, metrics) = (self.max_points, self.index, &self.metrics);
-            let read = crate::par::map_chunks(group, self.threads, |chunk| {
-                let mut reader = index.series_reader(start_ms, end_ms, &columns);
-                let mut cols = Vec::new();
-                let mut out: Vec<Vec<Series>> = Vec::with_capacity(chunk.len());
-                for (tsid, (base, wanted, _)) in chunk {
-                    let mut series = Vec::with_capacity(wanted.len());
-                    reader
-                        .read(tsid, &mut cols)
-                        .map_err(|e| Error::Storage(e.to_string()))?;
-                    for &mi in wanted {
-                        let Some(c) = cols.get(mi).filter(|c| !c.is_empty()) else {
-                            continue;
-                        };
-                        let n = gathered.fetch_add(c.len(), Ordering::Relaxed) + c.len();
-                        if n > max_points {
-                            return Err(Error::TooManyPoints { limit: max_points });
-                        }
-                        let mut labels = base.clone();
-                        if let Some((_, Some(name))) = metrics.get(mi) {
-                            crate::eval::set_label(&mut labels, METRIC_NAME, name);
-                        }
-                        let mut s = Series {
-                            labels,
-                            samples: c.ts.iter().copied().zip(c.values.iter().copied()).collect(),
-                        };
-                        if let Some(p) = prepare {
-                            p(&mut s)?;
-                        }
-                        series.push(s);
-                    }
-                    out.push(series);
-                }
-                Ok(out)
-            })?;
-            let mut st = self.stats.get();
-            st.raw_samples += gathered.load(Ordering::Relaxed) as u64;
-            self.stats.set(st);
-            visit(read.into_iter().flatten().collect())?;
         }
-        Ok(())
+        // Raw samples gathered by the groups in flight; each group's are counted
+        // against the cap (a group's samples are held together unless prepared).
+        let (max_points, index, metrics) = (self.max_points, self.index, &self.metrics);
+        let gathered = AtomicUsize::new(0);
+        let held: Vec<AtomicUsize> = groups.iter().map(|_| AtomicUsize::new(0)).collect();
+        let read_group = |gi: usize, chunk: &[(Tsid, ChosenSeries)]| -> Result<Vec<Vec<Series>>> {
+            let mut reader = index.series_reader(start_ms, end_ms, &columns);
+            let mut cols = Vec::new();
+            let mut out: Vec<Vec<Series>> = Vec::with_capacity(chunk.len());
+            for (tsid, (base, wanted, _)) in chunk {
+                let mut series = Vec::with_capacity(wanted.len());
+                reader
+                    .read(tsid, &mut cols)
+                    .map_err(|e| Error::Storage(e.to_string()))?;
+                for &mi in wanted {
+                    let Some(c) = cols.get(mi).filter(|c| !c.is_empty()) else {
+                        continue;
+                    };
+                    gathered.fetch_add(c.len(), Ordering::Relaxed);
+                    let in_group = held
+                        .get(gi)
+                        .map_or(0, |h| h.fetch_add(c.len(), Ordering::Relaxed))
+                        + c.len();
+                    if in_group > max_points {
+                        return Err(Error::TooManyPoints { limit: max_points });
+                    }
+                    let mut labels = base.clone();
+                    if let Some((_, Some(name))) = metrics.get(mi) {
+                        crate::eval::set_label(&mut labels, METRIC_NAME, name);
+                    }
+                    // Prepared from the column slices as read; pairs only without.
+                    let samples = match prepare {
+                        Some(p) => p(&labels, &c.ts, &c.values)?,
+                        None => c.ts.iter().copied().zip(c.values.iter().copied()).collect(),
+                    };
+                    series.push(Series { labels, samples });
+                }
+                out.push(series);
+            }
+            Ok(out)
+        };
+        let result = crate::par::pipeline(&chosen, &groups, self.threads, read_group, |batch| {
+            visit(batch.into_iter().flatten().collect())
+        });
+        let mut st = self.stats.get();
+        st.raw_samples += gathered.load(Ordering::Relaxed) as u64;
+        self.stats.set(st);
+        result
     }
 
     /// Answers whole rollup buckets where the partitions' rollups fit the windows

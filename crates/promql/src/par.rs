@@ -1,6 +1,7 @@
-//! Work split over threads: a batch of series cut into one contiguous chunk per thread,
-//! each chunk mapped on its own (scoped) thread, the results put back in the batch's
-//! order, so a parallel evaluation gives exactly what the sequential one gives.
+//! Work split over threads: groups of series, each cut into one contiguous chunk per
+//! worker thread, mapped on the workers while the calling thread consumes the groups'
+//! results in order, so a parallel evaluation gives exactly what the sequential one
+//! gives.
 
 use crate::error::{Error, Result};
 
@@ -12,35 +13,119 @@ pub(crate) fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
-/// Maps `items` by chunks on up to `threads` threads: `f` gets one contiguous chunk and
-/// returns one result per item; the results come back in the order of `items`. The
-/// first error (in item order) is returned.
-pub(crate) fn map_chunks<I: Sync, T: Send>(
+/// Groups a worker may run ahead of the consumer in [`pipeline`].
+const AHEAD: usize = 2;
+
+/// Maps `groups` (ranges of `items`) on up to `threads` worker threads while the
+/// calling thread consumes the results group by group, in order: worker `w` maps the
+/// `w`-th contiguous chunk of every group (`map` gets the group's index and the chunk), at most [`AHEAD`] groups ahead of the
+/// consumer (so a few groups' results are held, not all of them), and `consume` gets
+/// each group's results in item order. The consumer's work (folding the results in
+/// order) overlaps the workers' (reading the next groups). The first error, of a
+/// worker or of `consume`, stops the rest and is returned; a worker's panic is an
+/// error.
+pub(crate) fn pipeline<I: Sync, T: Send>(
     items: &[I],
+    groups: &[std::ops::Range<usize>],
     threads: usize,
-    f: impl Fn(&[I]) -> Result<Vec<T>> + Sync,
-) -> Result<Vec<T>> {
-    let threads = threads.clamp(1, (items.len() / MIN_CHUNK).max(1));
-    if threads == 1 {
-        return f(items);
+    map: impl Fn(usize, &[I]) -> Result<Vec<T>> + Sync,
+    mut consume: impl FnMut(Vec<T>) -> Result<()>,
+) -> Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Condvar, Mutex, mpsc};
+    let group = |g: &std::ops::Range<usize>| items.get(g.clone()).unwrap_or(&[]);
+    let threads = threads.max(1);
+    if threads == 1 || items.len() < MIN_CHUNK * 2 {
+        for (gi, g) in groups.iter().enumerate() {
+            consume(map(gi, group(g))?)?;
+        }
+        return Ok(());
     }
-    let chunk = items.len().div_ceil(threads);
-    let parts: Vec<Result<Vec<T>>> = std::thread::scope(|s| {
-        let f = &f;
-        let handles: Vec<_> = items.chunks(chunk).map(|c| s.spawn(move || f(c))).collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Execution("a query thread panicked".into())))
-            })
-            .collect()
-    });
-    let mut out = Vec::with_capacity(items.len());
-    for p in parts {
-        out.extend(p?);
-    }
-    Ok(out)
+    let stop = AtomicBool::new(false);
+    // Groups consumed so far, and the condition workers wait on to run ahead.
+    let consumed = (Mutex::new(0usize), Condvar::new());
+    let (tx, rx) = mpsc::channel::<(usize, usize, Result<Vec<T>>)>();
+    std::thread::scope(|s| {
+        let (stop, consumed, map, group) = (&stop, &consumed, &map, &group);
+        let mut handles = Vec::with_capacity(threads);
+        for w in 0..threads {
+            let tx = tx.clone();
+            handles.push(s.spawn(move || {
+                for (gi, g) in groups.iter().enumerate() {
+                    {
+                        let (lock, cv) = consumed;
+                        let mut done = lock.lock().unwrap_or_else(|p| p.into_inner());
+                        while gi >= *done + AHEAD && !stop.load(Ordering::Relaxed) {
+                            done = cv.wait(done).unwrap_or_else(|p| p.into_inner());
+                        }
+                    }
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let items = group(g);
+                    let chunk = items.len().div_ceil(threads).max(1);
+                    let part = items.chunks(chunk).nth(w).unwrap_or(&[]);
+                    let r =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| map(gi, part)))
+                            .unwrap_or_else(|_| {
+                                Err(Error::Execution("a query thread panicked".into()))
+                            });
+                    let failed = r.is_err();
+                    if tx.send((gi, w, r)).is_err() || failed {
+                        return;
+                    }
+                }
+            }));
+        }
+        drop(tx);
+        let mut early: std::collections::HashMap<(usize, usize), Vec<T>> =
+            std::collections::HashMap::new();
+        let mut result = Ok(());
+        'groups: for gi in 0..groups.len() {
+            let mut parts: Vec<Option<Vec<T>>> = (0..threads).map(|_| None).collect();
+            for (w, slot) in parts.iter_mut().enumerate() {
+                if let Some(v) = early.remove(&(gi, w)) {
+                    *slot = Some(v);
+                }
+            }
+            while parts.iter().any(Option::is_none) {
+                match rx.recv() {
+                    Ok((g, w, Ok(v))) if g == gi => {
+                        if let Some(slot) = parts.get_mut(w) {
+                            *slot = Some(v);
+                        }
+                    }
+                    Ok((g, w, Ok(v))) => {
+                        early.insert((g, w), v);
+                    }
+                    Ok((_, _, Err(e))) => {
+                        result = Err(e);
+                        break 'groups;
+                    }
+                    Err(_) => {
+                        result = Err(Error::Execution("a query thread stopped".into()));
+                        break 'groups;
+                    }
+                }
+            }
+            if let Err(e) = consume(parts.into_iter().flatten().flatten().collect()) {
+                result = Err(e);
+                break;
+            }
+            let (lock, cv) = consumed;
+            *lock.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+            cv.notify_all();
+        }
+        stop.store(true, Ordering::Relaxed);
+        consumed.1.notify_all();
+        drop(rx);
+        for h in handles {
+            if h.join().is_err() && result.is_ok() {
+                result = Err(Error::Execution("a query thread panicked".into()));
+            }
+        }
+        result
+    })
 }
 
 #[cfg(test)]
@@ -48,20 +133,61 @@ mod tests {
     use super::*;
 
     #[test]
-    fn results_keep_the_order_of_the_items_and_the_first_error() {
-        let items: Vec<u32> = (0..1000).collect();
-        for threads in [1, 2, 3, 7] {
-            let out = map_chunks(&items, threads, |c| Ok(c.iter().map(|x| x * 2).collect()))
-                .unwrap_or_default();
-            assert_eq!(out, items.iter().map(|x| x * 2).collect::<Vec<_>>());
-        }
-        let err = map_chunks(&items, 4, |c| {
-            if c.contains(&600) {
-                Err(Error::Execution(format!("at {}", c[0])))
-            } else {
-                Ok(c.to_vec())
+    fn pipelined_groups_arrive_whole_and_in_order() {
+        let items: Vec<u32> = (0..5000).collect();
+        let groups: Vec<std::ops::Range<usize>> = (0..5000)
+            .step_by(97)
+            .map(|a| a..(a + 97).min(5000))
+            .collect();
+        for threads in [1, 2, 3] {
+            let mut seen = Vec::new();
+            pipeline(
+                &items,
+                &groups,
+                threads,
+                |_, c| Ok(c.to_vec()),
+                |batch| {
+                    seen.push(batch);
+                    Ok(())
+                },
+            )
+            .unwrap_or_default();
+            assert_eq!(seen.len(), groups.len());
+            for (g, batch) in groups.iter().zip(&seen) {
+                assert_eq!(batch, &items[g.clone()]);
             }
-        });
-        assert!(matches!(err, Err(Error::Execution(m)) if m == "at 500"));
+        }
+        // A worker's error and the consumer's error both stop the pipeline.
+        let err = pipeline(
+            &items,
+            &groups,
+            2,
+            |_, c| {
+                if c.contains(&2500) {
+                    Err(Error::Execution("worker".into()))
+                } else {
+                    Ok(c.to_vec())
+                }
+            },
+            |_| Ok(()),
+        );
+        assert!(matches!(err, Err(Error::Execution(m)) if m == "worker"));
+        let mut n = 0;
+        let err = pipeline(
+            &items,
+            &groups,
+            2,
+            |_, c| Ok(c.to_vec()),
+            |_| {
+                n += 1;
+                if n == 3 {
+                    Err(Error::Execution("consumer".into()))
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        assert!(matches!(err, Err(Error::Execution(m)) if m == "consumer"));
+        assert_eq!(n, 3);
     }
 }

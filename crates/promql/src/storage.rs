@@ -94,8 +94,10 @@ pub enum WindowSeries {
     },
 }
 
-/// What [`Storage::select_batches`] applies to each series on the thread that read it.
-pub type Prepare<'p> = &'p (dyn Fn(&mut Series) -> Result<()> + Sync);
+/// What [`Storage::select_batches`] applies to each series on the thread that read it:
+/// given its labels and its samples as timestamp and value slices (sorted by time), the
+/// samples the batch holds for it instead.
+pub type Prepare<'p> = &'p (dyn Fn(&Labels, &[i64], &[f64]) -> Result<Vec<(i64, f64)>> + Sync);
 
 /// Series per batch of [`Storage::select_batches`]' default.
 pub const BATCH_SERIES: usize = 64;
@@ -140,7 +142,8 @@ pub trait Storage {
         let mut batch = Vec::new();
         self.select(matchers, start_ms, end_ms, &mut |mut s| {
             if let Some(p) = prepare {
-                p(&mut s)?;
+                let (ts, vs): (Vec<i64>, Vec<f64>) = s.samples.iter().copied().unzip();
+                s.samples = p(&s.labels, &ts, &vs)?;
             }
             batch.push(s);
             if batch.len() >= BATCH_SERIES {
