@@ -98,12 +98,14 @@ tasks:
       against tidemark-promql; print passed/failed/skipped eval cases per file
   promql-bench [--series N] [--hours N] [--interval-secs N] [--sites N] [--step-secs N]
       [--reps N] [--clients N] [--batch-series N] [--skip-memory] [--rollups] [--json FILE]
-      [--tidemark-bin PATH]
+      [--tidemark-bin PATH] [--buckets N] [--queries] [--keep DIR]
       `sum by (site) (rate(x[5m]))` as query_range (default 10,000 counters x 24 h at 10 s,
       1-minute step) on tidemark-server and VictoriaMetrics (apt-get install when missing),
       both loaded through remote write with data generated on the fly; prints load time,
       query medians, the answers compared, and Tidemark's VmHWM per query range in a freshly
-      started server. With --rollups: Tidemark only, the `metrics` index partitioned
+      started server. --queries: also avg_over_time, max by, topk, histogram_quantile (with
+      --buckets N bucket series) and instant queries, on both, answers compared series by
+      series; --keep DIR: keep both data directories in DIR and reuse them next time. With --rollups: Tidemark only, the `metrics` index partitioned
       with 5 m and 1 h rollups, `sum/avg/max_over_time(x[1h])` by site with a 1 h step read
       from rollups and from raw samples (`tidemark_rollups=false`), answers compared.
       Needs target/release/tidemark-server
