@@ -868,6 +868,130 @@ impl Acc {
         }
     }
 
+    /// Adds the documents of one series at once, as the column reads give them: `rows`
+    /// their timestamps (ascending), `cols` the metric columns the leaves read (each a
+    /// subset of the rows, by timestamp), `dims` the series' dimensions. The same
+    /// counts, buckets and per-bucket value sequence as adding each document with
+    /// [`add`](Self::add) in timestamp order, with one bucket lookup per run of
+    /// documents instead of one per document. Returns the buckets it created.
+    fn add_series(
+        &mut self,
+        dims: &[(String, Dim)],
+        rows: &[i64],
+        cols: &[(&str, &tidemark_segment::ColumnSamples)],
+        m: &Mapping,
+    ) -> u64 {
+        let (Some(&lo), Some(&hi)) = (rows.first(), rows.last()) else {
+            return 0;
+        };
+        match self {
+            Acc::Hist {
+                interval,
+                subs,
+                buckets,
+                ..
+            } => {
+                let mut created = 0;
+                let mut i = 0usize;
+                while let Some(&t) = rows.get(i) {
+                    let key = interval.bucket_start(t);
+                    let next = interval.next_start(key);
+                    let rest = rows.get(i..).unwrap_or(&[]);
+                    let j = i + rest.partition_point(|&x| x < next).max(1);
+                    let run = rows.get(i..j).unwrap_or(&[]);
+                    let slot = buckets.entry(key).or_insert_with(|| {
+                        created += 1;
+                        (0, subs.iter().map(|(_, a)| Acc::new(a, m)).collect())
+                    });
+                    slot.0 += run.len() as u64;
+                    created += slot
+                        .1
+                        .iter_mut()
+                        .map(|a| a.add_series(dims, run, cols, m))
+                        .sum::<u64>();
+                    i = j;
+                }
+                created
+            }
+            Acc::Terms {
+                field,
+                subs,
+                buckets,
+                ..
+            } => {
+                let Some((_, d)) = dims.iter().find(|(n, _)| n == field) else {
+                    return 0;
+                };
+                let mut created = 0;
+                let slot = buckets.entry(dim_text(d)).or_insert_with(|| {
+                    created = 1;
+                    (
+                        dim_json(d),
+                        0,
+                        subs.iter().map(|(_, a)| Acc::new(a, m)).collect(),
+                    )
+                });
+                slot.1 += rows.len() as u64;
+                created
+                    + slot
+                        .2
+                        .iter_mut()
+                        .map(|a| a.add_series(dims, rows, cols, m))
+                        .sum::<u64>()
+            }
+            Acc::Metric {
+                kind,
+                field,
+                source,
+                count,
+                sum,
+                min,
+                max,
+                distinct,
+            } => {
+                let mut add = |v: f64, text: Option<String>| {
+                    *count += 1;
+                    if *kind == MetricKind::Cardinality {
+                        distinct.insert(text.unwrap_or_else(|| v.to_bits().to_string()));
+                    }
+                    *sum += v;
+                    *min = min.min(v);
+                    *max = max.max(v);
+                };
+                match source {
+                    Source::Timestamp => rows.iter().for_each(|&t| add(t as f64, None)),
+                    Source::Dim => {
+                        let Some((_, d)) = dims.iter().find(|(n, _)| n == field) else {
+                            return 0;
+                        };
+                        let text = dim_text(d);
+                        match dim_number(d) {
+                            Some(v) => rows.iter().for_each(|_| add(v, Some(text.clone()))),
+                            // A keyword: counted (and distinct), no number.
+                            None => {
+                                *count += rows.len() as u64;
+                                if *kind == MetricKind::Cardinality {
+                                    distinct.insert(text);
+                                }
+                            }
+                        }
+                    }
+                    Source::Metric => {
+                        let Some((_, c)) = cols.iter().find(|(n, _)| *n == field.as_str()) else {
+                            return 0;
+                        };
+                        let a = c.ts.partition_point(|&t| t < lo);
+                        let b = c.ts.partition_point(|&t| t <= hi);
+                        for &v in c.values.get(a..b).unwrap_or(&[]) {
+                            add(v, None);
+                        }
+                    }
+                }
+                0
+            }
+        }
+    }
+
     /// Adds a rollup row: `doc_count` raw documents of one series in the rollup bucket
     /// starting at `bucket` (which lies inside one histogram bucket), with the stats of
     /// each metric. Returns the buckets it created, at every level.
@@ -1099,6 +1223,26 @@ impl Acc {
     }
 }
 
+/// The metric fields the metric leaves of `agg` read (each once).
+fn metric_fields<'a>(agg: &'a Agg, m: &Mapping, out: &mut Vec<&'a str>) {
+    match agg {
+        Agg::DateHistogram { aggs, .. } | Agg::Terms { aggs, .. } => {
+            for (_, a) in aggs {
+                metric_fields(a, m, out);
+            }
+        }
+        Agg::Metric { field, .. } => {
+            let is_metric = !matches!(
+                m.field(field).map(|f| f.role),
+                Some(FieldRole::Dimension | FieldRole::Timestamp)
+            );
+            if is_metric && !out.contains(&field.as_str()) {
+                out.push(field);
+            }
+        }
+    }
+}
+
 fn dim_number(d: &Dim) -> Option<f64> {
     match d {
         Dim::Int(i) => Some(*i as f64),
@@ -1214,6 +1358,21 @@ impl<'r> Aggs<'r> {
         self.grew(created)
     }
 
+    fn add_series(
+        &mut self,
+        dims: &[(String, Dim)],
+        rows: &[i64],
+        cols: &[(&str, &tidemark_segment::ColumnSamples)],
+        m: &Mapping,
+    ) -> Result<()> {
+        let created = self
+            .accs
+            .iter_mut()
+            .map(|a| a.add_series(dims, rows, cols, m))
+            .sum();
+        self.grew(created)
+    }
+
     fn add_rollup(
         &mut self,
         bucket: i64,
@@ -1317,6 +1476,9 @@ impl Index {
             }
         }
         let want_hits = req.size > 0;
+        if !want_hits && !filter.needs_id() && filter.on_time_and_dims() {
+            return self.query_columns(req, &filter, from, to);
+        }
         let keep = req.from.saturating_add(req.size);
         let needs_id = filter.needs_id() || want_hits;
         let mut aggs = Aggs::new(req, mapping)?;
@@ -1402,6 +1564,96 @@ impl Index {
                 .filter_map(expired_of)
                 .collect(),
         })
+    }
+
+    /// Aggregations (no hits) under a filter on time and dimensions only, read by
+    /// column: the matching series are chosen through each segment's dimension index
+    /// (no row read), then each series' documents and the metric columns the
+    /// aggregations use are read as slices ([`Index::series_reader`] with rows) and
+    /// added a series at a time ([`Acc::add_series`]), not as one `Point` per document.
+    fn query_columns(
+        &self,
+        req: &SearchRequest,
+        filter: &Compiled,
+        from: i64,
+        to: i64,
+    ) -> Result<SearchResult> {
+        let mapping = self.mapping();
+        let mut fields: Vec<&str> = Vec::new();
+        for (_, a) in &req.aggs {
+            metric_fields(a, mapping, &mut fields);
+        }
+        let series = self.matching_series(filter, from, to)?;
+        let mut aggs = Aggs::new(req, mapping)?;
+        let mut reader = self.engine().series_reader_with_rows(from, to, &fields);
+        let mut out = Vec::new();
+        let mut total = 0u64;
+        for (tsid, dims) in &series {
+            reader.read(tsid, &mut out)?;
+            let Some((rows, cols)) = out.split_last() else {
+                continue;
+            };
+            if rows.is_empty() {
+                continue;
+            }
+            total += rows.len() as u64;
+            let named: Vec<(&str, &tidemark_segment::ColumnSamples)> =
+                fields.iter().copied().zip(cols).collect();
+            aggs.add_series(dims, &rows.ts, &named, mapping)?;
+        }
+        Ok(SearchResult {
+            total,
+            hits: Vec::new(),
+            aggs: aggs.finish()?,
+            rows_scanned: reader.rows_read(),
+            rollup_rows: 0,
+            expired: self
+                .engine()
+                .plan(from, to, 0)
+                .into_iter()
+                .filter_map(expired_of)
+                .collect(),
+        })
+    }
+
+    /// The series with documents in `[from, to]` whose dimensions `filter` accepts
+    /// (a filter on dimensions and time), in tsid order, with their dimensions: from
+    /// each live segment's dimension index and series table, and the buffered series.
+    fn matching_series(
+        &self,
+        filter: &Compiled,
+        from: i64,
+        to: i64,
+    ) -> Result<BTreeMap<tidemark_tsid::Tsid, Vec<(String, Dim)>>> {
+        let chosen = std::cell::RefCell::new(BTreeMap::new());
+        self.engine().scan_live_indexed_segments(
+            from,
+            to,
+            |tsid, dims| {
+                let mut c = chosen.borrow_mut();
+                if !c.contains_key(tsid) && filter.may_match(dims) {
+                    c.insert(*tsid, dims.to_vec());
+                }
+                false
+            },
+            |p, seg| {
+                let mut c = chosen.borrow_mut();
+                for ord in &filter.select(p) {
+                    let Some(s) = seg.series().get(ord as usize) else {
+                        continue;
+                    };
+                    if s.max_ts < from || s.min_ts > to || c.contains_key(&s.tsid) {
+                        continue;
+                    }
+                    if filter.may_match(&s.dims) {
+                        c.insert(s.tsid, s.dims.to_vec());
+                    }
+                }
+                RoaringBitmap::new()
+            },
+            |_, _| {},
+        )?;
+        Ok(chosen.into_inner())
     }
 
     /// Scans raw rows in `[from, to]`: the series are chosen through each segment's
