@@ -134,6 +134,27 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// Consumes the zero bytes (each the varint 0) at the cursor, at most `max`, and
+    /// returns how many: the runs of zero deltas-of-deltas or grid residuals that
+    /// regular timestamps are made of, counted eight bytes at a time.
+    #[inline]
+    pub(crate) fn zero_run(&mut self, max: usize) -> Result<usize> {
+        let rest = self.inner.rest();
+        let limit = max.min(rest.len());
+        let mut n = 0usize;
+        while n + 8 <= limit {
+            match rest.get(n..n + 8) {
+                Some(w) if w.iter().all(|&b| b == 0) => n += 8,
+                _ => break,
+            }
+        }
+        while n < limit && rest.get(n) == Some(&0) {
+            n += 1;
+        }
+        self.take(n)?;
+        Ok(n)
+    }
+
     /// Skips `n` varints.
     pub(crate) fn skip_varints(&mut self, n: usize) -> Result<()> {
         let rest = self.inner.rest();

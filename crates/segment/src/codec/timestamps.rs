@@ -113,10 +113,22 @@ fn decode_run_rest(
         return Ok(());
     }
     out.reserve(len - 1);
+    let mut left = len - 1;
     if enc == ENC_TS_GRID {
         let d = r.zigzag()?;
         let (mut anchor, mut k) = (first, 0i64);
-        r.zigzags(len - 1, |residual| {
+        while left > 0 {
+            // Residuals of 0: on the grid, the anchor stays.
+            let z = r.zero_run(left)?;
+            out.extend(
+                (1..=z as i64).map(|i| anchor.wrapping_add(k.wrapping_add(i).wrapping_mul(d))),
+            );
+            k = k.wrapping_add(z as i64);
+            left -= z;
+            if left == 0 {
+                break;
+            }
+            let residual = r.zigzag()?;
             k += 1;
             let t = anchor
                 .wrapping_add(k.wrapping_mul(d))
@@ -126,17 +138,31 @@ fn decode_run_rest(
                 k = 0;
             }
             out.push(t);
-        })
+            left -= 1;
+        }
     } else {
-        let mut prev = first;
-        let mut prev_delta: Option<i64> = None;
-        r.zigzags(len - 1, |v| {
-            let delta = prev_delta.map_or(v, |d| d.wrapping_add(v));
-            prev_delta = Some(delta);
+        // The first value is the delta itself, the rest deltas of deltas.
+        let mut delta = r.zigzag()?;
+        let mut prev = first.wrapping_add(delta);
+        out.push(prev);
+        left -= 1;
+        while left > 0 {
+            // Deltas of deltas of 0: the same step again.
+            let z = r.zero_run(left)?;
+            let base = prev;
+            out.extend((1..=z as i64).map(|i| base.wrapping_add(delta.wrapping_mul(i))));
+            prev = base.wrapping_add(delta.wrapping_mul(z as i64));
+            left -= z;
+            if left == 0 {
+                break;
+            }
+            delta = delta.wrapping_add(r.zigzag()?);
             prev = prev.wrapping_add(delta);
             out.push(prev);
-        })
+            left -= 1;
+        }
     }
+    Ok(())
 }
 
 fn timestamp_encoding(r: &mut Reader<'_>) -> Result<u8> {
