@@ -897,6 +897,12 @@ impl<'a> Ctx<'a> {
         {
             return Ok(Val::Vector(rows));
         }
+        if matches!(op.as_str(), "topk" | "bottomk")
+            && let Some(Val::Scalar(k)) = &param
+            && let Some(rows) = self.topk_streaming(op == "topk", k, &a.expr, &grouping)?
+        {
+            return Ok(Val::Vector(rows));
+        }
         let rows = self.eval_vector_arg(&a.expr, &format!("the argument of {op}"))?;
         match op.as_str() {
             "sum" | "avg" | "min" | "max" | "count" | "group" | "stddev" | "stdvar" => {
@@ -914,7 +920,8 @@ impl<'a> Ctx<'a> {
                     Some(Val::Scalar(k)) => k,
                     _ => return Err(Error::BadData(format!("{op} needs a scalar parameter"))),
                 };
-                Ok(Val::Vector(self.aggregate_topk(
+                Ok(Val::Vector(Self::aggregate_topk(
+                    self.n,
                     op == "topk",
                     &k,
                     rows,
@@ -1022,15 +1029,15 @@ impl<'a> Ctx<'a> {
     }
 
     fn aggregate_topk(
-        &self,
+        n: usize,
         top: bool,
         k: &[f64],
         rows: Vec<Row>,
         grouping: &dyn Fn(&Labels) -> Labels,
     ) -> Result<Vec<Row>> {
         let groups = Self::group_rows(&rows, grouping);
-        let mut keep: Vec<Vec<bool>> = vec![vec![false; self.n]; rows.len()];
-        for i in 0..self.n {
+        let mut keep: Vec<Vec<bool>> = vec![vec![false; n]; rows.len()];
+        for i in 0..n {
             let kf = k.get(i).copied().unwrap_or(0.0);
             if kf.is_nan() {
                 return Err(Error::Execution("Parameter value is NaN".into()));
@@ -1082,7 +1089,7 @@ impl<'a> Ctx<'a> {
         }
         // Instant queries show topk's order: groups in order, by value within each
         // (NaN last).
-        if self.n == 1 {
+        if n == 1 {
             out.sort_by(|(ga, a), (gb, b)| {
                 let x = a.vals.first().copied().flatten().unwrap_or(f64::NAN);
                 let y = b.vals.first().copied().flatten().unwrap_or(f64::NAN);
@@ -1090,6 +1097,120 @@ impl<'a> Ctx<'a> {
             });
         }
         Ok(out.into_iter().map(|(_, r)| r).collect())
+    }
+
+    /// `topk`/`bottomk` folded as the argument's series stream in: per group and step
+    /// the best `k` so far (ties to the series that came first, NaN last, as the
+    /// materialized [`aggregate_topk`](Self::aggregate_topk) sorts), and only the
+    /// series that are among them at some step, each with its values at those steps.
+    /// Memory is O(groups × steps × k), not series × steps; `None` when the argument
+    /// does not stream.
+    fn topk_streaming(
+        &mut self,
+        top: bool,
+        k: &[f64],
+        arg: &Expr,
+        grouping: &dyn Fn(&Labels) -> Labels,
+    ) -> Result<Option<Vec<Row>>> {
+        if k.iter().any(|x| x.is_nan()) {
+            return Err(Error::Execution("Parameter value is NaN".into()));
+        }
+        let n = self.n;
+        let ks: Vec<usize> = (0..n)
+            .map(|i| {
+                let kf = k.get(i).copied().unwrap_or(0.0);
+                if kf < 1.0 { 0 } else { kf as usize }
+            })
+            .collect();
+        let mut index: HashMap<Labels, usize> = HashMap::new();
+        // Per group, per step: (series number, value), best first.
+        let mut best: Vec<Vec<Vec<(usize, f64)>>> = Vec::new();
+        // The series kept so far, by arrival: group, row (values only where kept).
+        let mut kept: std::collections::BTreeMap<usize, (usize, Row)> = Default::default();
+        let mut seen = 0usize;
+        let handled = self.eval_each(arg, &mut |row| {
+            let me = seen;
+            seen += 1;
+            let key = grouping(&row.labels);
+            let g = match index.get(&key) {
+                Some(&g) => g,
+                None => {
+                    index.insert(key, best.len());
+                    best.push(vec![Vec::new(); n]);
+                    best.len() - 1
+                }
+            };
+            let Some(lists) = best.get_mut(g) else {
+                return Ok(());
+            };
+            let mut mine = vec![None; n];
+            let mut evicted: Vec<(usize, usize)> = Vec::new();
+            for (i, (list, &kk)) in lists.iter_mut().zip(&ks).enumerate() {
+                let Some(v) = row.vals.get(i).copied().flatten() else {
+                    continue;
+                };
+                // After every entry that sorts before or equal to it (earlier wins ties).
+                let at =
+                    list.partition_point(|e| nan_last(e.1, v, top) != std::cmp::Ordering::Greater);
+                if at >= kk {
+                    continue;
+                }
+                list.insert(at, (me, v));
+                if let Some(slot) = mine.get_mut(i) {
+                    *slot = Some(v);
+                }
+                if list.len() > kk
+                    && let Some((out, _)) = list.pop()
+                {
+                    evicted.push((out, i));
+                }
+            }
+            for (out, i) in evicted {
+                if out == me {
+                    if let Some(slot) = mine.get_mut(i) {
+                        *slot = None;
+                    }
+                    continue;
+                }
+                let empty = kept.get_mut(&out).is_some_and(|(_, r)| {
+                    if let Some(slot) = r.vals.get_mut(i) {
+                        *slot = None;
+                    }
+                    r.vals.iter().all(Option::is_none)
+                });
+                if empty {
+                    kept.remove(&out);
+                }
+            }
+            if mine.iter().any(Option::is_some) {
+                kept.insert(
+                    me,
+                    (
+                        g,
+                        Row {
+                            labels: row.labels,
+                            drop_name: row.drop_name,
+                            vals: mine,
+                        },
+                    ),
+                );
+            }
+            Ok(())
+        })?;
+        if handled.is_none() {
+            return Ok(None);
+        }
+        let mut out: Vec<(usize, Row)> = kept.into_values().collect();
+        // Instant queries show topk's order: groups in order, by value within each
+        // (NaN last).
+        if n == 1 {
+            out.sort_by(|(ga, a), (gb, b)| {
+                let x = a.vals.first().copied().flatten().unwrap_or(f64::NAN);
+                let y = b.vals.first().copied().flatten().unwrap_or(f64::NAN);
+                ga.cmp(gb).then(nan_last(x, y, top))
+            });
+        }
+        Ok(Some(out.into_iter().map(|(_, r)| r).collect()))
     }
 
     fn aggregate_count_values(
