@@ -395,3 +395,60 @@ fn streaming_groups_and_postings_answer_as_memory() {
     let all = tidemark_promql::series(&grouped, &[], 0, 600_000, 1000).unwrap();
     assert_eq!(all.len(), 40);
 }
+
+/// `topk`/`bottomk` over a selector or a range function stream (best k per group and
+/// step as the series come); over any other expression they sort the materialized
+/// vector. Both give the same answer, ties (many equal values) and NaN included, by
+/// group, in range and instant queries.
+#[test]
+fn streamed_topk_equals_the_materialized_one() {
+    let mut s = MemStorage::new();
+    let mut x = 3u64;
+    let mut next = |n: u64| {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (x >> 33) % n
+    };
+    for i in 0..40 {
+        let grp = format!("g{}", i % 3);
+        let host = format!("h{i}");
+        let mut samples: Vec<(i64, f64)> = Vec::new();
+        for k in 0..60i64 {
+            if next(8) == 0 {
+                continue;
+            }
+            let v = match next(12) {
+                0 => f64::NAN,
+                // Few distinct values: ties at most steps.
+                _ => (next(4) * 10) as f64 + (k / 20) as f64,
+            };
+            samples.push((k * 15_000, v));
+        }
+        s.add(
+            labels(&[("__name__", "m"), ("grp", &grp), ("host", &host)]),
+            samples,
+        );
+    }
+    let opts = QueryOptions::default();
+    let pairs = [
+        ("topk(3, rate(m[1m]))", "topk(3, rate(m[1m]) * 1)"),
+        ("bottomk(2, rate(m[1m]))", "bottomk(2, rate(m[1m]) * 1)"),
+        (
+            "topk by (grp) (2, max_over_time(m[2m]))",
+            "topk by (grp) (2, max_over_time(m[2m]) * 1)",
+        ),
+        (
+            "bottomk by (grp) (4, min_over_time(m[1m]))",
+            "bottomk by (grp) (4, -(-min_over_time(m[1m])))",
+        ),
+    ];
+    for (streamed, materialized) in pairs {
+        let a = range_query(&s, streamed, 0, 900_000, 30_000, &opts).unwrap();
+        let b = range_query(&s, materialized, 0, 900_000, 30_000, &opts).unwrap();
+        assert_eq!(format!("{a:?}"), format!("{b:?}"), "{streamed}");
+        for t in [300_000, 600_000, 885_000] {
+            let a = instant_query(&s, streamed, t, &opts).unwrap();
+            let b = instant_query(&s, materialized, t, &opts).unwrap();
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{streamed} at {t}");
+        }
+    }
+}
