@@ -2,7 +2,7 @@
 //! layouts.
 
 use super::BlockCompressor;
-use super::counters::{counter_sizes, delta_split, encode_counter, integrate, read_deltas};
+use super::counters::{counter_sizes, delta_split, encode_counter, integrate};
 use super::planes::{put_coded_planes, put_planes, read_coded_planes, read_planes};
 use super::{ENC_DELTA, unknown_encoding};
 use crate::error::{Error, Result};
@@ -198,7 +198,17 @@ pub(super) fn decode(r: &mut Reader<'_>, enc: u8, count: usize) -> Result<Vec<f6
     let bits = |words: Vec<u64>| words.into_iter().map(f64::from_bits).collect();
     let floats = |ints: Vec<i64>| ints.into_iter().map(|v| v as f64).collect();
     Ok(match enc {
-        ENC_INT_DELTA => floats(read_deltas(r, count, false)?),
+        ENC_INT_DELTA => {
+            // `read_deltas` without DOD, each integer made a float as it is summed (one
+            // pass, no integer vector).
+            let mut out = Vec::with_capacity(count);
+            let mut prev = 0i64;
+            r.zigzags(count, |z| {
+                prev = prev.wrapping_add(z);
+                out.push(prev as f64);
+            })?;
+            out
+        }
         ENC_RAW64_PLANES => bits(read_coded_planes(r, count)?),
         ENC_XOR_PLANES => unxor(read_coded_planes(r, count)?),
         ENC_RAW64_SPLIT => bits(read_planes(r, count)?),
