@@ -1,7 +1,8 @@
 //! Criterion benchmarks of the segment format on the k8s dataset of `tidemark-datagen`:
 //! write throughput, `find` latency for present and absent (tsid, ts) with blocks of 1024
-//! and 4096 rows, the id paths (bloom, FST) beside it, scan throughput, and the cost of
-//! reading tombstone bitmaps through the checked reader.
+//! and 4096 rows, the id paths (bloom, FST) beside it, scan throughput, column reads
+//! (every series as slices), and the cost of reading tombstone bitmaps through the
+//! checked reader.
 //!
 //! `cargo bench -p tidemark-segment`; results in `docs/results/segment.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -14,7 +15,9 @@ use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, 
 mod datagen_points;
 
 use tidemark_datagen::{Dataset, Options};
-use tidemark_segment::{Point, Segment, SegmentOptions, SegmentWriter};
+use tidemark_segment::{
+    ColumnRead, ColumnSamples, Point, Segment, SegmentOptions, SegmentWriter, SeriesCursor,
+};
 use tidemark_tsid::{SyntheticId, Tsid};
 
 fn points(ds: &Dataset) -> Vec<Point> {
@@ -175,6 +178,51 @@ fn bench_read(c: &mut Criterion) {
         })
     });
     g.finish();
+
+    // Column reads (`read_series_columns`): every series' every metric column as
+    // slices, the physical limit a query's read side compares against.
+    let mut g = c.benchmark_group("columns");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(6));
+    let cols: Vec<ColumnRead> = (0..seg.columns().len()).map(ColumnRead::Metric).collect();
+    let values: u64 = count_columns(&seg, &cols);
+    g.throughput(Throughput::Elements(values));
+    g.bench_function("all_series_all_columns_k8s_720k", |b| {
+        b.iter(|| black_box(count_columns(&seg, &cols)))
+    });
+    // The promql-bench shape: integer-valued counters as remote write sends them
+    // (doubles), one sample every 10 s, increments of 1 to 5.
+    let mut w = SegmentWriter::new(SegmentOptions::new()).unwrap();
+    for i in 0..1_000u64 {
+        let mut id = [0u8; 20];
+        id[..8].copy_from_slice(&i.to_be_bytes());
+        for k in 0..1_000u64 {
+            let v = (k * 3 + (k * (i + 1)) % 5) as f64;
+            w.push(Point::new(Tsid::from_bytes(id), (k * 10_000) as i64).gauge("value", v))
+                .unwrap();
+        }
+    }
+    let counters = Segment::from_vec(w.to_vec().unwrap().0).unwrap();
+    let one = [ColumnRead::Metric(0)];
+    g.throughput(Throughput::Elements(count_columns(&counters, &one)));
+    g.bench_function("regular_counters_1000x1000", |b| {
+        b.iter(|| black_box(count_columns(&counters, &one)))
+    });
+    g.finish();
+}
+
+/// Values read by column from every series of `seg`.
+fn count_columns(seg: &Segment, cols: &[ColumnRead]) -> u64 {
+    let mut cursor = SeriesCursor::default();
+    let mut out = vec![ColumnSamples::default(); cols.len()];
+    let mut n = 0u64;
+    for i in 0..seg.series().len() {
+        out.iter_mut().for_each(ColumnSamples::clear);
+        seg.read_series_columns(i, i64::MIN, i64::MAX, cols, None, &mut cursor, &mut out)
+            .unwrap();
+        n += out.iter().map(|c| c.len() as u64).sum::<u64>();
+    }
+    n
 }
 
 /// Reading tombstone bitmaps: `Tombstones::from_bytes` (CRC, header, and the checked
