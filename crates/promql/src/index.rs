@@ -472,16 +472,3 @@ impl Storage for IndexStorage<'_> {
         })
     }
 }
-
-/// The rows of `seg`'s series table that hold the series of `group`: what the engine's
-/// selected scans read of a segment.
-pub(crate) fn segment_rows(seg: &tidemark::segment::Segment, group: &[Tsid]) -> RoaringBitmap {
-    let series = seg.series();
-    let mut b = RoaringBitmap::new();
-    for t in group {
-        if let Ok(i) = series.binary_search_by(|s| s.tsid.cmp(t)) {
-            b.insert(i as u32);
-        }
-    }
-    b
-}

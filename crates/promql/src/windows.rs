@@ -24,7 +24,6 @@
 use std::collections::{HashMap, HashSet};
 
 use tidemark::dedup::Piece;
-use tidemark::segment::MetricValue;
 use tidemark::tsid::Tsid;
 
 use crate::error::{Error, Result};
@@ -546,38 +545,26 @@ impl IndexStorage<'_> {
         chosen: &Chosen,
         f: &mut dyn FnMut((Tsid, usize), i64, f64),
     ) -> Result<()> {
-        let in_group: HashSet<Tsid> = group.iter().copied().collect();
-        self.index()
-            .engine()
-            .scan_live_indexed_values(
-                from,
-                to,
-                |tsid, _| in_group.contains(tsid),
-                |_, seg| crate::index::segment_rows(seg, group),
-                |tsid, ts, names, values| {
-                    let Some((_, wanted, _)) = chosen.get(tsid) else {
-                        return;
-                    };
-                    for &mi in wanted {
-                        let Some(path) = self.metric_path(mi) else {
-                            continue;
-                        };
-                        let Some(v) = names
-                            .iter()
-                            .position(|n| *n == path)
-                            .and_then(|i| values.get(i).copied().flatten())
-                        else {
-                            continue;
-                        };
-                        let v = match v {
-                            MetricValue::Gauge(f) => f,
-                            MetricValue::Counter(i) => i as f64,
-                        };
-                        f((*tsid, mi), ts, v);
-                    }
-                },
-            )
-            .map_err(|e| Error::Storage(e.to_string()))
+        // One reader for the group: members read in tsid order decode a block they
+        // share once.
+        let columns: Vec<&str> = (0..).map_while(|mi| self.metric_path(mi)).collect();
+        let mut reader = self.index().series_reader(from, to, &columns);
+        let mut cols = Vec::new();
+        for tsid in group {
+            let Some((_, wanted, _)) = chosen.get(tsid) else {
+                continue;
+            };
+            reader
+                .read(tsid, &mut cols)
+                .map_err(|e| Error::Storage(e.to_string()))?;
+            for &mi in wanted {
+                let Some(c) = cols.get(mi) else { continue };
+                for (&ts, &v) in c.ts.iter().zip(&c.values) {
+                    f((*tsid, mi), ts, v);
+                }
+            }
+        }
+        Ok(())
     }
 }
 

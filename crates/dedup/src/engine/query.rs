@@ -109,55 +109,6 @@ impl Engine {
         Ok(())
     }
 
-    /// As [`scan_live_selected`](Self::scan_live_selected), but each row is handed over
-    /// as its tsid, timestamp and metric values, without building a [`Point`] (no
-    /// dimension or column-name copies per row): `f(tsid, ts, names, values)` where
-    /// `values[i]` is the row's value of metric `names[i]` (`None` where absent). For a
-    /// scan that reads many rows of few series and needs only their values.
-    ///
-    /// # Errors
-    /// Segment read errors naming the segment.
-    pub fn scan_live_selected_values(
-        &self,
-        from: i64,
-        to: i64,
-        mut keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
-        mut select: impl FnMut(&Path, &Segment) -> roaring::RoaringBitmap,
-        mut f: impl FnMut(&Tsid, i64, &[&str], &[Option<tidemark_segment::MetricValue>]),
-    ) -> Result<()> {
-        for i in self.buffer.live() {
-            let ts = self.buffer.ts_of(i);
-            let Some(e) = self.series.entry(self.buffer.series_of(i)) else {
-                continue;
-            };
-            if ts >= from && ts <= to && keep_series(&e.tsid, &e.dims) {
-                if let Some(p) = self.buffer.point(i, &self.series, &self.columns) {
-                    let names: Vec<&str> = p.metrics.iter().map(|(n, _)| n.as_str()).collect();
-                    let values: Vec<Option<tidemark_segment::MetricValue>> =
-                        p.metrics.iter().map(|(_, v)| Some(*v)).collect();
-                    f(&p.tsid, p.ts_millis, &names, &values);
-                }
-            }
-        }
-        for slot in &self.slots {
-            if slot.max_ts < from || slot.min_ts > to {
-                continue;
-            }
-            let segment = slot.segment.as_ref();
-            let chosen = select(&slot.path, segment);
-            let names: Vec<&str> = segment.columns().iter().map(|c| c.name.as_str()).collect();
-            // One decoded block kept across the chosen series (ascending ordinals).
-            segment
-                .scan_series_many(chosen.iter().map(|o| o as usize), from, to, |rv| {
-                    if !slot.tombstones.is_deleted(rv.row) {
-                        f(&rv.series.tsid, rv.ts_millis, &names, rv.metrics);
-                    }
-                })
-                .map_err(|e| Error::Segment(segment.name_error(e)))?;
-        }
-        Ok(())
-    }
-
     /// Distinct series (tsids) among the buffered points and the live segments' series
     /// tables (a series whose rows are all deleted still counts until a merge drops it).
     pub fn series_count(&self) -> u64 {

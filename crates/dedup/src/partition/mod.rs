@@ -1612,35 +1612,6 @@ impl PartitionedEngine {
         Ok(())
     }
 
-    /// As [`scan_live_indexed_segments`](Self::scan_live_indexed_segments), rows handed
-    /// over as values only ([`Engine::scan_live_selected_values`]: tsid, timestamp,
-    /// metric names and values; no `Point` built per row).
-    ///
-    /// # Errors
-    /// Segment read errors naming the segment.
-    pub fn scan_live_indexed_values(
-        &self,
-        from: i64,
-        to: i64,
-        mut keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
-        mut select: impl FnMut(&Postings, &Segment) -> roaring::RoaringBitmap,
-        mut f: impl FnMut(&Tsid, i64, &[&str], &[Option<tidemark_segment::MetricValue>]),
-    ) -> Result<()> {
-        for p in self.parts.values() {
-            if p.end <= from || p.start > to {
-                continue;
-            }
-            p.engine.scan_live_selected_values(
-                from,
-                to,
-                &mut keep_series,
-                |path, seg| select(&self.postings(path, seg), seg),
-                &mut f,
-            )?;
-        }
-        Ok(())
-    }
-
     /// The dimension names of the series with data in `[from, to]` (segments through
     /// their dimension indexes, buffered points directly).
     ///
