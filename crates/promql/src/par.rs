@@ -108,7 +108,13 @@ pub(crate) fn pipeline<I: Sync, T: Send>(
                     }
                 }
             }
-            if let Err(e) = consume(parts.into_iter().flatten().flatten().collect()) {
+            // A panic while consuming must still stop the workers (they may be waiting
+            // for this group to be consumed): it becomes an error here.
+            let batch: Vec<T> = parts.into_iter().flatten().flatten().collect();
+            let consumed_ok =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| consume(batch)))
+                    .unwrap_or_else(|_| Err(Error::Execution("a query step panicked".into())));
+            if let Err(e) = consumed_ok {
                 result = Err(e);
                 break;
             }
@@ -189,5 +195,28 @@ mod tests {
         );
         assert!(matches!(err, Err(Error::Execution(m)) if m == "consumer"));
         assert_eq!(n, 3);
+        // A panic in the consumer or in a worker is an error, not a hang.
+        let err = pipeline(
+            &items,
+            &groups,
+            2,
+            |_, c| Ok(c.to_vec()),
+            |_| -> Result<()> { panic!("consumer panics") },
+        );
+        assert!(matches!(err, Err(Error::Execution(_))));
+        let err = pipeline(
+            &items,
+            &groups,
+            2,
+            |_, c: &[u32]| -> Result<Vec<u32>> {
+                if c.contains(&4000) {
+                    panic!("worker panics")
+                } else {
+                    Ok(c.to_vec())
+                }
+            },
+            |_| Ok(()),
+        );
+        assert!(matches!(err, Err(Error::Execution(_))));
     }
 }
