@@ -26,8 +26,10 @@ use crate::auth::Principal;
 use crate::http::{Caller, json, read_body};
 use crate::registry::IndexHandle;
 
-/// The Prometheus version whose API this answers (Grafana picks features by it).
-const PROMETHEUS_API_VERSION: &str = "2.42.0";
+/// The Prometheus version whose API and PromQL semantics this follows (Grafana picks
+/// features by it): Prometheus 3's left-open range windows and lookback, and its `rate`
+/// extrapolation, which the conformance run checks (docs/promql.md).
+const PROMETHEUS_API_VERSION: &str = "3.0.0";
 /// Longest query time, also the cap of a `timeout` parameter.
 const MAX_TIMEOUT: Duration = Duration::from_secs(120);
 /// Most series a `series`/`labels`/`label values` answer may cover.
@@ -445,7 +447,10 @@ async fn metadata(State(st): St, Caller(who): Caller, RawQuery(raw): RawQuery) -
 async fn buildinfo() -> Response {
     answer(Ok(json!({
         "version": PROMETHEUS_API_VERSION,
-        "revision": format!("tidemark-{}", env!("CARGO_PKG_VERSION")),
+        "revision": format!(
+            "tidemark-{} (PromQL as Prometheus {PROMETHEUS_API_VERSION})",
+            env!("CARGO_PKG_VERSION")
+        ),
         "branch": "",
         "buildUser": "",
         "buildDate": "",

@@ -94,7 +94,14 @@ fn grafana_calls_are_answered() {
     let (status, resp) = s.get("/api/v1/status/buildinfo");
     assert_eq!(status, 200);
     assert_eq!(resp["status"], "success");
-    assert!(resp["data"]["version"].as_str().unwrap().starts_with("2."));
+    // The semantics followed: Prometheus 3 (left-open windows, its extrapolation).
+    assert!(resp["data"]["version"].as_str().unwrap().starts_with("3."));
+    assert!(
+        resp["data"]["revision"]
+            .as_str()
+            .unwrap()
+            .contains("PromQL as Prometheus 3")
+    );
 
     // A panel: form POST, as Grafana sends it, with `$__rate_interval` expanded.
     for (prefix, range) in [("", "1m"), ("/prometheus", "1m30s")] {
