@@ -142,6 +142,19 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 async fn fallback(method: Method, uri: axum::http::Uri) -> Response {
+    // The Prometheus API answers in its own shape, as Prometheus does for a path it
+    // does not serve (a 404), so its clients read the error.
+    let path = uri.path();
+    if path.starts_with("/api/v1/") || path.starts_with("/prometheus/api/v1/") {
+        return json(
+            404,
+            &serde_json::json!({
+                "status": "error",
+                "errorType": "not_found",
+                "error": format!("no Prometheus API endpoint {path} (method {method})"),
+            }),
+        );
+    }
     Error::bad(
         "illegal_argument_exception",
         format!(

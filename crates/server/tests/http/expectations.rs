@@ -212,3 +212,29 @@ fn indices_created_by_the_metrics_protocols_take_the_server_retention() {
     let (status, v) = s.bulk("/own/_bulk", doc.as_bytes());
     assert_eq!((status, v["errors"].as_bool()), (200, Some(false)), "{v}");
 }
+
+/// An `/api/v1/*` path Tidemark does not serve is a 404 in the Prometheus API's shape
+/// (what its clients parse), not an Elasticsearch error; other unknown paths keep
+/// Elasticsearch's.
+#[test]
+fn unknown_prometheus_api_paths_are_prometheus_404s() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    for path in ["/api/v1/status/walreplay", "/prometheus/api/v1/targets"] {
+        let (status, v) = s.get(path);
+        assert_eq!(status, 404, "{path}: {v}");
+        assert_eq!(v["status"], "error", "{v}");
+        assert_eq!(v["errorType"], "not_found", "{v}");
+        assert!(v["error"].as_str().unwrap_or("").contains(path), "{v}");
+    }
+    let (status, v) = s.get("/_nosuch_endpoint");
+    assert_eq!(status, 404, "{v}");
+    assert_eq!(v["error"]["type"], "index_not_found_exception", "{v}");
+    // Errors of served endpoints were already in that shape.
+    let (status, v) = s.get("/api/v1/query");
+    assert_eq!(
+        (status, &v["status"], &v["errorType"]),
+        (400, &json!("error"), &json!("bad_data")),
+        "{v}"
+    );
+}
