@@ -77,9 +77,22 @@ fn read_segment(bytes: &[u8], lookups: bool) {
         let _ = seg.series_of_row(row);
         let _ = seg.row_extras(row);
     }
-    for s in seg.series().iter().take(64) {
+    // Column reads (what queries read through), the whole series and a middle part.
+    let mut read: Vec<tidemark_segment::ColumnRead> = (0..seg.columns().len())
+        .map(tidemark_segment::ColumnRead::Metric)
+        .collect();
+    read.push(tidemark_segment::ColumnRead::Rows);
+    let mut cursor = tidemark_segment::SeriesCursor::default();
+    let mut out = vec![tidemark_segment::ColumnSamples::default(); read.len()];
+    for (i, s) in seg.series().iter().enumerate().take(64) {
         let _ = seg.series_by_tsid(&s.tsid);
         let _ = seg.scan_series(&s.tsid, s.min_ts, s.max_ts, |_| {});
+        let mid = s.min_ts / 2 + s.max_ts / 2;
+        for (from, to) in [(s.min_ts, s.max_ts), (mid, s.max_ts), (i64::MIN, mid)] {
+            out.iter_mut()
+                .for_each(tidemark_segment::ColumnSamples::clear);
+            let _ = seg.read_series_columns(i, from, to, &read, None, &mut cursor, &mut out);
+        }
     }
     for c in 0..=seg.columns().len() as u32 + seg.extra_columns().len() as u32 {
         let _ = (seg.column_block_count(c), seg.column_span_rows(c));
@@ -103,6 +116,46 @@ fn read_segment(bytes: &[u8], lookups: bool) {
     }
     if seg.verify().is_err() || seg.is_events() {
         return;
+    }
+    // A verified segment: the column reads equal the row scan, series by series.
+    let mut cursor = tidemark_segment::SeriesCursor::default();
+    for (i, s) in seg.series().iter().enumerate() {
+        let mut out = vec![tidemark_segment::ColumnSamples::default(); read.len()];
+        let mut want = vec![tidemark_segment::ColumnSamples::default(); read.len()];
+        if seg
+            .read_series_columns(i, i64::MIN, i64::MAX, &read, None, &mut cursor, &mut out)
+            .is_err()
+        {
+            panic!("a column read of a verified segment failed");
+        }
+        let scanned = seg.scan_series(&s.tsid, i64::MIN, i64::MAX, |rv| {
+            for (c, v) in want.iter_mut().zip(rv.metrics) {
+                match v {
+                    Some(tidemark_segment::MetricValue::Gauge(f)) => c.push(rv.ts_millis, *f),
+                    Some(tidemark_segment::MetricValue::Counter(n)) => {
+                        c.push(rv.ts_millis, *n as f64);
+                    }
+                    None => {}
+                }
+            }
+            if let Some(rows) = want.last_mut() {
+                rows.push(rv.ts_millis, 0.0);
+            }
+        });
+        if scanned.is_ok() {
+            let same = out.iter().zip(&want).all(|(a, b)| {
+                a.ts == b.ts
+                    && a.values.len() == b.values.len()
+                    && a.values
+                        .iter()
+                        .zip(&b.values)
+                        .all(|(x, y)| x.to_bits() == y.to_bits())
+            });
+            assert!(
+                same,
+                "the column read of series {i} differs from its row scan"
+            );
+        }
     }
     let Ok(points) = seg.points(0..rows, |_| true) else {
         return;

@@ -126,7 +126,48 @@ impl BlockAt<'_> {
         let rows = self.rows();
         let mut present: Vec<usize> = Vec::with_capacity(rows);
         match decode_presence(r, rows as u32)? {
-            Some(b) => present.extend(b.iter().map(|i| i as usize)),
+            Some(b) => {
+                // The bitmap must agree with the series table: no value for a series
+                // without the column, every row of a series that has it in full (what
+                // the writer writes; a reader skipping the columns a series lacks and
+                // one decoding every column then read the same values).
+                let runs = self.runs();
+                let mut counts = vec![0usize; runs.len()];
+                let (mut k, mut at) = (0usize, 0usize);
+                for i in b.iter().map(|i| i as usize) {
+                    while let Some(&(_, len)) = runs.get(k) {
+                        if i < at + len {
+                            break;
+                        }
+                        at += len;
+                        k += 1;
+                    }
+                    let has = runs
+                        .get(k)
+                        .and_then(|&(s, _)| self.series.get(s))
+                        .and_then(|s| s.presence(index));
+                    if has.is_none() {
+                        return Err(Error::corrupt(
+                            self.place,
+                            "presence bitmap holds a row of a series without the column",
+                        ));
+                    }
+                    if let Some(n) = counts.get_mut(k) {
+                        *n += 1;
+                    }
+                    present.push(i);
+                }
+                for (&(s, len), &n) in runs.iter().zip(&counts) {
+                    let full =
+                        self.series.get(s).and_then(|s| s.presence(index)) == Some(Presence::Full);
+                    if full && n != len {
+                        return Err(Error::corrupt(
+                            self.place,
+                            "presence bitmap misses rows of a series that has the column in full",
+                        ));
+                    }
+                }
+            }
             None => {
                 let mut at = 0usize;
                 for (s, len) in self.runs() {
