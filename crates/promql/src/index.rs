@@ -3,7 +3,7 @@
 //! the metric field's path. Names that are not valid Prometheus label names (dotted
 //! paths such as `host.name`) have every other character replaced by `_`.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -270,53 +270,29 @@ impl IndexStorage<'_> {
         start_ms: i64,
         end_ms: i64,
     ) -> Result<Chosen> {
-        let chosen: RefCell<Chosen> = RefCell::new(BTreeMap::new());
-        let rejected: RefCell<HashSet<Tsid>> = RefCell::new(HashSet::new());
+        let mut chosen: Chosen = BTreeMap::new();
+        let mut rejected: HashSet<Tsid> = HashSet::new();
         self.index
-            .engine()
-            .scan_live_indexed_segments(
+            .select_series(
                 start_ms,
                 end_ms,
-                |tsid, dims| {
-                    let mut c = chosen.borrow_mut();
-                    if let Some(e) = c.get_mut(tsid) {
-                        e.2 += 1;
-                    } else if !rejected.borrow().contains(tsid) {
-                        let base = Self::series_labels_of(dims);
+                |p| self.candidates(p, matchers),
+                |hit| {
+                    if let Some(e) = chosen.get_mut(hit.tsid) {
+                        e.2 += hit.rows;
+                    } else if !rejected.contains(hit.tsid) {
+                        let base = Self::series_labels_of(hit.dims);
                         let m = self.matching_metrics(&base, matchers);
                         if m.is_empty() {
-                            rejected.borrow_mut().insert(*tsid);
+                            rejected.insert(*hit.tsid);
                         } else {
-                            c.insert(*tsid, (base, m, 1));
+                            chosen.insert(*hit.tsid, (base, m, hit.rows));
                         }
                     }
-                    false
                 },
-                |p, seg| {
-                    let mut c = chosen.borrow_mut();
-                    for ord in &self.candidates(p, matchers) {
-                        let Some(s) = seg.series().get(ord as usize) else {
-                            continue;
-                        };
-                        if s.max_ts < start_ms || s.min_ts > end_ms {
-                            continue;
-                        }
-                        if let Some(e) = c.get_mut(&s.tsid) {
-                            e.2 += s.row_count;
-                            continue;
-                        }
-                        let base = Self::series_labels_of(&s.dims);
-                        let m = self.matching_metrics(&base, matchers);
-                        if !m.is_empty() {
-                            c.insert(s.tsid, (base, m, s.row_count));
-                        }
-                    }
-                    RoaringBitmap::new()
-                },
-                |_, _| {},
             )
             .map_err(|e| Error::Storage(e.to_string()))?;
-        Ok(chosen.into_inner())
+        Ok(chosen)
     }
 }
 

@@ -192,6 +192,18 @@ pub struct Index {
     _lock: File,
 }
 
+/// One visit of [`Index::select_series`]: a series a live segment holds, or the
+/// series of one buffered document.
+#[derive(Debug, Clone, Copy)]
+pub struct SeriesHit<'a> {
+    /// The series id.
+    pub tsid: &'a tidemark_tsid::Tsid,
+    /// Its dimensions, sorted by name.
+    pub dims: &'a [(String, tidemark_segment::Dim)],
+    /// Its rows in that segment (1 for a buffered document).
+    pub rows: u64,
+}
+
 impl Index {
     /// Creates an index in `dir` (created if needed) with `mapping`.
     ///
@@ -343,6 +355,55 @@ impl Index {
     /// The mapping.
     pub fn mapping(&self) -> &Mapping {
         &self.mapping
+    }
+
+    /// Visits the series with data in `from..=to` without reading a row: from each live
+    /// segment, the series whose ordinals `select` picks from the segment's dimension
+    /// index (cached per segment) and whose time range overlaps, once per segment
+    /// holding them, with their rows there; from the buffer, the series of each
+    /// buffered document in range, with one row. A series may be visited several
+    /// times (the caller keeps the first, or adds the rows up).
+    ///
+    /// # Errors
+    /// Segment read errors.
+    pub fn select_series(
+        &self,
+        from: i64,
+        to: i64,
+        mut select: impl FnMut(&tidemark_dedup::Postings) -> roaring::RoaringBitmap,
+        visit: impl FnMut(SeriesHit<'_>),
+    ) -> Result<()> {
+        let visit = std::cell::RefCell::new(visit);
+        self.engine.scan_live_indexed_segments(
+            from,
+            to,
+            |tsid, dims| {
+                (visit.borrow_mut())(SeriesHit {
+                    tsid,
+                    dims,
+                    rows: 1,
+                });
+                false
+            },
+            |p, seg| {
+                for ord in &select(p) {
+                    let Some(s) = seg.series().get(ord as usize) else {
+                        continue;
+                    };
+                    if s.max_ts < from || s.min_ts > to {
+                        continue;
+                    }
+                    (visit.borrow_mut())(SeriesHit {
+                        tsid: &s.tsid,
+                        dims: &s.dims,
+                        rows: s.row_count,
+                    });
+                }
+                roaring::RoaringBitmap::new()
+            },
+            |_, _| {},
+        )?;
+        Ok(())
     }
 
     /// A reader of the metric fields `fields` (by path) over `from..=to` (inclusive,

@@ -22,7 +22,7 @@ pub use bulk::{Action, BulkItem, ItemResult, ItemStatus, parse_action};
 pub use counters::Counters;
 pub use doc::{DocParser, ParsedDoc, point_to_doc};
 pub use error::{Error, Result};
-pub use index::{COUNTERS_FILE, Index, LOCK_FILE, MAPPING_FILE, PreparedItem};
+pub use index::{COUNTERS_FILE, Index, LOCK_FILE, MAPPING_FILE, PreparedItem, SeriesHit};
 pub use ingest::{IngestOptions, IngestSummary, InputFormat, Progress};
 pub use labels::{
     LABEL_FIELD_PATH, LABELS_MODE, LABELS_TIMESTAMP_FIELD, LabelPoints, LabelSeries,

@@ -1625,35 +1625,18 @@ impl Index {
         from: i64,
         to: i64,
     ) -> Result<BTreeMap<tidemark_tsid::Tsid, Vec<(String, Dim)>>> {
-        let chosen = std::cell::RefCell::new(BTreeMap::new());
-        self.engine().scan_live_indexed_segments(
+        let mut chosen = BTreeMap::new();
+        self.select_series(
             from,
             to,
-            |tsid, dims| {
-                let mut c = chosen.borrow_mut();
-                if !c.contains_key(tsid) && filter.may_match(dims) {
-                    c.insert(*tsid, dims.to_vec());
+            |p| filter.select(p),
+            |hit| {
+                if !chosen.contains_key(hit.tsid) && filter.may_match(hit.dims) {
+                    chosen.insert(*hit.tsid, hit.dims.to_vec());
                 }
-                false
             },
-            |p, seg| {
-                let mut c = chosen.borrow_mut();
-                for ord in &filter.select(p) {
-                    let Some(s) = seg.series().get(ord as usize) else {
-                        continue;
-                    };
-                    if s.max_ts < from || s.min_ts > to || c.contains_key(&s.tsid) {
-                        continue;
-                    }
-                    if filter.may_match(&s.dims) {
-                        c.insert(s.tsid, s.dims.to_vec());
-                    }
-                }
-                RoaringBitmap::new()
-            },
-            |_, _| {},
         )?;
-        Ok(chosen.into_inner())
+        Ok(chosen)
     }
 
     /// Scans raw rows in `[from, to]`: the series are chosen through each segment's
