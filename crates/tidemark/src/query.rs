@@ -791,81 +791,27 @@ impl Acc {
         }
     }
 
-    /// Adds a document; returns the buckets it created, at every level.
+    /// Adds a document; returns the buckets it created, at every level: the document as
+    /// a series of one row ([`add_series`](Self::add_series), the one implementation).
     fn add(&mut self, p: &Point, m: &Mapping) -> u64 {
-        match self {
-            Acc::Hist {
-                interval,
-                subs,
-                buckets,
-                ..
-            } => {
-                let key = interval.bucket_start(p.ts_millis);
-                let mut created = 0;
-                let slot = buckets.entry(key).or_insert_with(|| {
-                    created = 1;
-                    (0, subs.iter().map(|(_, a)| Acc::new(a, m)).collect())
-                });
-                slot.0 += 1;
-                created + slot.1.iter_mut().map(|a| a.add(p, m)).sum::<u64>()
-            }
-            Acc::Terms {
-                field,
-                subs,
-                buckets,
-                ..
-            } => {
-                let Some((_, d)) = p.dims.iter().find(|(n, _)| n == field) else {
-                    return 0;
-                };
-                let mut created = 0;
-                let slot = buckets.entry(dim_text(d)).or_insert_with(|| {
-                    created = 1;
-                    (
-                        dim_json(d),
-                        0,
-                        subs.iter().map(|(_, a)| Acc::new(a, m)).collect(),
-                    )
-                });
-                slot.1 += 1;
-                created + slot.2.iter_mut().map(|a| a.add(p, m)).sum::<u64>()
-            }
-            Acc::Metric {
-                kind,
-                field,
-                source,
-                count,
-                sum,
-                min,
-                max,
-                distinct,
-            } => {
-                let (num, text) = match source {
-                    Source::Timestamp => (Some(p.ts_millis as f64), None),
-                    Source::Dim => match p.dims.iter().find(|(n, _)| n == field) {
-                        Some((_, d)) => (dim_number(d), Some(dim_text(d))),
-                        None => return 0,
+        let cols: Vec<(&str, tidemark_segment::ColumnSamples)> = p
+            .metrics
+            .iter()
+            .map(|(n, v)| {
+                let mut c = tidemark_segment::ColumnSamples::default();
+                c.push(
+                    p.ts_millis,
+                    match *v {
+                        MetricValue::Gauge(f) => f,
+                        MetricValue::Counter(i) => i as f64,
                     },
-                    Source::Metric => match p.metrics.iter().find(|(n, _)| n == field) {
-                        Some((_, MetricValue::Gauge(f))) => (Some(*f), None),
-                        Some((_, MetricValue::Counter(i))) => (Some(*i as f64), None),
-                        None => return 0,
-                    },
-                };
-                *count += 1;
-                if *kind == MetricKind::Cardinality {
-                    distinct.insert(
-                        text.unwrap_or_else(|| num.map(f64::to_bits).unwrap_or(0).to_string()),
-                    );
-                }
-                if let Some(v) = num {
-                    *sum += v;
-                    *min = min.min(v);
-                    *max = max.max(v);
-                }
-                0
-            }
-        }
+                );
+                (n.as_str(), c)
+            })
+            .collect();
+        let named: Vec<(&str, &tidemark_segment::ColumnSamples)> =
+            cols.iter().map(|(n, c)| (*n, c)).collect();
+        self.add_series(&p.dims, &[p.ts_millis], &named, m)
     }
 
     /// Adds the documents of one series at once, as the column reads give them: `rows`
