@@ -101,8 +101,8 @@ fn all_routes() -> Routes {
         .route("/_index_template", get(list_index_templates))
         .route("/_cat/indices", get(cat_indices))
         .route("/_cat/indices/{pattern}", get(cat_indices_pattern))
-        .route("/_bulk", post(bulk_root).put(bulk_root))
-        .route("/{index}/_bulk", post(bulk_index).put(bulk_index))
+        .route("/_bulk", post(bulk).put(bulk))
+        .route("/{index}/_bulk", post(bulk).put(bulk))
         .route("/{index}", any(index_admin))
         .route("/{index}/_doc", post(doc_auto))
         .route("/{index}/_doc/{id}", any(doc_by_id))
@@ -749,36 +749,17 @@ pub(crate) fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit> 
     })
 }
 
-async fn bulk_root(
-    State(st): St,
-    Caller(who): Caller,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response> {
-    bulk(st, who, None, q, headers, body).await
-}
-
-async fn bulk_index(
-    State(st): St,
-    Caller(who): Caller,
-    Path(index): Path<String>,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response> {
-    bulk(st, who, Some(index), q, headers, body).await
-}
-
 /// `_bulk`: the response is sent only once every item is in the fsynced log.
 async fn bulk(
-    st: Arc<AppState>,
-    who: Principal,
-    index: Option<String>,
-    q: Option<String>,
+    State(st): St,
+    Caller(who): Caller,
+    index: Option<Path<String>>,
+    RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
+    // `/_bulk` and `/{index}/_bulk` alike: the path's index, when there is one.
+    let index = index.map(|Path(i)| i);
     let start = Instant::now();
     let params = params(q.as_deref());
     check_refresh(&params)?;

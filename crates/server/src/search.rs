@@ -156,46 +156,27 @@ fn filter_into(v: &Value, prefix: &str, f: &SourceFilter, out: &mut Map<String, 
 /// The read routes.
 pub fn routes() -> crate::api::Routes {
     crate::api::Routes::new()
-        .route("/_mget", get(mget_root).post(mget_root))
-        .route("/{index}/_mget", get(mget_index).post(mget_index))
+        .route("/_mget", get(mget).post(mget))
+        .route("/{index}/_mget", get(mget).post(mget))
         .route("/{index}/_search", get(search_handler).post(search_handler))
-        .route("/_msearch", get(msearch_root).post(msearch_root))
-        .route("/{index}/_msearch", get(msearch_index).post(msearch_index))
+        .route("/_msearch", get(msearch).post(msearch))
+        .route("/{index}/_msearch", get(msearch).post(msearch))
         .route("/{index}/_count", get(count_handler).post(count_handler))
 }
 
 type St = State<Arc<AppState>>;
-async fn mget_root(
-    State(st): St,
-    Caller(who): Caller,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response> {
-    mget(st, who, None, q, headers, body).await
-}
-
-async fn mget_index(
-    State(st): St,
-    Caller(who): Caller,
-    Path(index): Path<String>,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response> {
-    mget(st, who, Some(index), q, headers, body).await
-}
-
 /// `_mget`: `{"docs": [{"_index", "_id", "_source"}]}` or `{"ids": [..]}` with the
 /// path's index.
 async fn mget(
-    st: Arc<AppState>,
-    who: Principal,
-    index: Option<String>,
-    q: Option<String>,
+    State(st): St,
+    Caller(who): Caller,
+    index: Option<Path<String>>,
+    RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
+    // `/_mget` and `/{index}/_mget` alike: the path's index, when there is one.
+    let index = index.map(|Path(i)| i);
     let params = params(q.as_deref());
     let default_filter = SourceFilter::from_params(&params);
     let bytes = read_body(&st, &headers, body).await?;
@@ -1174,13 +1155,15 @@ async fn search_value(
 /// with its own `status`, and one that fails answers its error there without failing
 /// the others, as Elasticsearch does.
 async fn msearch(
-    st: Arc<AppState>,
-    who: Principal,
-    default_index: Option<String>,
-    q: Option<String>,
+    State(st): St,
+    Caller(who): Caller,
+    default_index: Option<Path<String>>,
+    RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
+    // `/_msearch` and `/{index}/_msearch` alike: the path's index, when there is one.
+    let default_index = default_index.map(|Path(i)| i);
     let params = params(q.as_deref());
     let bytes = read_body(&st, &headers, body).await?;
     let start = std::time::Instant::now();
@@ -1227,27 +1210,6 @@ async fn msearch(
     }
     let out = json!({"took": start.elapsed().as_millis() as u64, "responses": responses});
     Ok(crate::api::respond(200, out, &params))
-}
-
-async fn msearch_root(
-    State(st): St,
-    Caller(who): Caller,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response> {
-    msearch(st, who, None, q, headers, body).await
-}
-
-async fn msearch_index(
-    State(st): St,
-    Caller(who): Caller,
-    Path(index): Path<String>,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response> {
-    msearch(st, who, Some(index), q, headers, body).await
 }
 
 async fn count_handler(

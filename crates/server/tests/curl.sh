@@ -36,6 +36,11 @@ curl -sfi "$u/" | grep -qi '^x-elastic-product: Elasticsearch' && ok || fail "pr
 curl -sf "$u/_license" | grep -q '"status":"active"' && ok || fail "license"
 curl -sf "$u/-/healthy" | grep -q "Tidemark is Healthy" && ok || fail "healthy probe"
 curl -sf "$u/metrics" | grep -q "^tidemark_build_info" && ok || fail "/metrics exposition"
+# An unknown Prometheus API path: a 404 in the Prometheus error shape.
+[ "$(curl -s -o /tmp/curl-prom404.$$ -w '%{http_code}' "$u/api/v1/targets")" = 404 ] \
+  && grep -q '"errorType":"not_found"' /tmp/curl-prom404.$$ && ok || fail "Prometheus-shaped 404"
+rm -f /tmp/curl-prom404.$$
+curl -sf "$u/api/v1/status/buildinfo" | grep -q '"version":"3.0.0"' && ok || fail "buildinfo version"
 # Template, then the first write creates the data stream.
 tmpl=$(python3 -c "import json;m=json.load(open('$root/fixtures/tidemark/k8s.mapping.json'));print(json.dumps({'index_patterns':['metrics-*-*'],'data_stream':{},'priority':200,'template':m}))")
 curl -sf -XPUT "$u/_index_template/metrics-foo" -H 'content-type: application/json' -d "$tmpl" | grep -q '"acknowledged":true' && ok || fail "template"
