@@ -69,11 +69,11 @@ impl SeriesReader<'_> {
         out.resize_with(self.columns, ColumnSamples::default);
         out.iter_mut().for_each(ColumnSamples::clear);
         let mut ordered = true;
+        // Each partition checks its sources against everything read before them.
         for part in &mut self.parts {
-            let before = crate::engine::read::last_ts(out);
             let (rows, in_order) = part.read(tsid, out)?;
             self.rows += rows;
-            ordered &= in_order && crate::engine::read::appended_after(out, &before);
+            ordered &= in_order;
         }
         if !ordered {
             out.iter_mut().for_each(sort_unique);

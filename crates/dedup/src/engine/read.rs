@@ -23,6 +23,9 @@ pub(crate) struct EngineReader<'e> {
     buffered: Vec<Option<u32>>,
     /// Whether the output after the columns gets every row's timestamp.
     rows: bool,
+    /// Each column's length and last timestamp before a source appends (kept for its
+    /// memory: no allocation per series and source).
+    before: Vec<(usize, Option<i64>)>,
 }
 
 impl<'e> EngineReader<'e> {
@@ -67,12 +70,14 @@ impl<'e> EngineReader<'e> {
             segments,
             buffered,
             rows,
+            before: Vec::new(),
         }
     }
 
     /// Appends series `tsid`'s samples to `out` (one entry per wanted column): segments
     /// oldest first, then the buffer. Returns the rows read and whether every source's
-    /// samples came after the previous source's (otherwise the caller sorts).
+    /// samples came after what `out` held before it, the earlier partitions' included
+    /// (otherwise the caller sorts).
     pub(crate) fn read(&mut self, tsid: &Tsid, out: &mut [ColumnSamples]) -> Result<(u64, bool)> {
         let mut rows = 0u64;
         let mut ordered = true;
@@ -81,7 +86,7 @@ impl<'e> EngineReader<'e> {
             let Ok(index) = seg.series().binary_search_by(|s| s.tsid.cmp(tsid)) else {
                 continue;
             };
-            let before = last_ts(out);
+            last_ts(out, &mut self.before);
             rows += seg
                 .read_series_columns(
                     index,
@@ -93,10 +98,10 @@ impl<'e> EngineReader<'e> {
                     out,
                 )
                 .map_err(Error::Segment)?;
-            ordered &= appended_after(out, &before);
+            ordered &= appended_after(out, &self.before);
         }
         if let Some(series) = self.engine.series.get(tsid) {
-            let before = last_ts(out);
+            last_ts(out, &mut self.before);
             let sorted = self.engine.buffer.read_series(
                 series,
                 self.from,
@@ -105,10 +110,10 @@ impl<'e> EngineReader<'e> {
                 self.rows,
                 out,
             );
-            ordered &= sorted && appended_after(out, &before);
+            ordered &= sorted && appended_after(out, &self.before);
             rows += out
                 .iter()
-                .zip(&before)
+                .zip(&self.before)
                 .map(|(o, (n, _))| (o.len() - n) as u64)
                 .max()
                 .unwrap_or(0);
@@ -117,16 +122,15 @@ impl<'e> EngineReader<'e> {
     }
 }
 
-/// Each column's length and last timestamp.
-pub(crate) fn last_ts(out: &[ColumnSamples]) -> Vec<(usize, Option<i64>)> {
-    out.iter()
-        .map(|o| (o.len(), o.ts.last().copied()))
-        .collect()
+/// Each column's length and last timestamp, into `into`.
+fn last_ts(out: &[ColumnSamples], into: &mut Vec<(usize, Option<i64>)>) {
+    into.clear();
+    into.extend(out.iter().map(|o| (o.len(), o.ts.last().copied())));
 }
 
 /// Whether what was appended to each column since `before` starts after the timestamp
 /// that ended it then.
-pub(crate) fn appended_after(out: &[ColumnSamples], before: &[(usize, Option<i64>)]) -> bool {
+fn appended_after(out: &[ColumnSamples], before: &[(usize, Option<i64>)]) -> bool {
     out.iter()
         .zip(before)
         .all(|(o, (n, last))| match (last, o.ts.get(*n)) {
