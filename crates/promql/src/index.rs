@@ -353,7 +353,7 @@ impl Storage for IndexStorage<'_> {
         visit: &mut dyn FnMut(Vec<Series>) -> Result<()>,
     ) -> Result<()> {
         // Never a silent partial answer: raw rows retention dropped cannot be read.
-        if let Some((x, y)) = crate::windows::expired_overlap(self.index, start_ms, end_ms) {
+        if let Some((x, y)) = self.index.first_expired(start_ms, end_ms) {
             return Err(crate::windows::expired_error(start_ms, end_ms, x, y));
         }
         let chosen: Vec<(Tsid, ChosenSeries)> = self

@@ -230,8 +230,8 @@ impl IndexStorage<'_> {
         let (Some(lo), Some(hi)) = (t_min.checked_sub(range), t_max.checked_add(g - 1)) else {
             return Ok(None);
         };
-        let engine = self.index().engine();
-        let pieces = engine.plan(lo, hi, g);
+        let index = self.index();
+        let pieces = index.read_plan(lo, hi, g);
         if !pieces.iter().any(|p| matches!(p, Piece::Rollup { .. })) {
             return Ok(None);
         }
@@ -244,13 +244,12 @@ impl IndexStorage<'_> {
                 _ => None,
             })
             .collect();
-        let expired_parts: HashSet<i64> = engine
-            .partitions()
+        let expired_parts: HashSet<i64> = index
+            .raw_expired_partitions()
             .into_iter()
-            .filter(|p| p.raw_expired)
-            .map(|p| {
-                no_raw.push((p.start_ms, p.end_ms.saturating_sub(1)));
-                p.start_ms
+            .map(|(start, end)| {
+                no_raw.push((start, end));
+                start
             })
             .collect();
         // Windows that touch time no piece can read cannot be answered at all.
@@ -270,8 +269,8 @@ impl IndexStorage<'_> {
                 && expired_parts.contains(partition)
             {
                 let mut found: Vec<(Tsid, Labels, Vec<usize>)> = Vec::new();
-                engine
-                    .scan_rollup_rows(
+                index
+                    .read_rollup(
                         p,
                         |tsid, dims| {
                             if !chosen.contains_key(tsid) {
@@ -345,7 +344,7 @@ impl IndexStorage<'_> {
         group: &[Tsid],
         visit: &mut dyn FnMut(WindowSeries) -> Result<()>,
     ) -> Result<()> {
-        let engine = self.index().engine();
+        let index = self.index();
         let in_group: HashSet<Tsid> = group.iter().copied().collect();
         let mut items: HashMap<(Tsid, usize), Vec<Item>> = HashMap::new();
         let mut held = 0usize;
@@ -354,8 +353,8 @@ impl IndexStorage<'_> {
         for piece in pieces {
             match *piece {
                 Piece::Rollup { .. } => {
-                    engine
-                        .scan_rollup_rows(
+                    index
+                        .read_rollup(
                             piece,
                             |tsid, _| in_group.contains(tsid),
                             |postings| self.candidates(postings, matchers),
@@ -572,19 +571,4 @@ pub(crate) fn expired_error(a: i64, b: i64, x: i64, y: i64) -> Error {
     Error::Execution(format!(
         "the window [{a}, {b}] ms reaches time whose raw rows retention dropped ({x} to {y} ms) and no kept rollup answers it (the range and every step must be multiples of a kept rollup resolution, and only count/sum/avg/min/max_over_time read rollups)"
     ))
-}
-
-/// The first raw-expired range of `index` overlapping `[a, b]`.
-pub(crate) fn expired_overlap(index: &tidemark::Index, a: i64, b: i64) -> Option<(i64, i64)> {
-    if a > b {
-        return None;
-    }
-    index
-        .engine()
-        .plan(a, b, 0)
-        .into_iter()
-        .find_map(|p| match p {
-            Piece::Expired { from, to } => Some((from, to)),
-            _ => None,
-        })
 }

@@ -192,18 +192,6 @@ pub struct Index {
     _lock: File,
 }
 
-/// One visit of [`Index::select_series`]: a series a live segment holds, or the
-/// series of one buffered document.
-#[derive(Debug, Clone, Copy)]
-pub struct SeriesHit<'a> {
-    /// The series id.
-    pub tsid: &'a tidemark_tsid::Tsid,
-    /// Its dimensions, sorted by name.
-    pub dims: &'a [(String, tidemark_segment::Dim)],
-    /// Its rows in that segment (1 for a buffered document).
-    pub rows: u64,
-}
-
 impl Index {
     /// Creates an index in `dir` (created if needed) with `mapping`.
     ///
@@ -355,69 +343,6 @@ impl Index {
     /// The mapping.
     pub fn mapping(&self) -> &Mapping {
         &self.mapping
-    }
-
-    /// Visits the series with data in `from..=to` without reading a row: from each live
-    /// segment, the series whose ordinals `select` picks from the segment's dimension
-    /// index (cached per segment) and whose time range overlaps, once per segment
-    /// holding them, with their rows there; from the buffer, the series of each
-    /// buffered document in range, with one row. A series may be visited several
-    /// times (the caller keeps the first, or adds the rows up).
-    ///
-    /// # Errors
-    /// Segment read errors.
-    pub fn select_series(
-        &self,
-        from: i64,
-        to: i64,
-        mut select: impl FnMut(&tidemark_dedup::Postings) -> roaring::RoaringBitmap,
-        visit: impl FnMut(SeriesHit<'_>),
-    ) -> Result<()> {
-        let visit = std::cell::RefCell::new(visit);
-        self.engine.scan_live_indexed_segments(
-            from,
-            to,
-            |tsid, dims| {
-                (visit.borrow_mut())(SeriesHit {
-                    tsid,
-                    dims,
-                    rows: 1,
-                });
-                false
-            },
-            |p, seg| {
-                for ord in &select(p) {
-                    let Some(s) = seg.series().get(ord as usize) else {
-                        continue;
-                    };
-                    if s.max_ts < from || s.min_ts > to {
-                        continue;
-                    }
-                    (visit.borrow_mut())(SeriesHit {
-                        tsid: &s.tsid,
-                        dims: &s.dims,
-                        rows: s.row_count,
-                    });
-                }
-                roaring::RoaringBitmap::new()
-            },
-            |_, _| {},
-        )?;
-        Ok(())
-    }
-
-    /// A reader of the metric fields `fields` (by path) over `from..=to` (inclusive,
-    /// milliseconds): for each series asked (by tsid, ascending for best effect), its
-    /// samples per field as timestamp and value slices, across partitions, segments and
-    /// the buffer, sorted and unique (see [`SeriesReader`](tidemark_dedup::SeriesReader)).
-    /// One per reading thread; the index's read lock must be held while it is used.
-    pub fn series_reader(
-        &self,
-        from: i64,
-        to: i64,
-        fields: &[&str],
-    ) -> tidemark_dedup::SeriesReader<'_> {
-        self.engine.series_reader(from, to, fields)
     }
 
     /// The store (its partitions' engines, or the one engine of an unpartitioned

@@ -12,6 +12,7 @@ mod ingest;
 mod labels;
 mod mapping;
 mod query;
+mod read;
 mod row;
 mod scan;
 mod search;
@@ -22,7 +23,7 @@ pub use bulk::{Action, BulkItem, ItemResult, ItemStatus, parse_action};
 pub use counters::Counters;
 pub use doc::{DocParser, ParsedDoc, point_to_doc};
 pub use error::{Error, Result};
-pub use index::{COUNTERS_FILE, Index, LOCK_FILE, MAPPING_FILE, PreparedItem, SeriesHit};
+pub use index::{COUNTERS_FILE, Index, LOCK_FILE, MAPPING_FILE, PreparedItem};
 pub use ingest::{IngestOptions, IngestSummary, InputFormat, Progress};
 pub use labels::{
     LABEL_FIELD_PATH, LABELS_MODE, LABELS_TIMESTAMP_FIELD, LabelPoints, LabelSeries,
@@ -37,6 +38,7 @@ pub use query::{
     Agg, AggOutput, Bucket, BucketKey, CalendarUnit, DEFAULT_MAX_BUCKETS, Filter, Hit, Interval,
     MetricKind, SearchRequest, SearchResult,
 };
+pub use read::SeriesHit;
 pub use search::{
     AggBucket, AggQuery, AggResult, GroupAgg, Matcher, Order, Query, RollupSearch, SeriesAgg,
 };

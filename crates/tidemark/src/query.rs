@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use roaring::RoaringBitmap;
 use serde_json::Value;
-use tidemark_dedup::{DOC_COUNT_COLUMN, Piece, Postings, RollupStats};
+use tidemark_dedup::{Piece, Postings, RollupStats};
 use tidemark_segment::{Dim, MetricValue, Point};
 
 use crate::doc::{dim_json, dim_text, ip_text, point_to_doc};
@@ -1416,7 +1416,7 @@ impl Index {
             return self.query_rollup_docs(req, &filter, res, from, to);
         }
         if let Some(align) = rollup_alignment(req, &filter, mapping) {
-            let pieces = self.engine().plan(from, to, align);
+            let pieces = self.read_plan(from, to, align);
             if pieces.iter().any(|p| matches!(p, Piece::Rollup { .. })) {
                 return self.query_pieces(req, &filter, pieces);
             }
@@ -1504,8 +1504,7 @@ impl Index {
             rows_scanned,
             rollup_rows: 0,
             expired: self
-                .engine()
-                .plan(from, to, 0)
+                .read_plan(from, to, 0)
                 .into_iter()
                 .filter_map(expired_of)
                 .collect(),
@@ -1554,8 +1553,7 @@ impl Index {
             rows_scanned: reader.rows_read(),
             rollup_rows: 0,
             expired: self
-                .engine()
-                .plan(from, to, 0)
+                .read_plan(from, to, 0)
                 .into_iter()
                 .filter_map(expired_of)
                 .collect(),
@@ -1626,18 +1624,7 @@ impl Index {
             // its partition's raw rows answer instead (retention rebuilds such rollups
             // before it drops the raw rows; an empty rollup has nothing to count).
             let piece = match piece {
-                Piece::Rollup {
-                    partition,
-                    resolution_ms,
-                    from,
-                    to,
-                } if !self
-                    .engine()
-                    .rollup_of(partition, resolution_ms)
-                    .is_some_and(|(_, s)| {
-                        s.columns().iter().any(|c| c.name == DOC_COUNT_COLUMN)
-                    }) =>
-                {
+                Piece::Rollup { from, to, .. } if !self.rollup_counts_rows(&piece) => {
                     Piece::Raw { from, to }
                 }
                 other => other,
@@ -1658,7 +1645,7 @@ impl Index {
                     })?;
                 }
                 Piece::Rollup { .. } => {
-                    self.engine().scan_rollup_rows(
+                    self.read_rollup(
                         &piece,
                         |_, dims| filter.may_match(dims),
                         |p| filter.select(p),

@@ -876,10 +876,10 @@ impl Index {
         }
         let mut docs: BTreeMap<(i64, Tsid), RollupAcc> = BTreeMap::new();
         let mut raw: BTreeMap<(i64, Tsid), RawBucket> = BTreeMap::new();
-        for piece in store.plan(first, last.saturating_add(res - 1), res) {
+        for piece in self.read_plan(first, last.saturating_add(res - 1), res) {
             match piece {
                 Piece::Expired { from, to } => out.expired.push((from, to)),
-                Piece::Rollup { .. } => store.scan_rollup_rows(
+                Piece::Rollup { .. } => self.read_rollup(
                     &piece,
                     |_, dims| may_match(dims),
                     select,
@@ -986,8 +986,7 @@ impl Index {
     /// are gone, so a search of them answers without those ranges.
     pub fn expired_ranges(&self, from: Option<i64>, to: Option<i64>) -> Vec<(i64, i64)> {
         let (from, to) = range(from, to);
-        self.engine()
-            .plan(from, to, 0)
+        self.read_plan(from, to, 0)
             .into_iter()
             .filter_map(|p| match p {
                 Piece::Expired { from, to } => Some((from, to)),
