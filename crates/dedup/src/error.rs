@@ -157,6 +157,9 @@ pub enum Error {
     /// The engine thread of a [`SharedEngine`](crate::SharedEngine) has stopped.
     #[error("the engine thread has stopped")]
     Stopped,
+    /// A merge run off the store panicked (a bug); its inputs stay live.
+    #[error("a merge panicked (a bug); its segments stay as they were")]
+    MergePanicked,
     /// An earlier write-ahead log failure left memory ahead of the disk; writes are refused
     /// until the engine is reopened (which replays what reached the log).
     #[error("engine poisoned by an earlier write-ahead log failure; reopen it")]

@@ -928,3 +928,62 @@ fn a_partition_without_writes_for_the_seal_grace_is_sealed_by_the_wall_clock() {
     let out = store.batch(vec![Op::Create(point(1, 60_000))]).unwrap();
     assert!(matches!(out[0], Outcome::Conflict { .. }), "{out:?}");
 }
+
+#[test]
+fn background_merges_run_off_the_write_path_and_keep_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let config4 = engine_config().with_merge_factor(4);
+    let mut store = PartitionedEngine::create(dir.path(), config4.clone(), config()).unwrap();
+    store.set_background_merges(true);
+    for day in 0..2 {
+        let ops: Vec<Op> = (1..=2u8)
+            .flat_map(|s| {
+                (0..DAY / 60_000).map(move |k| Op::Create(point(s, day * DAY + k * 60_000)))
+            })
+            .collect();
+        for chunk in ops.chunks(250) {
+            store.batch(chunk.to_vec()).unwrap();
+        }
+    }
+    // 2 × 1,440 points a day, a refresh every 500 rows: 5 refresh segments a day, none
+    // merged on the write path.
+    let unmerged = store.segment_count();
+    assert!(unmerged >= 10, "{unmerged} segments");
+    assert!(store.waiting_merges() >= 2);
+    let before = store.live_count();
+    let rows_before = raw_stats(&store, "cpu", 0, 2 * DAY - 1, HOUR);
+    // Two jobs planned at once (as two merge threads would), run off the store, one
+    // installed after a write that refreshed again: both install.
+    let a = store.plan_merge().unwrap();
+    let b = store.plan_merge().unwrap();
+    assert_eq!((a.len(), b.len()), (4, 4));
+    let (a, b) = (a.run(), b.run());
+    let out = store
+        .batch(
+            (0..600)
+                .map(|k| Op::Create(point(3, DAY + k * 60_000)))
+                .collect(),
+        )
+        .unwrap();
+    assert!(out.iter().all(|o| matches!(o, Outcome::Created { .. })));
+    store.install_merge(a).unwrap();
+    store.install_merge(b).unwrap();
+    while let Some(job) = store.plan_merge() {
+        store.install_merge(job.run()).unwrap();
+    }
+    assert_eq!(store.waiting_merges(), 0);
+    assert!(
+        store.segment_count() < unmerged,
+        "{}",
+        store.segment_count()
+    );
+    assert_eq!(store.live_count(), before + 600);
+    // Retries still meet their originals in merged segments.
+    let out = store
+        .batch((0..100).map(|k| Op::Create(point(1, k * 60_000))).collect())
+        .unwrap();
+    assert!(out.iter().all(|o| matches!(o, Outcome::Conflict { .. })));
+    let mut rows_after = raw_stats(&store, "cpu", 0, 2 * DAY - 1, HOUR);
+    rows_after.retain(|(t, _), _| *t != tsid(3));
+    assert_eq!(rows_after, rows_before);
+}

@@ -13,10 +13,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::{get, post};
-use tidemark::tsid::Tsid;
-use tidemark::{
-    Action, ItemStatus, LabelPoints, LabelSeries, ParsedDoc, PreparedItem, SampleValue,
-};
+use tidemark::{LabelPoints, LabelSeries, SampleBatch, SampleTally, SampleValue};
 
 use crate::api::{AppState, admit, blocking};
 use crate::auth::Principal;
@@ -42,31 +39,17 @@ pub(crate) fn routes() -> crate::api::Routes {
         .route("/v1/metrics", post(otlp_metrics))
 }
 
-/// What a write of samples did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Tally {
-    /// Samples stored.
-    pub created: u64,
-    /// Samples already stored (retries): nothing written.
-    pub duplicates: u64,
-    /// Samples that replaced a stored value (`metrics_op = "index"`).
-    pub replaced: u64,
-    /// Samples the engine refused, with the reason of the first.
-    pub rejected: u64,
-    /// The first rejection.
-    pub first_rejection: Option<String>,
-}
+/// What a write of samples did (the façade's tally of a [`SampleBatch`]).
+pub(crate) type Tally = SampleTally;
 
-/// Samples made into index items on a request's blocking thread.
+/// A request's samples, checked and held by series on its blocking thread.
 pub(crate) struct Batch {
     points: LabelPoints,
-    action: Action,
     now_ms: i64,
     max_future_ms: i64,
-    /// The items to write.
-    pub items: Vec<PreparedItem>,
-    /// The distinct series of `items`, and how many the request may hold.
-    series: HashSet<Tsid>,
+    /// The samples to write, by series.
+    pub samples: SampleBatch,
+    /// How many distinct series the request may hold.
     max_series: usize,
     /// `max_labels_per_series`, `max_label_name_bytes`, `max_label_value_bytes`.
     label_limits: (usize, usize, usize),
@@ -76,16 +59,10 @@ impl Batch {
     pub(crate) fn new(config: &crate::Config) -> Result<Batch> {
         Ok(Batch {
             points: LabelPoints::new()?,
-            action: if config.metrics_op == "index" {
-                Action::Index
-            } else {
-                Action::Create
-            },
+            samples: SampleBatch::new(config.metrics_op != "index"),
             now_ms: now_ms(),
             max_future_ms: i64::try_from(config.max_future_secs.saturating_mul(1000))
                 .unwrap_or(i64::MAX),
-            items: Vec::new(),
-            series: HashSet::new(),
             max_series: config.max_series_per_request,
             label_limits: (
                 config.max_labels_per_series,
@@ -169,10 +146,11 @@ impl Batch {
         }
         self.count_series(series)?;
         for &(ts_millis, v) in samples {
-            let doc = series.doc(ts_millis, SampleValue::F64(v)).map_err(|e| {
-                Error::bad("illegal_argument_exception", format!("{}: {e}", what()))
-            })?;
-            self.push_doc(doc);
+            self.samples
+                .push(series, ts_millis, SampleValue::F64(v))
+                .map_err(|e| {
+                    Error::bad("illegal_argument_exception", format!("{}: {e}", what()))
+                })?;
         }
         Ok(())
     }
@@ -190,11 +168,9 @@ impl Batch {
     ) -> Result<()> {
         self.check_future(ts_millis, what)?;
         self.count_series(series)?;
-        let doc = series
-            .doc(ts_millis, value)
-            .map_err(|e| Error::bad("illegal_argument_exception", format!("{}: {e}", what())))?;
-        self.push_doc(doc);
-        Ok(())
+        self.samples
+            .push(series, ts_millis, value)
+            .map_err(|e| Error::bad("illegal_argument_exception", format!("{}: {e}", what())))
     }
 
     /// `400` naming `what` for a timestamp too far ahead of the server's clock.
@@ -217,17 +193,12 @@ impl Batch {
     /// it is one too many. Checked as the request is read, so a request of a million
     /// series is refused before a million series' points are built.
     fn count_series(&mut self, series: &LabelSeries) -> Result<()> {
-        if self.series.len() >= self.max_series && !self.series.contains(&series.tsid()) {
+        if self.samples.series_len() >= self.max_series
+            && !self.samples.contains_series(&series.tsid())
+        {
             return Err(series_limit(self.max_series));
         }
-        self.series.insert(series.tsid());
         Ok(())
-    }
-
-    fn push_doc(&mut self, doc: ParsedDoc) {
-        let line = self.items.len() as u64;
-        self.items
-            .push(PreparedItem::store(line, self.action, None, doc).without_id_text());
     }
 }
 
@@ -269,30 +240,17 @@ pub(crate) async fn store(
     st: &Arc<AppState>,
     who: &Principal,
     name: String,
-    items: Vec<PreparedItem>,
+    samples: SampleBatch,
 ) -> Result<Tally> {
     who.check(&name)?;
-    let mut tally = Tally::default();
-    if items.is_empty() {
-        return Ok(tally);
+    if samples.is_empty() {
+        return Ok(Tally::default());
     }
     let st2 = Arc::clone(st);
     let who = who.clone();
     let handle = blocking(move || st2.registry.scope(&who).get_or_create_labels(&name)).await?;
-    let rx = handle.submit(items).map_err(Error::for_metrics)?;
-    for r in handle.wait(rx).await.map_err(Error::for_metrics)? {
-        match r.status {
-            ItemStatus::Created | ItemStatus::Indexed { replaced: false } => tally.created += 1,
-            ItemStatus::Indexed { replaced: true } => tally.replaced += 1,
-            ItemStatus::Duplicate => tally.duplicates += 1,
-            ItemStatus::Error(reason) => {
-                tally.rejected += 1;
-                tally.first_rejection.get_or_insert(reason);
-            }
-            _ => {}
-        }
-    }
-    Ok(tally)
+    let rx = handle.submit_samples(samples).map_err(Error::for_metrics)?;
+    handle.wait_samples(rx).await.map_err(Error::for_metrics)
 }
 
 /// Adds the tally as response headers (`X-Tidemark-Samples-Created`, `-Duplicate`,
@@ -410,7 +368,7 @@ async fn remote_write(
             };
             batch.push_float_samples(&series, &ts.samples, &what)
         })?;
-        Ok(batch.items)
+        Ok(batch.samples)
     })
     .await?;
     let tally = store(&st, &who, name, items).await?;
@@ -593,7 +551,7 @@ fn influx_lines(
     // UTF-8), the field key, the value type.
     let mut key: Vec<u8> = Vec::with_capacity(256);
     for (n, raw) in line_protocol::lines(body) {
-        let mark = batch.items.len();
+        let mark = batch.samples.mark();
         let outcome = line_protocol::parse_line_keyed(raw).and_then(|(line, key_len)| {
             let ts = match line.timestamp {
                 Some(t) => precision
@@ -639,7 +597,7 @@ fn influx_lines(
             Ok(())
         });
         if let Err(reason) = outcome {
-            batch.items.truncate(mark);
+            batch.samples.truncate(mark);
             bad.count += 1;
             if bad.first.is_none() {
                 let text = String::from_utf8_lossy(raw);
@@ -678,7 +636,7 @@ async fn influx_write(
     let parsed = blocking(move || {
         let mut batch = Batch::new(&st2.config)?;
         let bad = influx_lines(&bytes, precision, &mut batch, &st2.series_cache);
-        Ok((batch.items, bad))
+        Ok((batch.samples, bad))
     })
     .await;
     let (items, bad) = match parsed {
@@ -874,7 +832,7 @@ async fn otlp_metrics(
         let mut t = otlp::translate(&req, st2.config.max_labels_per_series);
         let mut batch = Batch::new(&st2.config)?;
         for point in std::mem::take(&mut t.points) {
-            let mark = batch.items.len();
+            let mark = batch.samples.mark();
             for s in point {
                 let labels: Vec<(&str, &str)> = s
                     .labels
@@ -885,14 +843,14 @@ async fn otlp_metrics(
                 if let Err(e) =
                     batch.push(&labels, s.ts_millis, s.value, &|| format!("metric {name}"))
                 {
-                    batch.items.truncate(mark);
+                    batch.samples.truncate(mark);
                     t.rejected += 1;
                     t.first_error.get_or_insert(e.reason());
                     break;
                 }
             }
         }
-        Ok((batch.items, t.rejected, t.first_error))
+        Ok((batch.samples, t.rejected, t.first_error))
     })
     .await;
     let (items, mut rejected, mut first) = match prepared {

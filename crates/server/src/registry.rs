@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
-use tidemark::{DocParser, Index, ItemResult, Mapping, PreparedItem};
+use tidemark::{DocParser, Index, ItemResult, Mapping, PreparedItem, SampleBatch, SampleTally};
 use tokio::sync::oneshot;
 
 use crate::auth::{Principal, glob_match};
@@ -29,6 +29,13 @@ const COUNTERS_EVERY: Duration = Duration::from_secs(1);
 /// Partitions are sealed and retention applied at most this often (`Index::maintain`: it
 /// also seals a partition that had no write for its seal grace, by the wall clock).
 const MAINTAIN_EVERY: Duration = Duration::from_secs(10);
+
+/// Merges the tiered policy may have waiting while the merge thread runs others; past
+/// this the writer merges inline after its group (a write stall: segments, and so the
+/// cost of each dedup check and read, stay bounded when ingest outruns the merges).
+const MAX_WAITING_MERGES: usize = 4;
+/// The merge thread looks for due merges at least this often without being woken.
+const MERGE_POLL: Duration = Duration::from_secs(1);
 
 /// The first wait before reopening an index whose write failed; doubled after each
 /// failed attempt up to [`REOPEN_MAX`].
@@ -72,9 +79,36 @@ impl IndexState {
     }
 }
 
-struct WriteJob {
-    items: Vec<PreparedItem>,
-    reply: oneshot::Sender<WriteReply>,
+/// What a writer answers for a [`SampleBatch`]: its tally, or why the index refused the
+/// group for now (as [`WriteReply`]).
+pub(crate) type SampleReply = std::result::Result<SampleTally, String>;
+
+/// A request queued for an index's writer.
+enum WriteJob {
+    /// Documents (`_bulk`, NDJSON): a result per item.
+    Items {
+        items: Vec<PreparedItem>,
+        reply: oneshot::Sender<WriteReply>,
+    },
+    /// Samples of the metrics protocols: counts.
+    Samples {
+        batch: SampleBatch,
+        reply: oneshot::Sender<SampleReply>,
+    },
+}
+
+impl WriteJob {
+    /// Answers the job with `reason`: the group was refused or failed.
+    fn refuse(self, reason: &str) {
+        match self {
+            WriteJob::Items { reply, .. } => {
+                let _ = reply.send(Err(reason.to_owned()));
+            }
+            WriteJob::Samples { reply, .. } => {
+                let _ = reply.send(Err(reason.to_owned()));
+            }
+        }
+    }
 }
 
 /// One open index: its mapping and parser (cloned onto request threads), the index
@@ -104,6 +138,8 @@ impl IndexHandle {
         flood: FloodStage,
         new_series_per_hour: Option<u64>,
     ) -> IndexHandle {
+        let mut index = index;
+        index.set_background_merges(true);
         let parser = index.parser();
         let dir = index.dir().to_path_buf();
         let index = Arc::new(RwLock::new(Some(index)));
@@ -158,10 +194,44 @@ impl IndexHandle {
         let sent = match self.tx.lock() {
             Ok(guard) => guard
                 .as_ref()
-                .is_some_and(|tx| tx.send(WriteJob { items, reply }).is_ok()),
+                .is_some_and(|tx| tx.send(WriteJob::Items { items, reply }).is_ok()),
             Err(_) => false,
         };
         if sent { Ok(rx) } else { Err(self.closed()) }
+    }
+
+    /// Queues the samples of a metrics request for the writer, which appends them with
+    /// the other requests of its group (one log write and fsync);
+    /// [`wait_samples`](Self::wait_samples) on the receiver gives the tally once the log
+    /// holding them is fsynced.
+    ///
+    /// # Errors
+    /// `503` when the index was closed or deleted meanwhile.
+    pub fn submit_samples(&self, batch: SampleBatch) -> Result<oneshot::Receiver<SampleReply>> {
+        let (reply, rx) = oneshot::channel();
+        let sent = match self.tx.lock() {
+            Ok(guard) => guard
+                .as_ref()
+                .is_some_and(|tx| tx.send(WriteJob::Samples { batch, reply }).is_ok()),
+            Err(_) => false,
+        };
+        if sent { Ok(rx) } else { Err(self.closed()) }
+    }
+
+    /// Waits for the tally of a [`submit_samples`](Self::submit_samples).
+    ///
+    /// # Errors
+    /// As [`wait`](Self::wait).
+    pub async fn wait_samples(&self, rx: oneshot::Receiver<SampleReply>) -> Result<SampleTally> {
+        match rx.await {
+            Ok(Ok(tally)) => Ok(tally),
+            Ok(Err(reason)) => Err(Error::Blocked {
+                index: self.name.clone(),
+                reason,
+                status: 429,
+            }),
+            Err(_) => Err(self.closed()),
+        }
     }
 
     /// Waits for the results of a [`submit`](Self::submit).
@@ -278,6 +348,7 @@ impl Writer {
     /// blocked, and lifts the block by itself: a disk back under the flood stage, or a
     /// reopen after a failed write (with backoff).
     fn run(&self, rx: &Receiver<WriteJob>) {
+        let merger = Merger::start(&self.name, &self.index);
         let mut last_save = Instant::now();
         let mut last_maintain = Instant::now();
         let mut unsaved = false;
@@ -326,31 +397,51 @@ impl Writer {
                     Block::Disk(r) | Block::Failed { reason: r, .. } => r.clone(),
                 };
                 for job in jobs {
-                    let _ = job.reply.send(Err(reason.clone()));
+                    job.refuse(&reason);
                 }
                 continue;
             }
-            let mut sizes = Vec::with_capacity(jobs.len());
-            let mut replies = Vec::with_capacity(jobs.len());
-            let mut items = Vec::with_capacity(jobs.iter().map(|j| j.items.len()).sum());
+            let mut sizes = Vec::new();
+            let mut replies = Vec::new();
+            let mut items = Vec::new();
+            let mut batches = Vec::new();
+            let mut sample_replies = Vec::new();
             for job in jobs {
-                sizes.push(job.items.len());
-                replies.push(job.reply);
-                items.extend(job.items);
+                match job {
+                    WriteJob::Items { items: i, reply } => {
+                        sizes.push(i.len());
+                        replies.push(reply);
+                        items.extend(i);
+                    }
+                    WriteJob::Samples { batch, reply } => {
+                        batches.push(batch);
+                        sample_replies.push(reply);
+                    }
+                }
             }
             let outcome = match self.index.write() {
                 Ok(mut guard) => match guard.as_mut() {
-                    Some(index) => index.apply_prepared(items).map_err(|e| e.to_string()),
+                    Some(index) => {
+                        let applied = apply_group(index, items, &batches);
+                        if applied.is_ok() {
+                            merge_backlog(&self.name, index);
+                        }
+                        applied
+                    }
                     None => Err("the index is closed".to_owned()),
                 },
                 Err(_) => Err("index lock poisoned".to_owned()),
             };
+            merger.wake();
             match outcome {
-                Ok(results) => {
+                Ok((results, tallies)) => {
                     let mut results = results.into_iter();
                     for (n, reply) in sizes.into_iter().zip(replies) {
                         let part: Vec<ItemResult> = results.by_ref().take(n).collect();
                         let _ = reply.send(Ok(part));
+                    }
+                    for (tally, reply) in tallies.into_iter().zip(sample_replies) {
+                        let _ = reply.send(Ok(tally));
                     }
                 }
                 Err(e) => {
@@ -361,6 +452,9 @@ impl Writer {
                     tracing::error!(index = %self.name, error = %e, "write failed; the index takes no writes until it is reopened");
                     self.set(IndexState::ReadOnly(reason.clone()));
                     for reply in replies {
+                        let _ = reply.send(Err(reason.clone()));
+                    }
+                    for reply in sample_replies {
                         let _ = reply.send(Err(reason.clone()));
                     }
                     block = Some(Block::Failed {
@@ -377,6 +471,7 @@ impl Writer {
                 last_save = Instant::now();
             }
         }
+        merger.stop();
         if unsaved && block.is_none() {
             save_counters(&self.index);
         }
@@ -457,9 +552,120 @@ impl Writer {
         }
         let mut index = Index::open(&self.dir).map_err(|e| e.to_string())?;
         index.limit_new_series_per_hour(self.new_series_per_hour);
+        index.set_background_merges(true);
         let refreshed = index.refresh().map_err(|e| e.to_string());
         *guard = Some(index);
         refreshed
+    }
+}
+
+/// Applies a group: its documents (a result per item), then its sample batches (a
+/// tally per batch), each kind in one engine call.
+fn apply_group(
+    index: &mut Index,
+    items: Vec<PreparedItem>,
+    batches: &[SampleBatch],
+) -> std::result::Result<(Vec<ItemResult>, Vec<SampleTally>), String> {
+    let results = if items.is_empty() {
+        Vec::new()
+    } else {
+        index.apply_prepared(items).map_err(|e| e.to_string())?
+    };
+    let tallies = if batches.is_empty() {
+        Vec::new()
+    } else {
+        let refs: Vec<&SampleBatch> = batches.iter().collect();
+        index.append_samples(&refs).map_err(|e| e.to_string())?
+    };
+    Ok((results, tallies))
+}
+
+/// Runs merges inline while more are waiting than [`MAX_WAITING_MERGES`]: the merge
+/// thread has fallen behind the refreshes.
+fn merge_backlog(name: &str, index: &mut Index) {
+    while index.waiting_merges() > MAX_WAITING_MERGES {
+        let Some(job) = index.plan_merge() else {
+            return;
+        };
+        if let Err(e) = index.install_merge(job.run()) {
+            tracing::warn!(index = %name, error = %e, "inline merge failed");
+            return;
+        }
+    }
+}
+
+/// An index's merge thread: merges run here, off the write path, with the index lock
+/// held only to plan a merge and to install it (a manifest switch), never while the
+/// merged segment is written, so writes and searches go on meanwhile.
+struct Merger {
+    wake: Option<mpsc::SyncSender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Merger {
+    fn start(name: &str, index: &Arc<RwLock<Option<Index>>>) -> Merger {
+        let (wake, woken) = mpsc::sync_channel(1);
+        let index = Arc::clone(index);
+        let label = name.to_owned();
+        let thread = std::thread::Builder::new()
+            .name(format!("merge-{name}"))
+            .spawn(move || merge_loop(&label, &index, &woken))
+            .ok();
+        Merger {
+            wake: Some(wake),
+            thread,
+        }
+    }
+
+    /// Tells the thread a group was applied (a refresh may have made merges due); a
+    /// wake already pending is enough.
+    fn wake(&self) {
+        if let Some(w) = &self.wake {
+            let _ = w.try_send(());
+        }
+    }
+
+    /// Ends the thread after the merge it runs (installed, or discarded if the index
+    /// is gone).
+    fn stop(mut self) {
+        self.wake.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn merge_loop(name: &str, index: &RwLock<Option<Index>>, woken: &Receiver<()>) {
+    loop {
+        match woken.recv_timeout(MERGE_POLL) {
+            Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+        loop {
+            let job = match index.write() {
+                Ok(mut guard) => guard.as_mut().and_then(Index::plan_merge),
+                Err(_) => return,
+            };
+            let Some(job) = job else { break };
+            let merged = job.run();
+            let installed = match index.write() {
+                Ok(mut guard) => match guard.as_mut() {
+                    Some(index) => index.install_merge(merged),
+                    None => {
+                        merged.discard();
+                        Ok(())
+                    }
+                },
+                Err(_) => return,
+            };
+            if let Err(e) = installed {
+                tracing::warn!(index = %name, error = %e, "background merge failed; its segments stay");
+                break;
+            }
+            if matches!(woken.try_recv(), Err(mpsc::TryRecvError::Disconnected)) {
+                return;
+            }
+        }
     }
 }
 

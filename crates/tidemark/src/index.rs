@@ -1,5 +1,7 @@
 //! An index: a directory holding the mapping, the engine's files and a write lock.
 
+mod samples;
+
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -811,6 +813,35 @@ impl Index {
     pub fn refresh(&mut self) -> Result<()> {
         self.engine.refresh()?;
         self.save_counters()
+    }
+
+    /// Whether merges run off the write path (see
+    /// [`PartitionedEngine::set_background_merges`]): on, the caller's merge thread runs
+    /// them with [`plan_merge`](Self::plan_merge), [`PartMergeJob::run`] (without the
+    /// index) and [`install_merge`](Self::install_merge). The server turns it on.
+    ///
+    /// [`PartMergeJob::run`]: tidemark_dedup::PartMergeJob::run
+    pub fn set_background_merges(&mut self, on: bool) {
+        self.engine.set_background_merges(on);
+    }
+
+    /// Merges the tiered policy wants that no job runs yet.
+    pub fn waiting_merges(&self) -> usize {
+        self.engine.waiting_merges()
+    }
+
+    /// Plans the next merge the tiered policy wants (see
+    /// [`PartitionedEngine::plan_merge`]), or `None`.
+    pub fn plan_merge(&mut self) -> Option<tidemark_dedup::PartMergeJob> {
+        self.engine.plan_merge()
+    }
+
+    /// Installs a merge run off the index (see [`PartitionedEngine::install_merge`]).
+    ///
+    /// # Errors
+    /// The merge's own error (its inputs stay live); engine errors of the install.
+    pub fn install_merge(&mut self, merged: tidemark_dedup::PartMerged) -> Result<()> {
+        Ok(self.engine.install_merge(merged)?)
     }
 
     /// Refreshes, then merges all segments into one.

@@ -213,6 +213,164 @@ impl LabelSeries {
     }
 }
 
+/// Samples of label-keyed series held by series, as the metrics protocols read them: each
+/// distinct series once (its id, dimensions and value column) and each sample as (series
+/// slot, timestamp, value). [`Index::append_samples`](crate::Index::append_samples)
+/// resolves a series to the store's ref once per batch, not once per sample, and answers
+/// counts, not a result per sample: no document, item or result is made per sample.
+///
+/// ```
+/// use tidemark::{Index, LabelPoints, SampleBatch, SampleValue, label_mapping};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let mut index = Index::create(dir.path(), label_mapping()?)?;
+/// let mut points = LabelPoints::new()?;
+/// let cpu = points.series(&[("__name__", "cpu"), ("host", "a")], &SampleValue::F64(0.0))?;
+/// let mut batch = SampleBatch::new(true);
+/// batch.push(&cpu, 1_000, SampleValue::F64(0.5))?;
+/// batch.push(&cpu, 2_000, SampleValue::F64(0.7))?;
+/// let tally = index.append_samples(&[&batch])?;
+/// assert_eq!(tally[0].created, 2);
+/// // A retry is a duplicate.
+/// let tally = index.append_samples(&[&batch])?;
+/// assert_eq!(tally[0].duplicates, 2);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SampleBatch {
+    create: bool,
+    series: Vec<LabelSeries>,
+    slots: std::collections::HashMap<Tsid, u32>,
+    samples: Vec<(u32, i64, SampleValue)>,
+}
+
+/// A position in a [`SampleBatch`] to [`truncate`](SampleBatch::truncate) back to (a
+/// line that failed half way leaves nothing behind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleMark {
+    samples: usize,
+    series: usize,
+}
+
+/// What became of a [`SampleBatch`]'s samples.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SampleTally {
+    /// Samples stored for the first time.
+    pub created: u64,
+    /// Samples that replaced a stored one (`create` off).
+    pub replaced: u64,
+    /// Samples already stored (`create` on: a retry).
+    pub duplicates: u64,
+    /// Samples the index refused (too old for its partitions, a new-series limit, ...).
+    pub rejected: u64,
+    /// Why the first refused sample was refused.
+    pub first_rejection: Option<String>,
+}
+
+impl SampleBatch {
+    /// An empty batch; `create` on, a sample already stored is a duplicate and keeps the
+    /// stored value (Elasticsearch's `create`); off, it replaces it (`index`).
+    pub fn new(create: bool) -> SampleBatch {
+        SampleBatch {
+            create,
+            series: Vec::new(),
+            slots: std::collections::HashMap::new(),
+            samples: Vec::new(),
+        }
+    }
+
+    /// Whether a sample already stored is a duplicate (`true`) or replaced.
+    pub fn create(&self) -> bool {
+        self.create
+    }
+
+    /// Adds a sample of `series`.
+    ///
+    /// # Errors
+    /// [`Error::Document`] for a value of another type than the one the series was made
+    /// for (the value column is part of the series id).
+    pub fn push(&mut self, series: &LabelSeries, ts_millis: i64, value: SampleValue) -> Result<()> {
+        if ValueColumn::of(&value) != series.column {
+            return Err(Error::doc(
+                series.column.path(),
+                "a sample of another value type than its series was made for",
+            ));
+        }
+        let slot = self.slot(series);
+        self.samples.push((slot, ts_millis, value));
+        Ok(())
+    }
+
+    /// The slot of `series`, added if new.
+    fn slot(&mut self, series: &LabelSeries) -> u32 {
+        if let Some(&slot) = self.slots.get(&series.tsid) {
+            return slot;
+        }
+        let slot = u32::try_from(self.series.len()).unwrap_or(u32::MAX);
+        self.series.push(series.clone());
+        self.slots.insert(series.tsid, slot);
+        slot
+    }
+
+    /// Whether the batch holds a sample of the series `tsid`.
+    pub fn contains_series(&self, tsid: &Tsid) -> bool {
+        self.slots.contains_key(tsid)
+    }
+
+    /// The distinct series of the batch.
+    pub fn series_len(&self) -> usize {
+        self.series.len()
+    }
+
+    /// The samples of the batch.
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// Whether the batch holds no sample.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// Where the batch ends now.
+    pub fn mark(&self) -> SampleMark {
+        SampleMark {
+            samples: self.samples.len(),
+            series: self.series.len(),
+        }
+    }
+
+    /// Drops the samples and series added since `mark`.
+    pub fn truncate(&mut self, mark: SampleMark) {
+        self.samples.truncate(mark.samples);
+        for s in self.series.drain(mark.series.min(self.series.len())..) {
+            self.slots.remove(&s.tsid);
+        }
+    }
+
+    /// The series in slot order.
+    pub(crate) fn series(&self) -> &[LabelSeries] {
+        &self.series
+    }
+
+    /// The samples: (series slot, timestamp, value).
+    pub(crate) fn samples(&self) -> &[(u32, i64, SampleValue)] {
+        &self.samples
+    }
+}
+
+impl LabelSeries {
+    /// The series' encoded dimensions.
+    pub(crate) fn dims(&self) -> &[u8] {
+        &self.dims
+    }
+
+    /// The name of the series' value column.
+    pub(crate) fn value_column(&self) -> &'static str {
+        self.column.path()
+    }
+}
+
 impl LabelPoints {
     /// A point maker.
     ///
@@ -351,6 +509,82 @@ mod tests {
             .iter()
             .map(|r| r.http_status())
             .collect()
+    }
+
+    #[test]
+    fn sample_batches_append_by_series_and_count_what_became_of_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = Index::create(dir.path(), label_mapping().unwrap()).unwrap();
+        index.limit_new_series_per_hour(Some(2));
+        let mut lp = LabelPoints::new().unwrap();
+        let f = SampleValue::F64(0.0);
+        let a = lp.series(&[("__name__", "a"), ("h", "1")], &f).unwrap();
+        let b = lp.series(&[("__name__", "b"), ("h", "1")], &f).unwrap();
+        let c = lp.series(&[("__name__", "c"), ("h", "1")], &f).unwrap();
+        let long = lp
+            .series(&[("__name__", "n"), ("h", "1")], &SampleValue::I64(0))
+            .unwrap();
+        let mut first = SampleBatch::new(true);
+        first.push(&a, 1000, SampleValue::F64(1.5)).unwrap();
+        first.push(&a, 2000, SampleValue::F64(2.5)).unwrap();
+        // A value of another type than the series': refused at once.
+        assert!(first.push(&a, 3000, SampleValue::I64(3)).is_err());
+        // A line that failed half way leaves nothing behind, its new series included.
+        let mark = first.mark();
+        first.push(&c, 1000, SampleValue::F64(9.0)).unwrap();
+        first.truncate(mark);
+        assert_eq!((first.len(), first.series_len()), (2, 1));
+        assert!(!first.contains_series(&c.tsid()));
+        let mut second = SampleBatch::new(true);
+        second.push(&b, 1000, SampleValue::F64(7.0)).unwrap();
+        second.push(&a, 1000, SampleValue::F64(1.5)).unwrap();
+        // The third new series this hour is over the limit of 2.
+        second.push(&long, 1000, SampleValue::I64(5)).unwrap();
+        let tallies = index.append_samples(&[&first, &second]).unwrap();
+        assert_eq!(
+            (
+                tallies[0].created,
+                tallies[0].duplicates,
+                tallies[0].rejected
+            ),
+            (2, 0, 0)
+        );
+        assert_eq!(
+            (
+                tallies[1].created,
+                tallies[1].duplicates,
+                tallies[1].rejected
+            ),
+            (1, 1, 1)
+        );
+        assert!(
+            tallies[1]
+                .first_rejection
+                .as_deref()
+                .is_some_and(|r| r.contains("max_new_series_per_hour")),
+            "{tallies:?}"
+        );
+        // `index`: a sample stored again replaces the stored one.
+        let mut again = SampleBatch::new(false);
+        again.push(&a, 1000, SampleValue::F64(4.0)).unwrap();
+        let t = index.append_samples(&[&again]).unwrap();
+        assert_eq!((t[0].created, t[0].replaced), (0, 1));
+        let counters = index.counters();
+        assert_eq!(
+            (counters.created, counters.duplicates, counters.replaced),
+            (3, 1, 1)
+        );
+        let res = index
+            .query(&SearchRequest {
+                filter: Filter::Terms {
+                    field: METRIC_NAME_LABEL.into(),
+                    values: vec!["a".into()],
+                },
+                size: 10,
+                ..SearchRequest::default()
+            })
+            .unwrap();
+        assert_eq!(res.total, 2);
     }
 
     #[test]

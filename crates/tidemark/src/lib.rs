@@ -27,8 +27,8 @@ pub use index::{COUNTERS_FILE, Index, LOCK_FILE, MAPPING_FILE, PreparedItem};
 pub use ingest::{IngestOptions, IngestSummary, InputFormat, Progress};
 pub use labels::{
     LABEL_FIELD_PATH, LABELS_MODE, LABELS_TIMESTAMP_FIELD, LabelPoints, LabelSeries,
-    METRIC_NAME_LABEL, SampleValue, VALUE_BOOL_FIELD, VALUE_FIELD, VALUE_KEYWORD_FIELD,
-    VALUE_LONG_FIELD, label_mapping,
+    METRIC_NAME_LABEL, SampleBatch, SampleMark, SampleTally, SampleValue, VALUE_BOOL_FIELD,
+    VALUE_FIELD, VALUE_KEYWORD_FIELD, VALUE_LONG_FIELD, label_mapping,
 };
 pub use mapping::{
     DEFAULT_TIMESTAMP_FIELD, Dynamic, EventSettings, Field, FieldRole, FieldType, IndexMode,

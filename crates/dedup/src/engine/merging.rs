@@ -394,6 +394,14 @@ impl MergeJob {
     }
 }
 
+impl MergedSegment {
+    /// Removes the files of a merge that will not be installed (its store is gone).
+    pub(crate) fn discard(self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(Tombstones::path_for(&self.path, 1));
+    }
+}
+
 /// Deletes a replaced segment's files (best effort: open removes orphans). Readers of a
 /// background merge may still map it; on Unix the mapping outlives the name.
 pub(super) fn remove_slot_files(s: Slot) {

@@ -19,10 +19,12 @@ use crate::stats::DedupStats;
 
 mod append;
 mod manifest;
+mod merging;
 mod postings;
 mod rollup;
 
 pub use manifest::{PARTITIONS_MAGIC, PARTITIONS_NAME, PARTITIONS_VERSION};
+pub use merging::{PartMergeJob, PartMerged};
 pub use postings::{Postings, dim_value_text};
 pub use rollup::{CounterStats, DOC_COUNT_COLUMN, RollupStats, counter_step};
 
@@ -401,6 +403,8 @@ pub struct PartitionedEngine {
     /// The series and columns of [`append`](Self::append)'s refs.
     catalog: append::Catalog,
     append_scratch: append::AppendScratch,
+    /// Merges are left to the caller ([`PartitionedEngine::plan_merge`]).
+    background_merges: bool,
 }
 
 /// An id formatter independent of any partition.
@@ -458,6 +462,7 @@ impl PartitionedEngine {
             postings: std::sync::Mutex::default(),
             catalog: append::Catalog::default(),
             append_scratch: append::AppendScratch::default(),
+            background_merges: false,
         })
     }
 
@@ -502,6 +507,7 @@ impl PartitionedEngine {
             keyer,
             catalog: append::Catalog::default(),
             append_scratch: append::AppendScratch::default(),
+            background_merges: false,
         }
     }
 
@@ -568,6 +574,7 @@ impl PartitionedEngine {
             postings: std::sync::Mutex::default(),
             catalog: append::Catalog::default(),
             append_scratch: append::AppendScratch::default(),
+            background_merges: false,
         };
         let mut dirty = Vec::new();
         for (start, state) in &manifest.partitions {
@@ -754,7 +761,8 @@ impl PartitionedEngine {
         if pdir.exists() {
             std::fs::remove_dir_all(&pdir).map_err(Error::io(&pdir))?;
         }
-        let engine = Engine::create(pdir.join("engine"), self.engine_config.clone())?;
+        let mut engine = Engine::create(pdir.join("engine"), self.engine_config.clone())?;
+        engine.set_background_merges(self.background_merges);
         crate::fsutil::sync_dir(&pdir)?;
         crate::fsutil::sync_dir(&self.dir)?;
         let mut next = m.clone();

@@ -1,0 +1,144 @@
+//! The metrics protocols' write path: a [`SampleBatch`] appended by series ref, with one
+//! lookup of each distinct series (and its value column) per batch and counts instead of
+//! a result per sample.
+
+use tidemark_dedup::{AppendBatch, ColumnKind, ColumnRef, Outcome, SeriesRef};
+use tidemark_segment::{Extra, MetricValue};
+
+use super::{Index, rejection_text};
+use crate::bulk::ItemStatus;
+use crate::error::{Error, Result};
+use crate::labels::{SampleBatch, SampleTally, SampleValue};
+use crate::row::decode_dims;
+
+impl Index {
+    /// Appends the samples of `batches` to this label-keyed index in one engine call
+    /// (one log write and, by the index's durability, one fsync for them all) and
+    /// answers one [`SampleTally`] per batch. Each distinct series of a batch is looked
+    /// up (or registered) once, with its value column.
+    ///
+    /// # Errors
+    /// [`Error::Mapping`] when the index is not label-keyed; engine errors (nothing of
+    /// the batches is acknowledged: the engine refuses writes until reopened after a
+    /// log failure).
+    pub fn append_samples(&mut self, batches: &[&SampleBatch]) -> Result<Vec<SampleTally>> {
+        if !self.mapping.is_label_keyed() || !self.by_ref {
+            return Err(Error::Mapping {
+                field: "settings.index.mode".to_owned(),
+                reason: "samples go to a label-keyed index (mode: labels)".to_owned(),
+            });
+        }
+        let mut tallies = vec![SampleTally::default(); batches.len()];
+        let mut appends = AppendBatch::new();
+        // Per sample appended: which batch it came from.
+        let mut owners: Vec<u32> = Vec::new();
+        let mut values: Vec<(ColumnRef, MetricValue)> = Vec::with_capacity(1);
+        let mut extras: Vec<(ColumnRef, Extra)> = Vec::with_capacity(1);
+        for (b, batch) in batches.iter().enumerate() {
+            let owner = u32::try_from(b).unwrap_or(u32::MAX);
+            let mut refs: Vec<Option<std::result::Result<(SeriesRef, ColumnRef), String>>> =
+                vec![None; batch.series_len()];
+            for (slot, ts_millis, value) in batch.samples() {
+                let at = *slot as usize;
+                let resolved = match refs.get_mut(at) {
+                    Some(Some(r)) => r.clone(),
+                    Some(cell) => {
+                        let r = self.sample_refs(batch, at, value)?;
+                        *cell = Some(r.clone());
+                        r
+                    }
+                    None => Err("a sample of an unknown series slot".to_owned()),
+                };
+                let (series, column) = match resolved {
+                    Ok(refs) => refs,
+                    Err(reason) => {
+                        if let Some(t) = tallies.get_mut(b) {
+                            t.rejected += 1;
+                            t.first_rejection.get_or_insert_with(|| reason.clone());
+                        }
+                        self.counters.count(&ItemStatus::Error(String::new()));
+                        continue;
+                    }
+                };
+                values.clear();
+                extras.clear();
+                match value {
+                    SampleValue::F64(v) => values.push((column, MetricValue::Gauge(*v))),
+                    SampleValue::I64(v) => values.push((column, MetricValue::Counter(*v))),
+                    SampleValue::Bool(v) => extras.push((column, Extra::Bool(*v))),
+                    SampleValue::Str(v) => extras.push((column, Extra::Keyword(v.clone()))),
+                }
+                appends.push(batch.create(), series, *ts_millis, &values, &extras);
+                owners.push(owner);
+            }
+        }
+        if appends.is_empty() {
+            return Ok(tallies);
+        }
+        let outcomes = self.engine.append(&appends)?;
+        for (owner, outcome) in owners.into_iter().zip(outcomes) {
+            let status = match outcome {
+                Outcome::Created { .. } => ItemStatus::Created,
+                Outcome::Conflict { .. } => ItemStatus::Duplicate,
+                Outcome::Indexed { replaced, .. } => ItemStatus::Indexed { replaced },
+                Outcome::Rejected { reason, .. } => ItemStatus::Error(rejection_text(&reason)),
+                other => ItemStatus::Error(format!("unexpected engine outcome {other:?}")),
+            };
+            self.counters.count(&status);
+            let Some(t) = tallies.get_mut(owner as usize) else {
+                continue;
+            };
+            match status {
+                ItemStatus::Created | ItemStatus::Indexed { replaced: false } => t.created += 1,
+                ItemStatus::Indexed { replaced: true } => t.replaced += 1,
+                ItemStatus::Duplicate => t.duplicates += 1,
+                ItemStatus::Error(reason) => {
+                    t.rejected += 1;
+                    t.first_rejection.get_or_insert(reason);
+                }
+                _ => {}
+            }
+        }
+        Ok(tallies)
+    }
+
+    /// The store's refs of the series in slot `at` of `batch` and of its value column
+    /// (registered on first sight), or why the index refuses the series.
+    fn sample_refs(
+        &mut self,
+        batch: &SampleBatch,
+        at: usize,
+        value: &SampleValue,
+    ) -> Result<std::result::Result<(SeriesRef, ColumnRef), String>> {
+        let Some(series) = batch.series().get(at) else {
+            return Ok(Err("a sample of an unknown series slot".to_owned()));
+        };
+        let tsid = series.tsid();
+        let series_ref = match self.engine.series_by_tsid(&tsid) {
+            Some(s) => s,
+            None => {
+                if let Err(reason) = self.take_new_series() {
+                    return Ok(Err(reason));
+                }
+                match self.engine.series(tsid, decode_dims(series.dims())?) {
+                    Ok(s) => s,
+                    Err(tidemark_dedup::Error::Rejected { reason }) => {
+                        return Ok(Err(rejection_text(&reason)));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        let kind = match value {
+            SampleValue::F64(_) => ColumnKind::Gauge,
+            SampleValue::I64(_) => ColumnKind::Counter,
+            SampleValue::Bool(_) => ColumnKind::Bool,
+            SampleValue::Str(_) => ColumnKind::Keyword,
+        };
+        match self.engine.column(series.value_column(), kind) {
+            Ok(c) => Ok(Ok((series_ref, c))),
+            Err(tidemark_dedup::Error::Rejected { reason }) => Ok(Err(rejection_text(&reason))),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
