@@ -13,7 +13,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::{get, post};
-use tidemark::{LabelPoints, LabelSeries, SampleBatch, SampleTally, SampleValue};
+use tidemark::{LabelPoints, LabelSeries, SampleBatch, SampleMark, SampleTally, SampleValue};
 
 use crate::api::{AppState, admit, blocking};
 use crate::auth::Principal;
@@ -51,6 +51,9 @@ pub(crate) struct Batch {
     pub samples: SampleBatch,
     /// How many distinct series the request may hold.
     max_series: usize,
+    /// The request's distinct series, counted exactly only once its series slots reach
+    /// `max_series` (below that, slots bound the distinct count).
+    distinct: Option<HashSet<tidemark::tsid::Tsid>>,
     /// `max_labels_per_series`, `max_label_name_bytes`, `max_label_value_bytes`.
     label_limits: (usize, usize, usize),
 }
@@ -64,6 +67,7 @@ impl Batch {
             max_future_ms: i64::try_from(config.max_future_secs.saturating_mul(1000))
                 .unwrap_or(i64::MAX),
             max_series: config.max_series_per_request,
+            distinct: None,
             label_limits: (
                 config.max_labels_per_series,
                 config.max_label_name_bytes,
@@ -193,12 +197,30 @@ impl Batch {
     /// it is one too many. Checked as the request is read, so a request of a million
     /// series is refused before a million series' points are built.
     fn count_series(&mut self, series: &LabelSeries) -> Result<()> {
-        if self.samples.series_len() >= self.max_series
-            && !self.samples.contains_series(&series.tsid())
-        {
-            return Err(series_limit(self.max_series));
+        if self.distinct.is_none() {
+            if self.samples.series_len() < self.max_series {
+                return Ok(());
+            }
+            self.distinct = Some(self.samples.series_ids().collect());
+        }
+        if let Some(set) = &mut self.distinct {
+            if set.len() >= self.max_series && !set.contains(&series.tsid()) {
+                return Err(series_limit(self.max_series));
+            }
+            set.insert(series.tsid());
         }
         Ok(())
+    }
+
+    /// Where the samples end now, for [`truncate`](Self::truncate).
+    pub(crate) fn mark(&self) -> SampleMark {
+        self.samples.mark()
+    }
+
+    /// Drops what was added since `mark` (a line that failed half way).
+    pub(crate) fn truncate(&mut self, mark: SampleMark) {
+        self.samples.truncate(mark);
+        self.distinct = None;
     }
 }
 
@@ -551,7 +573,7 @@ fn influx_lines(
     // UTF-8), the field key, the value type.
     let mut key: Vec<u8> = Vec::with_capacity(256);
     for (n, raw) in line_protocol::lines(body) {
-        let mark = batch.samples.mark();
+        let mark = batch.mark();
         let outcome = line_protocol::parse_line_keyed(raw).and_then(|(line, key_len)| {
             let ts = match line.timestamp {
                 Some(t) => precision
@@ -597,7 +619,7 @@ fn influx_lines(
             Ok(())
         });
         if let Err(reason) = outcome {
-            batch.samples.truncate(mark);
+            batch.truncate(mark);
             bad.count += 1;
             if bad.first.is_none() {
                 let text = String::from_utf8_lossy(raw);
@@ -832,7 +854,7 @@ async fn otlp_metrics(
         let mut t = otlp::translate(&req, st2.config.max_labels_per_series);
         let mut batch = Batch::new(&st2.config)?;
         for point in std::mem::take(&mut t.points) {
-            let mark = batch.samples.mark();
+            let mark = batch.mark();
             for s in point {
                 let labels: Vec<(&str, &str)> = s
                     .labels
@@ -843,7 +865,7 @@ async fn otlp_metrics(
                 if let Err(e) =
                     batch.push(&labels, s.ts_millis, s.value, &|| format!("metric {name}"))
                 {
-                    batch.samples.truncate(mark);
+                    batch.truncate(mark);
                     t.rejected += 1;
                     t.first_error.get_or_insert(e.reason());
                     break;

@@ -48,6 +48,10 @@ type Shard = HashMap<u64, (Box<[u8]>, LabelSeries), BuildHasherDefault<Identity>
 /// The cache (see the module docs).
 pub(crate) struct SeriesCache {
     shards: Vec<Mutex<Shard>>,
+    /// The hash seed, random per process: the key bytes come from senders, and with a
+    /// known seed one could send keys whose hashes collide and make every lookup of a
+    /// shard a scan.
+    seed: u64,
 }
 
 impl std::fmt::Debug for SeriesCache {
@@ -60,8 +64,11 @@ impl std::fmt::Debug for SeriesCache {
 
 impl Default for SeriesCache {
     fn default() -> Self {
+        use std::hash::BuildHasher;
         SeriesCache {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            seed: std::collections::hash_map::RandomState::new()
+                .hash_one(0x7469_6465_6d61_726b_u64),
         }
     }
 }
@@ -74,7 +81,7 @@ impl SeriesCache {
 
     /// The series stored under `key`, if any.
     pub(crate) fn get(&self, key: &[u8]) -> Option<LabelSeries> {
-        let hash = xxhash_rust::xxh3::xxh3_64(key);
+        let hash = xxhash_rust::xxh3::xxh3_64_with_seed(key, self.seed);
         let shard = self.shard(hash)?.lock().ok()?;
         match shard.get(&hash) {
             Some((k, series)) if **k == *key => Some(series.clone()),
@@ -84,7 +91,7 @@ impl SeriesCache {
 
     /// Stores `series` under `key` (replacing another key of the same hash).
     pub(crate) fn put(&self, key: &[u8], series: &LabelSeries) {
-        let hash = xxhash_rust::xxh3::xxh3_64(key);
+        let hash = xxhash_rust::xxh3::xxh3_64_with_seed(key, self.seed);
         let Some(Ok(mut shard)) = self.shard(hash).map(Mutex::lock) else {
             return;
         };

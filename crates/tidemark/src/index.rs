@@ -190,9 +190,19 @@ pub struct Index {
     /// `max_new_series_per_hour`: the limit, the clock hour counted, the series
     /// created in it ([`limit_new_series_per_hour`](Self::limit_new_series_per_hour)).
     new_series: Option<(u64, i64, u64)>,
+    /// This open index's id, unique in the process: label series remember their ref
+    /// per index id (see `append_samples`), so a ref is never used in another index or
+    /// after a reopen.
+    id: u32,
+    /// The refs of the label-keyed value columns (`value`, `value_long`, `value_bool`,
+    /// `value_keyword`), filled on first use.
+    value_columns: [Option<ColumnRef>; 4],
     /// Held for the life of the index: the OS lock.
     _lock: File,
 }
+
+/// The next [`Index`] id (0 is never given: it means "not resolved").
+static NEXT_INDEX_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
 impl Index {
     /// Creates an index in `dir` (created if needed) with `mapping`.
@@ -303,6 +313,8 @@ impl Index {
             columns: Vec::new(),
             scratch: (Vec::new(), Vec::new()),
             new_series: None,
+            id: NEXT_INDEX_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            value_columns: [None; 4],
             _lock: lock,
         })
     }

@@ -14,6 +14,7 @@
 //! labels (with `__name__`) and of the value column's name, so `_id` = `_tsid` ‖
 //! timestamp and the engine's dedup applies as for any time series.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use serde_json::json;
@@ -163,21 +164,44 @@ pub struct LabelPoints {
 }
 
 /// One label-keyed series, checked and hashed once ([`LabelPoints::series`]): makes the
-/// documents of its samples.
+/// documents of its samples, and carries the store's ref of the series once an index has
+/// resolved it, so that a cached series costs the writer no lookup. Cloning it is one
+/// reference-count increment.
 #[derive(Debug, Clone)]
-pub struct LabelSeries {
+pub struct LabelSeries(Arc<SeriesInner>);
+
+#[derive(Debug)]
+struct SeriesInner {
     mapping: Arc<Mapping>,
     tsid: Tsid,
     dims: Arc<[u8]>,
     column: ValueColumn,
     /// The value column's field index in the label mapping.
     field: u32,
+    /// The series' ref in the index that last resolved it: the index's id in the high
+    /// 32 bits, the ref in the low 32; 0 before any (index ids start at 1).
+    resolved: AtomicU64,
 }
 
 impl LabelSeries {
     /// The series id.
     pub fn tsid(&self) -> Tsid {
-        self.tsid
+        self.0.tsid
+    }
+
+    /// The series' ref in the index whose id is `index_id`, if that index resolved it
+    /// last.
+    pub(crate) fn resolved_in(&self, index_id: u32) -> Option<u32> {
+        let v = self.0.resolved.load(Ordering::Relaxed);
+        (v != 0 && (v >> 32) as u32 == index_id).then_some(v as u32)
+    }
+
+    /// Remembers the series' ref in the index `index_id`.
+    pub(crate) fn set_resolved(&self, index_id: u32, series_ref: u32) {
+        self.0.resolved.store(
+            (u64::from(index_id) << 32) | u64::from(series_ref),
+            Ordering::Relaxed,
+        );
     }
 
     /// The document of one sample of the series.
@@ -186,25 +210,25 @@ impl LabelSeries {
     /// [`Error::Document`] for a value of another type than the one the series was made
     /// for (the value column is part of the series id).
     pub fn doc(&self, ts_millis: i64, value: SampleValue) -> Result<ParsedDoc> {
-        if ValueColumn::of(&value) != self.column {
+        if ValueColumn::of(&value) != self.0.column {
             return Err(Error::doc(
-                self.column.path(),
+                self.0.column.path(),
                 "a sample of another value type than its series was made for",
             ));
         }
         let mut row = Row {
-            schema: Arc::clone(&self.mapping),
-            tsid: self.tsid,
+            schema: Arc::clone(&self.0.mapping),
+            tsid: self.0.tsid,
             ts_millis,
-            dims: Arc::clone(&self.dims),
+            dims: Arc::clone(&self.0.dims),
             values: Vec::new(),
             extras: Vec::new(),
         };
         match value {
-            SampleValue::F64(v) => row.values.push((self.field, MetricValue::Gauge(v))),
-            SampleValue::I64(v) => row.values.push((self.field, MetricValue::Counter(v))),
-            SampleValue::Bool(b) => row.extras.push((self.field, Extra::Bool(b))),
-            SampleValue::Str(s) => row.extras.push((self.field, Extra::Keyword(s))),
+            SampleValue::F64(v) => row.values.push((self.0.field, MetricValue::Gauge(v))),
+            SampleValue::I64(v) => row.values.push((self.0.field, MetricValue::Counter(v))),
+            SampleValue::Bool(b) => row.extras.push((self.0.field, Extra::Bool(b))),
+            SampleValue::Str(s) => row.extras.push((self.0.field, Extra::Keyword(s))),
         }
         Ok(ParsedDoc {
             row,
@@ -239,8 +263,9 @@ impl LabelSeries {
 #[derive(Debug, Clone)]
 pub struct SampleBatch {
     create: bool,
+    /// The series of the samples, in order of appearance; a series repeated at once
+    /// (samples of one remote-write timeseries) takes one slot.
     series: Vec<LabelSeries>,
-    slots: std::collections::HashMap<Tsid, u32>,
     samples: Vec<(u32, i64, SampleValue)>,
 }
 
@@ -274,7 +299,6 @@ impl SampleBatch {
         SampleBatch {
             create,
             series: Vec::new(),
-            slots: std::collections::HashMap::new(),
             samples: Vec::new(),
         }
     }
@@ -290,9 +314,9 @@ impl SampleBatch {
     /// [`Error::Document`] for a value of another type than the one the series was made
     /// for (the value column is part of the series id).
     pub fn push(&mut self, series: &LabelSeries, ts_millis: i64, value: SampleValue) -> Result<()> {
-        if ValueColumn::of(&value) != series.column {
+        if ValueColumn::of(&value) != series.0.column {
             return Err(Error::doc(
-                series.column.path(),
+                series.0.column.path(),
                 "a sample of another value type than its series was made for",
             ));
         }
@@ -301,25 +325,31 @@ impl SampleBatch {
         Ok(())
     }
 
-    /// The slot of `series`, added if new.
+    /// The slot of `series`: the last one if it is the same series, else a new one.
     fn slot(&mut self, series: &LabelSeries) -> u32 {
-        if let Some(&slot) = self.slots.get(&series.tsid) {
-            return slot;
+        let last = self.series.len().checked_sub(1);
+        if let Some(at) = last
+            && self
+                .series
+                .get(at)
+                .is_some_and(|s| s.0.tsid == series.0.tsid)
+        {
+            return u32::try_from(at).unwrap_or(u32::MAX);
         }
-        let slot = u32::try_from(self.series.len()).unwrap_or(u32::MAX);
         self.series.push(series.clone());
-        self.slots.insert(series.tsid, slot);
-        slot
+        u32::try_from(self.series.len() - 1).unwrap_or(u32::MAX)
     }
 
-    /// Whether the batch holds a sample of the series `tsid`.
-    pub fn contains_series(&self, tsid: &Tsid) -> bool {
-        self.slots.contains_key(tsid)
-    }
-
-    /// The distinct series of the batch.
+    /// The series slots of the batch: at least the number of distinct series (a series
+    /// whose samples are not adjacent takes a slot each time).
     pub fn series_len(&self) -> usize {
         self.series.len()
+    }
+
+    /// The ids of the series slots, in order (for an exact distinct count where
+    /// [`series_len`](Self::series_len) is not enough).
+    pub fn series_ids(&self) -> impl Iterator<Item = Tsid> + '_ {
+        self.series.iter().map(|s| s.0.tsid)
     }
 
     /// The samples of the batch.
@@ -343,9 +373,7 @@ impl SampleBatch {
     /// Drops the samples and series added since `mark`.
     pub fn truncate(&mut self, mark: SampleMark) {
         self.samples.truncate(mark.samples);
-        for s in self.series.drain(mark.series.min(self.series.len())..) {
-            self.slots.remove(&s.tsid);
-        }
+        self.series.truncate(mark.series);
     }
 
     /// The series in slot order.
@@ -362,12 +390,23 @@ impl SampleBatch {
 impl LabelSeries {
     /// The series' encoded dimensions.
     pub(crate) fn dims(&self) -> &[u8] {
-        &self.dims
+        &self.0.dims
     }
 
     /// The name of the series' value column.
     pub(crate) fn value_column(&self) -> &'static str {
-        self.column.path()
+        self.0.column.path()
+    }
+
+    /// The series' value column as an index (`value`, `value_long`, `value_bool`,
+    /// `value_keyword`: 0 to 3), for a cache of column refs by kind.
+    pub(crate) fn value_slot(&self) -> usize {
+        match self.0.column {
+            ValueColumn::F64 => 0,
+            ValueColumn::I64 => 1,
+            ValueColumn::Bool => 2,
+            ValueColumn::Str => 3,
+        }
     }
 }
 
@@ -454,13 +493,14 @@ impl LabelPoints {
             .iter()
             .position(|f| f.path == column.path())
             .ok_or_else(|| Error::doc(column.path(), "missing from the label mapping"))?;
-        Ok(LabelSeries {
+        Ok(LabelSeries(Arc::new(SeriesInner {
             mapping: Arc::clone(&self.mapping),
             tsid,
             dims: self.dims_out.finish(),
             column,
             field: field as u32,
-        })
+            resolved: AtomicU64::new(0),
+        })))
     }
 
     /// The document of one sample: [`series`](Self::series), then
@@ -534,7 +574,7 @@ mod tests {
         first.push(&c, 1000, SampleValue::F64(9.0)).unwrap();
         first.truncate(mark);
         assert_eq!((first.len(), first.series_len()), (2, 1));
-        assert!(!first.contains_series(&c.tsid()));
+        assert!(!first.series_ids().any(|t| t == c.tsid()));
         let mut second = SampleBatch::new(true);
         second.push(&b, 1000, SampleValue::F64(7.0)).unwrap();
         second.push(&a, 1000, SampleValue::F64(1.5)).unwrap();
@@ -585,6 +625,50 @@ mod tests {
             })
             .unwrap();
         assert_eq!(res.total, 2);
+    }
+
+    #[test]
+    fn a_series_resolved_in_one_index_is_looked_up_again_in_another() {
+        let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut a = Index::create(da.path(), label_mapping().unwrap()).unwrap();
+        let mut b = Index::create(db.path(), label_mapping().unwrap()).unwrap();
+        let mut lp = LabelPoints::new().unwrap();
+        let f = SampleValue::F64(0.0);
+        let s1 = lp.series(&[("__name__", "one")], &f).unwrap();
+        let s2 = lp.series(&[("__name__", "two")], &f).unwrap();
+        let batch = |series: &[&LabelSeries]| {
+            let mut out = SampleBatch::new(true);
+            for s in series {
+                out.push(s, 1000, SampleValue::F64(1.0)).unwrap();
+            }
+            out
+        };
+        // In a, s1 gets the first ref; in b, s2 does, so the refs s1 carries from a
+        // would name s2 in b.
+        a.append_samples(&[&batch(&[&s1, &s2])]).unwrap();
+        b.append_samples(&[&batch(&[&s2])]).unwrap();
+        let t = b.append_samples(&[&batch(&[&s1, &s2])]).unwrap();
+        assert_eq!((t[0].created, t[0].duplicates), (1, 1));
+        let names = |index: &Index, name: &str| {
+            index
+                .query(&SearchRequest {
+                    filter: Filter::Terms {
+                        field: METRIC_NAME_LABEL.into(),
+                        values: vec![name.into()],
+                    },
+                    size: 10,
+                    ..SearchRequest::default()
+                })
+                .unwrap()
+                .total
+        };
+        assert_eq!((names(&b, "one"), names(&b, "two")), (1, 1));
+        // A reopened index is another index: its refs are looked up again.
+        b.close().unwrap();
+        let mut b = Index::open(db.path()).unwrap();
+        let t = b.append_samples(&[&batch(&[&s1, &s2])]).unwrap();
+        assert_eq!(t[0].duplicates, 2);
+        assert_eq!((names(&b, "one"), names(&b, "two")), (1, 1));
     }
 
     #[test]

@@ -23,6 +23,20 @@ type FastHash = FoldBuildHasher;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SeriesRef(pub(crate) u32);
 
+impl SeriesRef {
+    /// The ref as a number, for a caller that caches it beside its own key of the
+    /// series (and rebuilds it with [`from_u32`](Self::from_u32)).
+    pub fn as_u32(self) -> u32 {
+        self.0
+    }
+
+    /// A ref from [`as_u32`](Self::as_u32). A number the engine did not hand out is
+    /// rejected by the append that names it (`Rejection::UnknownRef`), never misread.
+    pub fn from_u32(n: u32) -> SeriesRef {
+        SeriesRef(n)
+    }
+}
+
 /// A metric or extra column registered with [`Engine::column`](crate::Engine::column).
 /// Valid for the engine that returned it, for as long as it is open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -103,7 +103,10 @@ impl Index {
     }
 
     /// The store's refs of the series in slot `at` of `batch` and of its value column
-    /// (registered on first sight), or why the index refuses the series.
+    /// (registered on first sight), or why the index refuses the series. A series this
+    /// index resolved before carries its ref (see [`LabelSeries`]): no lookup then.
+    ///
+    /// [`LabelSeries`]: crate::LabelSeries
     fn sample_refs(
         &mut self,
         batch: &SampleBatch,
@@ -113,22 +116,33 @@ impl Index {
         let Some(series) = batch.series().get(at) else {
             return Ok(Err("a sample of an unknown series slot".to_owned()));
         };
-        let tsid = series.tsid();
-        let series_ref = match self.engine.series_by_tsid(&tsid) {
-            Some(s) => s,
+        let series_ref = match series.resolved_in(self.id) {
+            Some(r) => SeriesRef::from_u32(r),
             None => {
-                if let Err(reason) = self.take_new_series() {
-                    return Ok(Err(reason));
-                }
-                match self.engine.series(tsid, decode_dims(series.dims())?) {
-                    Ok(s) => s,
-                    Err(tidemark_dedup::Error::Rejected { reason }) => {
-                        return Ok(Err(rejection_text(&reason)));
+                let tsid = series.tsid();
+                let r = match self.engine.series_by_tsid(&tsid) {
+                    Some(s) => s,
+                    None => {
+                        if let Err(reason) = self.take_new_series() {
+                            return Ok(Err(reason));
+                        }
+                        match self.engine.series(tsid, decode_dims(series.dims())?) {
+                            Ok(s) => s,
+                            Err(tidemark_dedup::Error::Rejected { reason }) => {
+                                return Ok(Err(rejection_text(&reason)));
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
                     }
-                    Err(e) => return Err(e.into()),
-                }
+                };
+                series.set_resolved(self.id, r.as_u32());
+                r
             }
         };
+        let slot = series.value_slot();
+        if let Some(Some(c)) = self.value_columns.get(slot) {
+            return Ok(Ok((series_ref, *c)));
+        }
         let kind = match value {
             SampleValue::F64(_) => ColumnKind::Gauge,
             SampleValue::I64(_) => ColumnKind::Counter,
@@ -136,7 +150,12 @@ impl Index {
             SampleValue::Str(_) => ColumnKind::Keyword,
         };
         match self.engine.column(series.value_column(), kind) {
-            Ok(c) => Ok(Ok((series_ref, c))),
+            Ok(c) => {
+                if let Some(cell) = self.value_columns.get_mut(slot) {
+                    *cell = Some(c);
+                }
+                Ok(Ok((series_ref, c)))
+            }
             Err(tidemark_dedup::Error::Rejected { reason }) => Ok(Err(rejection_text(&reason))),
             Err(e) => Err(e.into()),
         }
