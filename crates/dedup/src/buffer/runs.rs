@@ -46,6 +46,10 @@ pub(crate) enum Values {
     },
 }
 
+/// The most rows a late point may be inserted before in a sorted run (see
+/// `Run::insert_late`); further back, the run goes to the live map as before.
+const LATE_INSERT_MAX_SHIFT: usize = 64;
+
 /// The buffered points of one series, in arrival order.
 #[derive(Debug)]
 pub(crate) struct Run {
@@ -193,6 +197,40 @@ impl Run {
         }
     }
 
+    /// Puts a late point in its place in a sorted run, keeping the run sorted, when that
+    /// is cheap and safe: a dense run with no killed row, the point's columns the run's,
+    /// no row at that timestamp already, and at most [`LATE_INSERT_MAX_SHIFT`] rows after
+    /// it (a sender replaying a series backwards must not make each insert move the
+    /// whole run). `false`: nothing changed, the caller takes the map path.
+    fn insert_late(
+        &mut self,
+        ts: i64,
+        values: &[(u32, MetricValue)],
+        extras: &[(u32, Extra)],
+    ) -> bool {
+        if !self.sorted || self.dead != 0 || !extras.is_empty() || !self.ids.is_empty() {
+            return false;
+        }
+        let Values::Dense { cols, columns } = &mut self.values else {
+            return false;
+        };
+        if !same_columns(cols, values) {
+            return false;
+        }
+        let at = self.ts.partition_point(|&t| t < ts);
+        if self.ts.get(at) == Some(&ts) || self.ts.len() - at > LATE_INSERT_MAX_SHIFT {
+            return false;
+        }
+        if columns.iter().any(|c| c.len() != self.ts.len()) {
+            return false;
+        }
+        self.ts.insert(at, ts);
+        for (col, &(_, v)) in columns.iter_mut().zip(values) {
+            col.insert(at, v);
+        }
+        true
+    }
+
     /// Adds a row's values (its timestamp, liveness and id are the caller's).
     /// `room`: the rows to make room for at a fill's first point.
     fn push_values(&mut self, values: &[(u32, MetricValue)], extras: &[(u32, Extra)], room: usize) {
@@ -301,6 +339,8 @@ pub(crate) struct Buffer {
     /// The indexes of `runs[..order.len()]` in tsid order (runs created since the last
     /// clear come after them).
     order: Vec<u32>,
+    /// Late points put in their place in a sorted run (none of them in `map`).
+    late_inserts: u64,
 }
 
 impl Default for Buffer {
@@ -311,6 +351,7 @@ impl Default for Buffer {
             rows: 0,
             live: 0,
             map: HashMap::default(),
+            late_inserts: 0,
             room: MIN_ROOM,
             measured: false,
             budget: 0,
@@ -411,7 +452,14 @@ impl Buffer {
             return;
         };
         let event = matches!(key, Key::Event(_));
-        if run.sorted && (event || run.ts.last().is_some_and(|&last| ts <= last)) {
+        let late = run.ts.last().is_some_and(|&last| ts <= last);
+        if late && !event && run.insert_late(ts, values, extras) {
+            self.late_inserts += 1;
+            self.rows += 1;
+            self.live += 1;
+            return;
+        }
+        if run.sorted && (event || late) {
             // From here on the run's live points are found through the map.
             run.sorted = false;
             for (off, &t) in run.ts.iter().enumerate() {
@@ -705,5 +753,47 @@ mod tests {
             .find(|r| r.series == 9)
             .map(|r| r.ts.capacity());
         assert!(run.is_some_and(|c| (20..40).contains(&c)), "{run:?}");
+    }
+    /// A late point goes to its place in a sorted run (found by binary search, nothing
+    /// in the map); one too far back, at a timestamp already held, or after a kill
+    /// flips the run to the map as before, and every point is still found.
+    #[test]
+    fn late_points_keep_a_run_sorted_when_cheap() {
+        let mut b = Buffer::default();
+        let v = |x: f64| [(0u32, MetricValue::Gauge(x))];
+        for t in [10i64, 20, 30, 40] {
+            b.push(Key::Point(1, t), 1, &tsid(1), t, &v(t as f64), &[]);
+        }
+        b.push(Key::Point(1, 25), 1, &tsid(1), 25, &v(25.0), &[]);
+        b.push(Key::Point(1, 5), 1, &tsid(1), 5, &v(5.0), &[]);
+        assert_eq!(b.late_inserts, 2);
+        let run = &b.runs[0];
+        assert!(run.sorted && b.map.is_empty());
+        assert_eq!(run.ts, [5, 10, 20, 25, 30, 40]);
+        let mut out = Vec::new();
+        for (off, &t) in run.ts.iter().enumerate() {
+            run.metrics_into(off, &mut out);
+            assert_eq!(out, v(t as f64), "row {off}");
+            assert!(b.lookup(&Key::Point(1, t)).is_some());
+        }
+        // Further back than the shift bound: the map path.
+        let mut far = Buffer::default();
+        for t in 0..=(LATE_INSERT_MAX_SHIFT as i64 + 1) {
+            far.push(Key::Point(2, 10 + t), 2, &tsid(2), 10 + t, &v(1.0), &[]);
+        }
+        far.push(Key::Point(2, 0), 2, &tsid(2), 0, &v(1.0), &[]);
+        assert_eq!(far.late_inserts, 0);
+        assert!(!far.runs[0].sorted);
+        for t in std::iter::once(0).chain(10..=(LATE_INSERT_MAX_SHIFT as i64 + 11)) {
+            assert!(far.lookup(&Key::Point(2, t)).is_some(), "{t}");
+        }
+        // After a kill: the map path.
+        b.kill(&Key::Point(1, 20));
+        b.push(Key::Point(1, 15), 1, &tsid(1), 15, &v(15.0), &[]);
+        assert_eq!(b.late_inserts, 2);
+        assert!(!b.runs[0].sorted);
+        assert!(b.lookup(&Key::Point(1, 15)).is_some());
+        assert!(b.lookup(&Key::Point(1, 20)).is_none());
+        assert_eq!(b.len(), 6);
     }
 }
