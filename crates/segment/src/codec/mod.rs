@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use crate::error::{Error, Place, Result};
 use crate::le::Reader;
 
+mod alp;
 mod counters;
 mod extras;
 mod gauges;
@@ -21,6 +22,7 @@ mod planes;
 mod presence;
 mod timestamps;
 
+pub use alp::{ENC_ALP, ENC_ALP_DELTA};
 pub use counters::{
     ENC_DELTA, ENC_DELTA_PLANES, ENC_DELTA_SPLIT, ENC_DOD, counter_candidates,
     counter_candidates_fast,
@@ -60,7 +62,23 @@ pub fn encoding_name(code: u8) -> &'static str {
         ENC_RAW64_PLANES => "raw64-planes",
         ENC_XOR_PLANES => "xor-planes",
         ENC_DELTA_PLANES => "delta-planes",
+        ENC_ALP => "alp",
+        ENC_ALP_DELTA => "alp-delta",
         _ => "unknown",
+    }
+}
+
+/// The decoded header fields of a metric block's values (starting at their encoding
+/// byte), for `dump`: empty for the encodings whose header is the byte alone.
+pub fn describe_values(values: &[u8]) -> String {
+    match values.split_first() {
+        Some((&enc, body)) if enc == ENC_ALP || enc == ENC_ALP_DELTA => {
+            match alp::describe(enc, body) {
+                Ok(s) => format!(" ({s})"),
+                Err(e) => format!(" (error: {e})"),
+            }
+        }
+        _ => String::new(),
     }
 }
 
@@ -192,8 +210,12 @@ pub fn decode_values(r: &mut Reader<'_>, count: usize) -> Result<(u8, Values)> {
     let enc = r.u8()?;
     // Each value takes at least one byte, so a count beyond the input is corrupt (coded
     // planes excepted: a constant plane takes two bytes for any count, and callers bound
-    // `count` by the block's rows).
-    let planes = matches!(enc, ENC_RAW64_PLANES | ENC_XOR_PLANES | ENC_DELTA_PLANES);
+    // `count` by the block's rows; so is ALP's frame of reference, whose integers take
+    // no byte at all when they are all equal).
+    let planes = matches!(
+        enc,
+        ENC_RAW64_PLANES | ENC_XOR_PLANES | ENC_DELTA_PLANES | ENC_ALP
+    );
     if !planes && count > r.remaining() {
         return Err(Error::corrupt(
             r.place(),
@@ -208,6 +230,7 @@ pub fn decode_values(r: &mut Reader<'_>, count: usize) -> Result<(u8, Values)> {
         | ENC_INT_DELTA_SPLIT | ENC_RAW64_PLANES | ENC_XOR_PLANES => {
             Values::Gauge(gauges::decode(r, enc, count)?)
         }
+        ENC_ALP | ENC_ALP_DELTA => Values::Gauge(alp::decode(r, enc, count)?),
         other => return Err(unknown_encoding(r, other)),
     };
     Ok((enc, values))
@@ -278,6 +301,15 @@ mod tests {
         best.unwrap_or_default()
     }
 
+    /// The smaller of the ALP layouts, frame of reference on a tie.
+    fn smallest_alp(cands: Vec<Vec<u8>>) -> Option<Vec<u8>> {
+        if cands.is_empty() {
+            None
+        } else {
+            Some(smallest(cands))
+        }
+    }
+
     proptest::proptest! {
         /// A fast write sizes the cheap encodings and encodes only the smallest: the bytes
         /// of the smallest of them encoded in full, for counters and for gauges (integer
@@ -304,8 +336,11 @@ mod tests {
 
             let gauges: Vec<f64> = steps.iter().map(|&s| s as f64 * scale).collect();
             let full = gauge_candidates(&gauges, &mut comp).unwrap();
-            let mut cheap = vec![full[1].clone()];
-            cheap.extend(full.get(6).cloned());
+            // The cheap ones in the fast path's tie order: XOR, integer deltas, then the
+            // smaller ALP layout (frame of reference first).
+            let by_enc = |enc: u8| full.iter().filter(move |c| c.first() == Some(&enc)).cloned();
+            let mut cheap: Vec<Vec<u8>> = by_enc(ENC_XOR).chain(by_enc(ENC_INT_DELTA)).collect();
+            cheap.extend(smallest_alp(by_enc(ENC_ALP).chain(by_enc(ENC_ALP_DELTA)).collect()));
             let fast = gauges::gauge_candidates_fast(&gauges);
             proptest::prop_assert_eq!(fast.len(), 1);
             proptest::prop_assert_eq!(&fast[0], &smallest(cheap));
