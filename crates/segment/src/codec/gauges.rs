@@ -29,7 +29,7 @@ pub const ENC_RAW64_PLANES: u8 = 11;
 /// Gauge: XOR words as 8 separately coded byte planes.
 pub const ENC_XOR_PLANES: u8 = 12;
 
-fn encode_xor(values: &[f64], out: &mut Vec<u8>) {
+pub(super) fn encode_xor(values: &[f64], out: &mut Vec<u8>) {
     out.push(ENC_XOR);
     // At most 9 bytes a value. Each value's 8 payload bytes are written whole (one store,
     // not a variable-length copy) and the cursor moves past the bytes that count; the
@@ -83,7 +83,7 @@ fn xors(values: &[f64]) -> impl Iterator<Item = u64> + '_ {
     })
 }
 
-fn xor_words(values: &[f64]) -> Vec<u64> {
+pub(super) fn xor_words(values: &[f64]) -> Vec<u64> {
     xors(values).collect()
 }
 

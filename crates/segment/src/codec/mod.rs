@@ -38,6 +38,152 @@ pub use timestamps::{
     encode_timestamps_grid,
 };
 
+/// The gauge value encodings one at a time, for benchmarks and tools: the writer
+/// itself tries every applicable one per block and keeps the smallest stored block.
+pub mod gauge_codec {
+    use super::{BlockCompressor, Values, alp, decode_values, gauges, planes};
+    use crate::error::{Error, Place, Result};
+    use crate::le::Reader;
+
+    /// One gauge value encoding.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum GaugeEncoding {
+        /// Raw 8-byte `f64` bits.
+        Raw64,
+        /// XOR with the previous value's bits, byte-trimmed.
+        Xor,
+        /// Raw bits as 8 byte planes.
+        Raw64Split,
+        /// XOR words as 8 byte planes.
+        XorSplit,
+        /// Raw bits as 8 separately coded (raw, constant or zstd level 3) planes.
+        Raw64Planes,
+        /// XOR words as 8 separately coded planes.
+        XorPlanes,
+        /// ALP integers, frame of reference and bit-packed.
+        Alp,
+        /// ALP integers as zigzag varint deltas.
+        AlpDelta,
+    }
+
+    impl GaugeEncoding {
+        /// The encoding's name, as `dump` prints it.
+        pub fn name(self) -> &'static str {
+            super::encoding_name(self.code())
+        }
+
+        /// The encoding byte.
+        pub fn code(self) -> u8 {
+            match self {
+                GaugeEncoding::Raw64 => gauges::ENC_RAW64,
+                GaugeEncoding::Xor => gauges::ENC_XOR,
+                GaugeEncoding::Raw64Split => gauges::ENC_RAW64_SPLIT,
+                GaugeEncoding::XorSplit => gauges::ENC_XOR_SPLIT,
+                GaugeEncoding::Raw64Planes => gauges::ENC_RAW64_PLANES,
+                GaugeEncoding::XorPlanes => gauges::ENC_XOR_PLANES,
+                GaugeEncoding::Alp => alp::ENC_ALP,
+                GaugeEncoding::AlpDelta => alp::ENC_ALP_DELTA,
+            }
+        }
+    }
+
+    /// `values` in encoding `enc` (encoding byte first); `None` when the encoding does
+    /// not apply (ALP with more than half the values exceptions).
+    ///
+    /// # Errors
+    /// A zstd failure of the plane encodings.
+    pub fn encode_gauges(values: &[f64], enc: GaugeEncoding) -> Result<Option<Vec<u8>>> {
+        let bits = || values.iter().map(|v| v.to_bits()).collect::<Vec<u64>>();
+        let mut out = Vec::with_capacity(values.len() * 8 + 16);
+        match enc {
+            GaugeEncoding::Raw64 => {
+                out.push(gauges::ENC_RAW64);
+                for v in values {
+                    out.extend_from_slice(&v.to_bits().to_le_bytes());
+                }
+            }
+            GaugeEncoding::Xor => gauges::encode_xor(values, &mut out),
+            GaugeEncoding::Raw64Split => {
+                out.push(gauges::ENC_RAW64_SPLIT);
+                planes::put_planes(&bits(), &mut out);
+            }
+            GaugeEncoding::XorSplit => {
+                out.push(gauges::ENC_XOR_SPLIT);
+                planes::put_planes(&gauges::xor_words(values), &mut out);
+            }
+            GaugeEncoding::Raw64Planes | GaugeEncoding::XorPlanes => {
+                let mut comp = BlockCompressor::new(3)?;
+                let words = if enc == GaugeEncoding::Raw64Planes {
+                    bits()
+                } else {
+                    gauges::xor_words(values)
+                };
+                out = planes::put_coded_planes(&words, enc.code(), &mut comp)?;
+            }
+            GaugeEncoding::Alp | GaugeEncoding::AlpDelta => {
+                let Some(t) = alp::transform(values) else {
+                    return Ok(None);
+                };
+                if enc == GaugeEncoding::Alp {
+                    alp::encode_for(&t, &mut out);
+                } else {
+                    alp::encode_delta(&t, &mut out);
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Decodes `count` gauge values written by [`encode_gauges`] (any gauge encoding).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] or [`Error::Truncated`] for input no encoder wrote, trailing
+    /// bytes included.
+    pub fn decode_gauges(bytes: &[u8], count: usize) -> Result<Vec<f64>> {
+        let mut r = Reader::new(bytes, Place::Meta);
+        let (_, values) = decode_values(&mut r, count)?;
+        if !r.is_empty() {
+            return Err(Error::corrupt(r.place(), "trailing bytes after the values"));
+        }
+        match values {
+            Values::Gauge(v) => Ok(v),
+            Values::Counter(_) => Err(Error::corrupt(r.place(), "a counter encoding")),
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn every_encoding_round_trips_and_trailing_bytes_are_refused() {
+            let values = [21.37, 21.5, f64::NAN, -0.0, 1e300, 22.0, 21.99];
+            let all = [
+                GaugeEncoding::Raw64,
+                GaugeEncoding::Xor,
+                GaugeEncoding::Raw64Split,
+                GaugeEncoding::XorSplit,
+                GaugeEncoding::Raw64Planes,
+                GaugeEncoding::XorPlanes,
+                GaugeEncoding::Alp,
+                GaugeEncoding::AlpDelta,
+            ];
+            for enc in all {
+                let mut bytes = encode_gauges(&values, enc).unwrap().unwrap();
+                assert_eq!(bytes[0], enc.code(), "{}", enc.name());
+                let back = decode_gauges(&bytes, values.len()).unwrap();
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&back), bits(&values), "{}", enc.name());
+                bytes.push(0);
+                assert!(decode_gauges(&bytes, values.len()).is_err());
+            }
+            // ALP does not apply when most values are exceptions.
+            let noisy: Vec<f64> = (1..50).map(|i| (f64::from(i) * 0.7).sin()).collect();
+            assert!(encode_gauges(&noisy, GaugeEncoding::Alp).unwrap().is_none());
+        }
+    }
+}
+
 /// Block codec: the body is stored as is.
 pub const CODEC_RAW: u8 = 0;
 /// Block codec: the body is one zstd frame.
