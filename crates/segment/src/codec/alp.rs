@@ -53,6 +53,10 @@ const SWEET: f64 = 6_755_399_441_055_744.0;
 /// exact only below it.
 const ENCODE_LIMIT: f64 = 2_251_799_813_685_248.0;
 
+/// The bits of [`SWEET`]: adding an integer below `2^51` in magnitude to them gives the
+/// bits of `SWEET + integer`, so subtracting `SWEET` again converts it to `f64` exactly.
+const MAGIC_BITS: u64 = 0x4338_0000_0000_0000;
+
 /// Values sampled from a block in the first round of the exponent search (every
 /// combination is tried on them).
 const FIRST_SAMPLES: usize = 8;
@@ -248,10 +252,47 @@ pub(crate) fn transform(values: &[f64]) -> Option<Transformed> {
         let (a, b) = encoded_sizes(t);
         a.min(b)
     };
-    match (first, transform_with(values, divide)) {
-        (Some(a), Some(b)) => Some(if size(&b) < size(&a) { b } else { a }),
-        (a, b) => a.or(b),
+    let mut best = first;
+    // The sample may have missed the values with the most decimals: the exponent the
+    // values that fail need, tried too.
+    let needed = needed_divide_exponent(values, multiply);
+    for exp in [Some(divide), needed].into_iter().flatten() {
+        if let Some(t) = transform_with(values, exp)
+            && best.as_ref().is_none_or(|b| size(&t) < size(b))
+        {
+            best = Some(t);
+        }
     }
+    best
+}
+
+/// The dividing exponent that brings back the first few values that fail under `exp`
+/// (the largest any of them needs), or `None` when none of them comes back under any.
+fn needed_divide_exponent(values: &[f64], exp: Exponents) -> Option<Exponents> {
+    let (enc, dec) = (exp.encode_factors()?, exp.scale()?);
+    let mut needed: Option<u8> = None;
+    for &v in values
+        .iter()
+        .filter(|&&v| encode_one(v, enc, dec).is_none())
+        .take(16)
+    {
+        let e = (0..=MAX_EXPONENT).find(|&e| {
+            let exp = Exponents {
+                e,
+                f: 0,
+                divide: true,
+            };
+            matches!((exp.encode_factors(), exp.scale()), (Some(enc), Some(dec)) if encode_one(v, enc, dec).is_some())
+        });
+        if let Some(e) = e {
+            needed = Some(needed.map_or(e, |n| n.max(e)));
+        }
+    }
+    needed.map(|e| Exponents {
+        e,
+        f: 0,
+        divide: true,
+    })
 }
 
 /// Transforms `values` under `exp`; `None` when more than half are exceptions.
@@ -312,6 +353,19 @@ fn put_header(t: &Transformed, out: &mut Vec<u8>) {
     }
 }
 
+/// Whether a frame of `base` and `width` keeps every integer it can hold below `2^51`
+/// in magnitude, what the decoder's integer-to-float conversion needs; the writer
+/// stores no `alp` body whose frame does not (`alp-delta` remains).
+fn frame_fits(base: i64, width: u32) -> bool {
+    let top = 1i64 << 51;
+    width <= 51
+        && base > -top
+        && base < top
+        && base
+            .checked_add((1i64 << width) - 1)
+            .is_some_and(|max| max < top)
+}
+
 /// The bit width of offsets from `lo` up to `hi`.
 fn width_of(lo: i64, hi: i64) -> u32 {
     64 - (hi.wrapping_sub(lo) as u64).leading_zeros()
@@ -346,7 +400,8 @@ pub(crate) fn encode_delta(t: &Transformed, out: &mut Vec<u8>) {
 }
 
 /// The lengths of [`encode_for`]'s and [`encode_delta`]'s output for `t`, without
-/// encoding.
+/// encoding (`usize::MAX` for a frame of reference that does not fit, see
+/// [`frame_fits`]).
 pub(crate) fn encoded_sizes(t: &Transformed) -> (usize, usize) {
     let mut header = 4 + varint_len(t.exceptions.len() as u64) + 8 * t.exceptions.len();
     let mut next = 0u64;
@@ -356,8 +411,13 @@ pub(crate) fn encoded_sizes(t: &Transformed) -> (usize, usize) {
     }
     let lo = t.ints.iter().copied().min().unwrap_or(0);
     let hi = t.ints.iter().copied().max().unwrap_or(0);
-    let packed = (t.ints.len() * width_of(lo, hi) as usize).div_ceil(8);
-    let for_len = header + varint_len(zigzag(lo)) + 1 + packed;
+    let width = width_of(lo, hi);
+    let packed = (t.ints.len() * width as usize).div_ceil(8);
+    let for_len = if frame_fits(lo, width) {
+        header + varint_len(zigzag(lo)) + 1 + packed
+    } else {
+        usize::MAX
+    };
     let mut prev = 0i64;
     let deltas: usize = t
         .ints
@@ -400,11 +460,11 @@ fn unpack_into(
     count: usize,
     width: u32,
     base: i64,
-    scale: impl Fn(i64) -> f64,
+    scale: impl Fn(f64) -> f64,
     out: &mut Vec<f64>,
 ) -> Result<()> {
     if width == 0 {
-        out.resize(out.len() + count, scale(base));
+        out.resize(out.len() + count, scale(base as f64));
         return Ok(());
     }
     let len = count
@@ -427,28 +487,72 @@ fn unpack_into(
             .and_then(|b| <[u8; 8]>::try_from(b).ok())
             .map_or(0, u64::from_le_bytes)
     };
-    out.reserve(count);
-    if width <= 56 {
-        for i in 0..count {
-            let bit = i * width as usize;
-            let v = (word(bit / 8) >> (bit % 8)) & mask;
-            out.push(scale(base.wrapping_add(v as i64)));
-        }
-    } else {
-        for i in 0..count {
-            let bit = i * width as usize;
-            let (at, shift) = (bit / 8, (bit % 8) as u32);
-            // The bits past the first word's end (only when the value is not aligned).
-            let hi = if shift == 0 {
-                0
-            } else {
-                word(at + 8) << (64 - shift)
-            };
-            let v = ((word(at) >> shift) | hi) & mask;
-            out.push(scale(base.wrapping_add(v as i64)));
-        }
+    let start = out.len();
+    out.resize(start + count, 0.0);
+    let dst = out.get_mut(start..).unwrap_or(&mut []);
+    let width = width as usize;
+    // Two passes: the offsets' bits into the output slots (as the integer bits of the
+    // `f64` `2^52 × 1.5 + base + offset`, which `decode` checked stays below `2^51` in
+    // magnitude), then a loop without a data-dependent index that subtracts the magic
+    // number (an exact integer-to-float conversion) and scales: it vectorises.
+    let magic = MAGIC_BITS.wrapping_add(base as u64);
+    // Whole groups of 8 values (exactly `width` bytes) by a loop specialised for the
+    // width, then the rest value by value. `decode` checked `width <= 51`, so a value
+    // starts at a shift below 8 in some byte and one 8-byte word read holds it.
+    let groups = count / 8;
+    let done = unpack_groups(width, &padded, dst, magic);
+    debug_assert!(done == 0 || done == groups * 8);
+    let mut bit = done * width;
+    for slot in dst.iter_mut().skip(done) {
+        let v = (word(bit >> 3) >> (bit & 7)) & mask;
+        *slot = f64::from_bits(magic.wrapping_add(v));
+        bit += width;
+    }
+    for slot in dst.iter_mut() {
+        *slot = scale(*slot - SWEET);
     }
     Ok(())
+}
+
+/// Unpacks the whole groups of 8 values of `padded` (`width` bytes each) into `dst` as
+/// the bits of `magic + offset` with a loop specialised for `width`, and returns how many
+/// values it wrote (0 for a width it has no loop for).
+fn unpack_groups(width: usize, padded: &[u8], dst: &mut [f64], magic: u64) -> usize {
+    macro_rules! dispatch {
+        ($($w:literal)*) => {
+            match width {
+                $($w => unpack_fixed::<$w>(padded, dst, magic),)*
+                _ => 0,
+            }
+        };
+    }
+    dispatch!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29
+        30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51)
+}
+
+/// [`unpack_groups`] for width `W`: with `W` a constant, each of the 8 values of a group
+/// sits at a constant byte and shift of its group's window (`W` bytes and the 8 after
+/// them, which the padding of `padded` guarantees), so the reads need no check at run
+/// time and the loop is straight-line code.
+fn unpack_fixed<const W: usize>(padded: &[u8], dst: &mut [f64], magic: u64) -> usize {
+    let mask = (1u64 << W) - 1;
+    let mut n = 0;
+    for (g, out) in dst.chunks_exact_mut(8).enumerate() {
+        let Some(window) = padded.get(g * W..g * W + W + 8) else {
+            break;
+        };
+        for (j, slot) in out.iter_mut().enumerate() {
+            let bit = j * W;
+            let at = bit / 8;
+            let word = window
+                .get(at..at + 8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map_or(0, u64::from_le_bytes);
+            *slot = f64::from_bits(magic.wrapping_add((word >> (bit % 8)) & mask));
+        }
+        n += 8;
+    }
+    n
 }
 
 /// Reads the header: exponents (checked) and the exceptions, whose positions must
@@ -510,18 +614,21 @@ pub(crate) fn decode(r: &mut Reader<'_>, enc: u8, count: usize) -> Result<Vec<f6
     if enc == ENC_ALP {
         let base = r.zigzag()?;
         let width = u32::from(r.u8()?);
-        if width > 64 {
+        // Every integer the writer stores is below 2^51 in magnitude (the encoder's
+        // limit), so the base, the width and the largest offset must keep them there;
+        // the decoder's integer-to-float conversion and unpacking rely on it.
+        if !frame_fits(base, width) {
             return Err(Error::corrupt(
                 r.place(),
-                format!("alp bit width {width}, expected at most 64"),
+                format!("alp base {base} and width {width} exceed 2^51"),
             ));
         }
         match scale {
             Scale::Multiply(up, down) => {
-                unpack_into(r, count, width, base, |d| d as f64 * up * down, &mut out)?;
+                unpack_into(r, count, width, base, |d| d * up * down, &mut out)?;
             }
             Scale::Divide(up, div) => {
-                unpack_into(r, count, width, base, |d| d as f64 * up / div, &mut out)?;
+                unpack_into(r, count, width, base, |d| d * up / div, &mut out)?;
             }
         }
     } else {
@@ -616,6 +723,36 @@ mod tests {
     }
 
     #[test]
+    fn every_width_unpacks_in_groups_and_in_the_tail() {
+        for width in 0..=51u32 {
+            for n in [1usize, 7, 8, 9, 63, 64, 65, 200] {
+                let hi = if width == 0 { 0 } else { (1i64 << width) - 1 };
+                let base = -(1i64 << 50) + 3;
+                let ints: Vec<i64> = (0..n as i64)
+                    .map(|i| base + (i * 7919) % (hi + 1))
+                    .collect();
+                let mut ints = ints;
+                if let Some(last) = ints.last_mut() {
+                    *last = base + hi;
+                }
+                let t = Transformed {
+                    exp: Exponents::default(),
+                    ints: ints.clone(),
+                    exceptions: Vec::new(),
+                };
+                let mut body = Vec::new();
+                encode_for(&t, &mut body);
+                let mut r = Reader::new(&body, Place::Meta);
+                let enc = r.u8().unwrap();
+                let got = decode(&mut r, enc, n).unwrap();
+                assert!(r.is_empty());
+                let want: Vec<f64> = ints.iter().map(|&d| d as f64).collect();
+                assert_eq!(got, want, "width {width} n {n}");
+            }
+        }
+    }
+
+    #[test]
     fn special_values_are_exceptions_and_round_trip() {
         let stale = f64::from_bits(0x7ff0_0000_0000_0002);
         let mut values: Vec<f64> = (0..64).map(|i| f64::from(i) * 0.5).collect();
@@ -665,9 +802,37 @@ mod tests {
 
     #[test]
     fn wide_integers_round_trip() {
+        // Integers spanning 2^52: no frame of reference fits below 2^51 (here the two
+        // wide ones are cheaper as exceptions).
         let values = [-2_251_799_813_685_247.0, 2_251_799_813_685_247.0, 0.0, 1.0];
         let cands = round_trip(&values);
         assert!(!cands.is_empty());
+        let t = transform_with(
+            &values,
+            Exponents {
+                e: 0,
+                f: 0,
+                divide: false,
+            },
+        )
+        .unwrap();
+        assert!(t.exceptions.is_empty());
+        assert_eq!(encoded_sizes(&t).0, usize::MAX);
+        // A frame reaching 2^51 is refused: base 2^51 - 1 (zigzag 2^52 - 2), width 1.
+        let mut body = vec![ENC_ALP, 0, 0, 0, 0];
+        crate::le::put_varint(&mut body, (1u64 << 52) - 2);
+        body.extend_from_slice(&[1, 0]);
+        let mut r = Reader::new(&body, Place::Meta);
+        r.u8().unwrap();
+        assert!(decode(&mut r, ENC_ALP, 1).is_err());
+        let n = body.len();
+        body[n - 2] = 0;
+        let mut r = Reader::new(&body, Place::Meta);
+        r.u8().unwrap();
+        assert_eq!(
+            decode(&mut r, ENC_ALP, 1).unwrap(),
+            [2_251_799_813_685_247.0]
+        );
         let values = [1e18, -1e18, 5e17, 3.0];
         round_trip(&values);
         round_trip(&[]);

@@ -88,7 +88,8 @@ pub mod gauge_codec {
     }
 
     /// `values` in encoding `enc` (encoding byte first); `None` when the encoding does
-    /// not apply (ALP with more than half the values exceptions).
+    /// not apply (ALP with more than half the values exceptions, or `alp` with integers
+    /// spanning more than 2^51).
     ///
     /// # Errors
     /// A zstd failure of the plane encodings.
@@ -124,6 +125,9 @@ pub mod gauge_codec {
                 let Some(t) = alp::transform(values) else {
                     return Ok(None);
                 };
+                if enc == GaugeEncoding::Alp && alp::encoded_sizes(&t).0 == usize::MAX {
+                    return Ok(None);
+                }
                 if enc == GaugeEncoding::Alp {
                     alp::encode_for(&t, &mut out);
                 } else {
