@@ -4,7 +4,8 @@
 //! Most gauges are decimals written with few digits (`21.37`, `12.5`) and sent as
 //! doubles. For a block, ALP picks an exponent `e` and a factor `f` (`0 ≤ f ≤ e ≤ 18`)
 //! by sampling, and stores each value as the integer `d = round(v × 10^e × 10^-f)`; the
-//! decoder computes `d × 10^f × 10^-e` with the same two `f64` constants. A value whose
+//! decoder computes `d × 10^f × 10^-e` with the same two `f64` constants, or, in a block
+//! whose mode says so, `d × 10^f / 10^e` (see [`Scale`] for why). A value whose
 //! decoded bits differ from the original in any bit (full-precision doubles, NaN of any
 //! payload, ±Inf, -0.0, the Prometheus stale marker) is an *exception*: its position and
 //! its 8 raw bytes are stored beside the integers, and its integer slot holds the
@@ -17,7 +18,8 @@
 //!   block of slowly moving series better than one frame for all of them.
 //!
 //! The layout after the encoding byte (`docs/format.md` has the box diagram):
-//! `e u8 | f u8 | exceptions varint | positions varint… | values 8 B LE… | integers`.
+//! `e u8 | f u8 | mode u8 | exceptions varint | positions varint… | values 8 B LE… |
+//! integers`.
 //! Every field is checked on decode; nothing read is trusted for an index or a length
 //! before it is bounded.
 
