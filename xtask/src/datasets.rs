@@ -161,7 +161,9 @@ fn mapping(ds: &Dataset) -> Value {
             "mode": "events",
             "fingerprint": { "fields": schema.fingerprint, "method": "sha256" }
         }),
-        DatasetKind::K8s | DatasetKind::Otel => json!({ "mode": "time_series" }),
+        DatasetKind::K8s | DatasetKind::Otel | DatasetKind::Host => {
+            json!({ "mode": "time_series" })
+        }
     };
     json!({
         "settings": { "index": index },

@@ -172,8 +172,8 @@ pub(crate) fn parse_args(args: &[String]) -> Result<Args> {
             other => bail!("unknown option {other:?}"),
         }
     }
-    if !matches!(a.dataset.as_str(), "k8s" | "otel") {
-        bail!("--dataset is k8s or otel");
+    if !matches!(a.dataset.as_str(), "k8s" | "otel" | "host") {
+        bail!("--dataset is k8s, otel or host");
     }
     let (dp, ds) = match (a.dataset.as_str(), small) {
         (_, true) => (3_000, 50),

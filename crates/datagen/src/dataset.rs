@@ -19,6 +19,10 @@ pub enum DatasetKind {
     /// Security and log events with no natural key: message text, source ip, user,
     /// action, outcome; second-precision timestamps shared by many events of a host.
     Events,
+    /// Host and IoT sensor metrics as agents report them: 5 gauges written with 1 to 3
+    /// decimals (CPU %, load, temperature, humidity, memory GB) and 3 integer counters
+    /// per document, 10 s interval.
+    Host,
 }
 
 /// How a metric behaves.
@@ -443,6 +447,19 @@ const OTEL_METRICS: [OtelMetric; 8] = [
     },
 ];
 
+const HOST_METRICS: [(&str, MetricKind); 8] = [
+    ("host.cpu.user_pct", MetricKind::Gauge),
+    ("host.load.1m", MetricKind::Gauge),
+    ("sensor.temperature_c", MetricKind::Gauge),
+    ("sensor.humidity_pct", MetricKind::Gauge),
+    ("host.memory.used_gb", MetricKind::Gauge),
+    ("host.network.rx_bytes", MetricKind::Counter),
+    ("host.disk.write_ops", MetricKind::Counter),
+    ("host.uptime_s", MetricKind::Counter),
+];
+
+const HOST_DIMS: [&str; 3] = ["host.name", "host.region", "host.role"];
+
 /// Series per OTel resource (sum of the attribute sets above).
 const OTEL_VARIANTS: u32 = 35;
 
@@ -601,25 +618,50 @@ impl Dataset {
         }
     }
 
-    /// A dataset by name (`k8s`, `otel` or `events`).
+    /// The host/IoT metrics dataset: `series` hosts (default 1,000), one document of 8
+    /// metrics per host every 10 s (default one hour). Gauges are decimals as an agent
+    /// prints them (`(x × 10^k).round() / 10^k`, k = 1 to 3), so each is the `f64` that
+    /// parsing its text gives.
+    pub fn host(options: Options) -> Dataset {
+        let series = options.series.unwrap_or(1_000);
+        let points = options.points.unwrap_or(u64::from(series) * 360);
+        Dataset {
+            kind: DatasetKind::Host,
+            schema: Schema {
+                name: "host",
+                timestamp_field: "@timestamp",
+                interval_millis: 10_000,
+                dimensions: HOST_DIMS.to_vec(),
+                metrics: HOST_METRICS.to_vec(),
+                fields: Vec::new(),
+                fingerprint: Vec::new(),
+            },
+            options,
+            series,
+            points,
+        }
+    }
+
+    /// A dataset by name (`k8s`, `otel`, `events` or `host`).
     pub fn by_name(name: &str, options: Options) -> Option<Dataset> {
         match name {
             "k8s" => Some(Dataset::k8s(options)),
             "otel" => Some(Dataset::otel(options)),
             "events" => Some(Dataset::events(options)),
+            "host" => Some(Dataset::host(options)),
             _ => None,
         }
     }
 
     /// The dataset names [`Dataset::by_name`] knows.
-    pub const NAMES: [&'static str; 3] = ["k8s", "otel", "events"];
+    pub const NAMES: [&'static str; 4] = ["k8s", "otel", "events", "host"];
 
     /// Documents per interval of the whole dataset: the series count for the metric
     /// datasets (one document per series), the events per second for `events`. Retries
     /// and late documents are delayed by up to two intervals' worth of documents.
     pub fn docs_per_interval(&self) -> u64 {
         match self.kind {
-            DatasetKind::K8s | DatasetKind::Otel => u64::from(self.series),
+            DatasetKind::K8s | DatasetKind::Otel | DatasetKind::Host => u64::from(self.series),
             DatasetKind::Events => events_per_second(self.series),
         }
     }
@@ -705,7 +747,7 @@ impl Dataset {
             tidemark_tsid::TsidBuilder::new().dimensions(self.schema.dimensions.iter().copied());
         match self.kind {
             DatasetKind::Events => builder.metric_names(tidemark_tsid::MetricNames::Off),
-            DatasetKind::K8s | DatasetKind::Otel => builder,
+            DatasetKind::K8s | DatasetKind::Otel | DatasetKind::Host => builder,
         }
         .build()
     }
@@ -715,6 +757,8 @@ impl Dataset {
 struct SeriesState {
     a: f64,
     b: f64,
+    c: f64,
+    d: f64,
     rate1: f64,
     rate2: f64,
     limit: f64,
@@ -778,6 +822,7 @@ impl Records {
                 DatasetKind::K8s => k8s_series(s, h, &mut rng),
                 DatasetKind::Otel => otel_series(s, h, seed, &mut rng),
                 DatasetKind::Events => event_host(s, h),
+                DatasetKind::Host => host_series(s, h, &mut rng),
             };
             dims.push(d);
             state.push(st);
@@ -819,6 +864,7 @@ impl Records {
         let metrics = match self.ds.kind {
             DatasetKind::K8s => k8s_step(&mut st, rng),
             DatasetKind::Otel => otel_step(s, &mut st, rng),
+            DatasetKind::Host => host_step(&mut st, rng),
             DatasetKind::Events => Vec::new(),
         };
         if let Some(slot) = self.state.get_mut(s as usize) {
@@ -1059,6 +1105,63 @@ fn event_host(s: u32, h: u64) -> (Arc<[(&'static str, Dim)]>, SeriesState) {
     )
 }
 
+/// `x` written with `k` decimals and parsed back: the nearest `f64` to the decimal.
+fn decimal(x: f64, k: i32) -> f64 {
+    let scale = 10f64.powi(k);
+    (x * scale).round() / scale
+}
+
+/// Host `s` of the host dataset: its dimensions and its starting readings.
+fn host_series(s: u32, h: u64, rng: &mut Rng) -> (Arc<[(&'static str, Dim)]>, SeriesState) {
+    let role = pick(&["web", "db", "cache", "edge", "sensor-gw"], mix(h));
+    let region = pick(&REGIONS, mix(h ^ 1));
+    let dims: Vec<(&'static str, Dim)> = vec![
+        ("host.name", Dim::Keyword(format!("{role}-{s:04}"))),
+        ("host.region", Dim::Keyword(region.to_owned())),
+        ("host.role", Dim::Keyword(role.to_owned())),
+    ];
+    let cores = [2.0, 4.0, 8.0, 16.0][rng.below(4) as usize];
+    let st = SeriesState {
+        a: 5.0 + rng.f64() * 60.0,         // CPU user %
+        b: rng.f64() * cores,              // load average
+        c: 18.0 + rng.f64() * 30.0,        // temperature, °C
+        d: 30.0 + rng.f64() * 40.0,        // relative humidity %
+        limit: cores * 4.0,                // memory, GB
+        rate1: 0.2 + rng.f64() * 0.6,      // memory used, fraction of the limit
+        rate2: 1e3 + rng.f64() * 1e6,      // network bytes/s
+        n1: rng.below(1 << 40) as i64,     // rx bytes
+        n2: rng.below(1 << 30) as i64,     // disk write ops
+        n3: rng.below(30 * 86_400) as i64, // uptime, s
+        n4: 0,
+        offset_ms: (h % 10_000) as i64,
+    };
+    (Arc::from(dims), st)
+}
+
+fn host_step(st: &mut SeriesState, rng: &mut Rng) -> Vec<(&'static str, MetricVal)> {
+    st.a = (st.a + rng.normal() * 2.0).clamp(0.0, 100.0);
+    st.b = (st.b + rng.normal() * 0.05).clamp(0.0, st.limit);
+    st.c = (st.c + rng.normal() * 0.05).clamp(-20.0, 90.0);
+    st.d = (st.d + rng.normal() * 0.3).clamp(0.0, 100.0);
+    st.rate1 = (st.rate1 + rng.normal() * 0.002).clamp(0.05, 0.98);
+    st.n1 += (st.rate2 * 10.0 * (1.0 + 0.5 * rng.normal()).max(0.0)) as i64;
+    st.n2 += rng.below(400) as i64;
+    st.n3 += 10;
+    vec![
+        ("host.cpu.user_pct", MetricVal::Gauge(decimal(st.a, 1))),
+        ("host.load.1m", MetricVal::Gauge(decimal(st.b, 2))),
+        ("sensor.temperature_c", MetricVal::Gauge(decimal(st.c, 2))),
+        ("sensor.humidity_pct", MetricVal::Gauge(decimal(st.d, 1))),
+        (
+            "host.memory.used_gb",
+            MetricVal::Gauge(decimal(st.rate1 * st.limit, 3)),
+        ),
+        ("host.network.rx_bytes", MetricVal::Counter(st.n1)),
+        ("host.disk.write_ops", MetricVal::Counter(st.n2)),
+        ("host.uptime_s", MetricVal::Counter(st.n3)),
+    ]
+}
+
 fn k8s_series(s: u32, h: u64, rng: &mut Rng) -> (Arc<[(&'static str, Dim)]>, SeriesState) {
     let pick = |list: &[&'static str], x: u64| {
         list.get((x % list.len() as u64) as usize)
@@ -1104,6 +1207,7 @@ fn k8s_series(s: u32, h: u64, rng: &mut Rng) -> (Arc<[(&'static str, Dim)]>, Ser
         n3: rng.below(1 << 34) as i64, // tx bytes
         n4: rng.below(3) as i64,       // restarts
         offset_ms: (h % 10_000) as i64,
+        ..SeriesState::default()
     };
     (Arc::from(dims), st)
 }

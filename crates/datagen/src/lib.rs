@@ -1,7 +1,7 @@
 //! Deterministic time-series dataset generators, shared by tests, benches and
 //! `cargo xtask gen`.
 //!
-//! Three shapes (see the README for the exact fields):
+//! Four shapes (see the README for the exact fields):
 //!
 //! - [`Dataset::k8s`]: Kubernetes pod metrics, ≈2,000 pod series, a document every 10 s
 //!   per pod carrying 8 metrics (CPU nanosecond counters, slowly drifting memory gauges,
@@ -11,6 +11,9 @@
 //! - [`Dataset::events`]: security and log events with no natural key (message text,
 //!   source ip, user, action, outcome), 100 hosts, 1,000 events per second with
 //!   second-precision timestamps, for the events mode (content fingerprints).
+//! - [`Dataset::host`]: host and IoT sensor metrics, 1,000 hosts, a document every 10 s
+//!   carrying 5 decimal gauges (1 to 3 decimals, as agents print them) and 3 integer
+//!   counters: the shape of decimal-aware float encodings (ALP).
 //!
 //! Everything is a pure function of the [`Options`] (seed included): the same options
 //! give the same documents in the same order on every machine. Duplicates (retries) and

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use tidemark_datagen::{Dataset, DatasetKind, Field, MetricKind, Options, Record};
+use tidemark_datagen::{Dataset, DatasetKind, Field, MetricKind, MetricVal, Options, Record};
 
 fn key(r: &Record) -> (u32, i64) {
     (r.series, r.ts_millis)
@@ -296,3 +296,33 @@ const GOLDEN_STREAM_HASHES: [u64; 3] = [
     0xb452_9327_5b93_8356,
     0x173e_45f9_1079_7f25,
 ];
+
+#[test]
+fn host_gauges_are_short_decimals_and_by_name() {
+    let ds = Dataset::by_name("host", Options::default().points(5_000)).unwrap();
+    assert_eq!(ds.kind(), DatasetKind::Host);
+    assert_eq!(ds.series_count(), 1_000);
+    assert_eq!(ds.schema().metrics.len(), 8);
+    let mut gauges = 0;
+    for r in ds.records() {
+        assert_eq!(r.metrics.len(), 8);
+        for (name, v) in &r.metrics {
+            if let MetricVal::Gauge(g) = v {
+                // Printed with at most 3 decimals and parsed back, the same bits.
+                let text = format!("{g:.3}");
+                assert_eq!(
+                    text.parse::<f64>().unwrap().to_bits(),
+                    g.to_bits(),
+                    "{name} {g}"
+                );
+                assert!(g.is_finite());
+                gauges += 1;
+            }
+        }
+    }
+    assert_eq!(gauges, 5 * 5_000);
+    // Deterministic.
+    let again: Vec<_> = ds.records().map(|r| (r.series, r.ts_millis)).collect();
+    let first: Vec<_> = ds.records().map(|r| (r.series, r.ts_millis)).collect();
+    assert_eq!(again, first);
+}

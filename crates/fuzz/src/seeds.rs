@@ -27,11 +27,12 @@ const MALFORMED: &[u8] = include_bytes!("../../../fixtures/tidemark/malformed.nd
 const K8S_BULK: &[u8] = include_bytes!("../../../fixtures/tidemark/k8s.bulk");
 const K8S_DATAGEN_MAPPING: &[u8] =
     include_bytes!("../../../fixtures/tidemark/k8s-datagen.mapping.json");
-const SEGMENTS: [&[u8]; 4] = [
+const SEGMENTS: [&[u8]; 5] = [
     include_bytes!("../../../fixtures/segment/v1-tiny.tms"),
     include_bytes!("../../../fixtures/segment/v2-tiny.tms"),
     include_bytes!("../../../fixtures/segment/v3-tiny.tms"),
     include_bytes!("../../../fixtures/segment/v4-tiny.tms"),
+    include_bytes!("../../../fixtures/segment/v5-tiny.tms"),
 ];
 const BLOOMS: [&[u8]; 5] = [
     include_bytes!("../../../fixtures/bloom/v1-standard.bin"),

@@ -1,4 +1,4 @@
-//! Writes the k8s and otel datasets of `tidemark-datagen` as segments and prints the
+//! Writes the k8s, otel and host datasets of `tidemark-datagen` as segments and prints the
 //! storage report (bytes per document and per metric value, per component, against the
 //! naive reference) and the id/dedup section sizes.
 //!
@@ -17,7 +17,7 @@ use tidemark_segment::{Segment, SegmentOptions, SegmentWriter};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let steps: Option<u64> = std::env::args().nth(1).map(|s| s.parse()).transpose()?;
-    for name in ["k8s", "otel"] {
+    for name in ["k8s", "otel", "host"] {
         let base = Dataset::by_name(name, Options::default()).ok_or("dataset")?;
         let opts = match steps {
             Some(s) => Options::default().points(u64::from(base.series_count()) * s),

@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use crate::codec::{CODEC_RAW, CODEC_ZSTD, PRESENCE_ROARING, decompress_block, encoding_name};
+use crate::codec::{
+    CODEC_RAW, CODEC_ZSTD, PRESENCE_ROARING, decompress_block, describe_values, encoding_name,
+};
 use crate::error::{Place, Result};
 use crate::format::{FOOTER_LEN, HEADER_LEN, SECTION_NAMES};
 use crate::point::{Dim, MetricValue};
@@ -212,13 +214,14 @@ pub fn dump(bytes: &[u8]) -> Result<String> {
                             1
                         };
                         format!(
-                            "presence {} enc {}",
+                            "presence {} enc {}{}",
                             if presence == PRESENCE_ROARING {
                                 "roaring"
                             } else {
                                 "series"
                             },
-                            encoding_name(raw.get(enc_at).copied().unwrap_or(0))
+                            encoding_name(raw.get(enc_at).copied().unwrap_or(0)),
+                            describe_values(raw.get(enc_at..).unwrap_or(&[]))
                         )
                     }
                 }

@@ -24,6 +24,7 @@ mod validate;
 mod writer;
 
 pub use bloom::{SegmentBloom, SegmentBloomRef};
+pub use codec::gauge_codec;
 pub use dump::dump;
 pub use error::{Error, Place, Result};
 pub use format::directory::BlockRef;

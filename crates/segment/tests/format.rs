@@ -12,6 +12,11 @@ use tidemark_segment::{
 use tidemark_tsid::{SyntheticId, Tsid};
 
 fn fixture_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/segment/v5-tiny.tms")
+}
+
+/// The same input as written by format version 4 (no ALP gauge encodings).
+fn v4_fixture_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/segment/v4-tiny.tms")
 }
 
@@ -34,6 +39,35 @@ fn v1_fixture_path() -> PathBuf {
 /// with holes in its time range, came with format version 4.
 const OLD_SERIES: usize = 3;
 const OLD_ROWS: u64 = 11;
+
+#[test]
+fn a_version_4_segment_still_reads_identically() {
+    let v4 = Segment::open(v4_fixture_path()).unwrap();
+    let v5 = Segment::from_vec(tiny_bytes()).unwrap();
+    assert_eq!(v4.footer().version, 4);
+    assert_eq!(v5.footer().version, 5);
+    v4.verify().unwrap();
+    assert_eq!(v4.series(), v5.series());
+    assert_eq!(
+        v4.points(0..v4.row_count(), |_| true).unwrap(),
+        v5.points(0..v5.row_count(), |_| true).unwrap()
+    );
+    for row in 0..v4.row_count() {
+        assert_eq!(v4.row_extras(row).unwrap(), v5.row_extras(row).unwrap());
+    }
+    // Version 5 stores the decimal gauge `temp` (41.5, 42.0, ...) as ALP integers,
+    // which version 4 did not have.
+    let v4_dump = dump(&std::fs::read(v4_fixture_path()).unwrap()).unwrap();
+    let v5_dump = dump(&tiny_bytes()).unwrap();
+    assert!(!v4_dump.contains("enc alp"));
+    assert!(v5_dump.contains("temp block 0 rows 0+8"));
+    assert!(
+        v5_dump
+            .lines()
+            .any(|l| l.contains("temp block") && l.contains("enc alp")),
+        "{v5_dump}"
+    );
+}
 
 #[test]
 fn a_version_3_segment_still_reads_identically() {
@@ -118,7 +152,7 @@ fn holes_tsid() -> Tsid {
 /// The tiny fixture: 4 series, 16 rows in blocks of 4, a counter, a gauge, a sparse
 /// gauge, a very sparse counter (a longer column block) and two extra columns, with
 /// bloom and id index; the fourth series has holes in its time range (a time slot map,
-/// format version 4).
+/// format version 4); the sparse gauge's decimals are ALP blocks (format version 5).
 /// Tsids are fixed bytes, not computed, so that the fixture does not change with
 /// `tidemark-tsid`'s hashing.
 fn tiny_input() -> Vec<(Point, Vec<(String, Extra)>)> {

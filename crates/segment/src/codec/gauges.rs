@@ -1,10 +1,10 @@
 //! Gauge blocks: raw `f64` bits, Gorilla-style XOR, integer deltas, and their byte-plane
-//! layouts.
+//! layouts; the decimal (ALP) candidates come from [`super::alp`].
 
 use super::BlockCompressor;
 use super::counters::{counter_sizes, delta_split, encode_counter, integrate};
 use super::planes::{put_coded_planes, put_planes, read_coded_planes, read_planes};
-use super::{ENC_DELTA, unknown_encoding};
+use super::{ENC_DELTA, alp, unknown_encoding};
 use crate::error::{Error, Result};
 use crate::le::Reader;
 
@@ -29,7 +29,7 @@ pub const ENC_RAW64_PLANES: u8 = 11;
 /// Gauge: XOR words as 8 separately coded byte planes.
 pub const ENC_XOR_PLANES: u8 = 12;
 
-fn encode_xor(values: &[f64], out: &mut Vec<u8>) {
+pub(super) fn encode_xor(values: &[f64], out: &mut Vec<u8>) {
     out.push(ENC_XOR);
     // At most 9 bytes a value. Each value's 8 payload bytes are written whole (one store,
     // not a variable-length copy) and the cursor moves past the bytes that count; the
@@ -83,7 +83,7 @@ fn xors(values: &[f64]) -> impl Iterator<Item = u64> + '_ {
     })
 }
 
-fn xor_words(values: &[f64]) -> Vec<u64> {
+pub(super) fn xor_words(values: &[f64]) -> Vec<u64> {
     xors(values).collect()
 }
 
@@ -118,24 +118,36 @@ pub fn gauge_candidates(values: &[f64], comp: &mut BlockCompressor) -> Result<Ve
         out.push(d);
         out.push(delta_split(&ints, ENC_INT_DELTA_SPLIT));
     }
+    out.extend(alp::candidates(values));
     Ok(out)
 }
 
 /// The cheap candidates for a gauge block, for fast writes (no byte-plane layouts, which
-/// need a zstd pass each): XOR, and integer deltas when every value is an integer.
-/// Of the two, only the smaller is encoded (XOR on a tie), sized first.
+/// need a zstd pass each): XOR, integer deltas when every value is an integer, and the
+/// smaller ALP layout when the values are decimals. Of these only the smallest is
+/// encoded (the first of XOR, integer deltas, ALP on a tie), sized first.
 pub fn gauge_candidates_fast(values: &[f64]) -> Vec<Vec<u8>> {
+    let xor_len = xor_size(values);
     // Most gauges are not integers, and the test fails at the first that is not.
-    if let Some(ints) = integral(values) {
-        let (delta_len, _) = counter_sizes(&ints);
-        if delta_len < xor_size(values) {
-            let mut d = Vec::with_capacity(values.len() * 2 + 1);
-            encode_counter(&ints, ENC_DELTA, &mut d);
-            if let Some(first) = d.first_mut() {
-                *first = ENC_INT_DELTA;
-            }
-            return vec![d];
+    let ints = integral(values);
+    let delta_len = ints.as_ref().map(|ints| counter_sizes(ints).0);
+    let alp = alp::smallest(values);
+    let alp_len = alp.as_ref().map(|(_, len)| len - 1);
+    let best_other = delta_len.map_or(xor_len, |d| d.min(xor_len));
+    if let (Some((body, _)), Some(len)) = (alp, alp_len)
+        && len < best_other
+    {
+        return vec![body];
+    }
+    if let (Some(ints), Some(len)) = (ints, delta_len)
+        && len < xor_len
+    {
+        let mut d = Vec::with_capacity(values.len() * 2 + 1);
+        encode_counter(&ints, ENC_DELTA, &mut d);
+        if let Some(first) = d.first_mut() {
+            *first = ENC_INT_DELTA;
         }
+        return vec![d];
     }
     let mut xor = Vec::with_capacity(values.len() * 3 + 1);
     encode_xor(values, &mut xor);

@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use crate::error::{Error, Place, Result};
 use crate::le::Reader;
 
+mod alp;
 mod counters;
 mod extras;
 mod gauges;
@@ -21,6 +22,7 @@ mod planes;
 mod presence;
 mod timestamps;
 
+pub use alp::{ENC_ALP, ENC_ALP_DELTA};
 pub use counters::{
     ENC_DELTA, ENC_DELTA_PLANES, ENC_DELTA_SPLIT, ENC_DOD, counter_candidates,
     counter_candidates_fast,
@@ -35,6 +37,156 @@ pub use timestamps::{
     ENC_TS_DOD, ENC_TS_GRID, decode_timestamps, decode_timestamps_run, encode_timestamps,
     encode_timestamps_grid,
 };
+
+/// The gauge value encodings one at a time, for benchmarks and tools: the writer
+/// itself tries every applicable one per block and keeps the smallest stored block.
+pub mod gauge_codec {
+    use super::{BlockCompressor, Values, alp, decode_values, gauges, planes};
+    use crate::error::{Error, Place, Result};
+    use crate::le::Reader;
+
+    /// One gauge value encoding.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum GaugeEncoding {
+        /// Raw 8-byte `f64` bits.
+        Raw64,
+        /// XOR with the previous value's bits, byte-trimmed.
+        Xor,
+        /// Raw bits as 8 byte planes.
+        Raw64Split,
+        /// XOR words as 8 byte planes.
+        XorSplit,
+        /// Raw bits as 8 separately coded (raw, constant or zstd level 3) planes.
+        Raw64Planes,
+        /// XOR words as 8 separately coded planes.
+        XorPlanes,
+        /// ALP integers, frame of reference and bit-packed.
+        Alp,
+        /// ALP integers as zigzag varint deltas.
+        AlpDelta,
+    }
+
+    impl GaugeEncoding {
+        /// The encoding's name, as `dump` prints it.
+        pub fn name(self) -> &'static str {
+            super::encoding_name(self.code())
+        }
+
+        /// The encoding byte.
+        pub fn code(self) -> u8 {
+            match self {
+                GaugeEncoding::Raw64 => gauges::ENC_RAW64,
+                GaugeEncoding::Xor => gauges::ENC_XOR,
+                GaugeEncoding::Raw64Split => gauges::ENC_RAW64_SPLIT,
+                GaugeEncoding::XorSplit => gauges::ENC_XOR_SPLIT,
+                GaugeEncoding::Raw64Planes => gauges::ENC_RAW64_PLANES,
+                GaugeEncoding::XorPlanes => gauges::ENC_XOR_PLANES,
+                GaugeEncoding::Alp => alp::ENC_ALP,
+                GaugeEncoding::AlpDelta => alp::ENC_ALP_DELTA,
+            }
+        }
+    }
+
+    /// `values` in encoding `enc` (encoding byte first); `None` when the encoding does
+    /// not apply (ALP with more than half the values exceptions, or `alp` with integers
+    /// spanning more than 2^51).
+    ///
+    /// # Errors
+    /// A zstd failure of the plane encodings.
+    pub fn encode_gauges(values: &[f64], enc: GaugeEncoding) -> Result<Option<Vec<u8>>> {
+        let bits = || values.iter().map(|v| v.to_bits()).collect::<Vec<u64>>();
+        let mut out = Vec::with_capacity(values.len() * 8 + 16);
+        match enc {
+            GaugeEncoding::Raw64 => {
+                out.push(gauges::ENC_RAW64);
+                for v in values {
+                    out.extend_from_slice(&v.to_bits().to_le_bytes());
+                }
+            }
+            GaugeEncoding::Xor => gauges::encode_xor(values, &mut out),
+            GaugeEncoding::Raw64Split => {
+                out.push(gauges::ENC_RAW64_SPLIT);
+                planes::put_planes(&bits(), &mut out);
+            }
+            GaugeEncoding::XorSplit => {
+                out.push(gauges::ENC_XOR_SPLIT);
+                planes::put_planes(&gauges::xor_words(values), &mut out);
+            }
+            GaugeEncoding::Raw64Planes | GaugeEncoding::XorPlanes => {
+                let mut comp = BlockCompressor::new(3)?;
+                let words = if enc == GaugeEncoding::Raw64Planes {
+                    bits()
+                } else {
+                    gauges::xor_words(values)
+                };
+                out = planes::put_coded_planes(&words, enc.code(), &mut comp)?;
+            }
+            GaugeEncoding::Alp | GaugeEncoding::AlpDelta => {
+                let Some(t) = alp::transform(values) else {
+                    return Ok(None);
+                };
+                if enc == GaugeEncoding::Alp && alp::encoded_sizes(&t).0 == usize::MAX {
+                    return Ok(None);
+                }
+                if enc == GaugeEncoding::Alp {
+                    alp::encode_for(&t, &mut out);
+                } else {
+                    alp::encode_delta(&t, &mut out);
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Decodes `count` gauge values written by [`encode_gauges`] (any gauge encoding).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] or [`Error::Truncated`] for input no encoder wrote, trailing
+    /// bytes included.
+    pub fn decode_gauges(bytes: &[u8], count: usize) -> Result<Vec<f64>> {
+        let mut r = Reader::new(bytes, Place::Meta);
+        let (_, values) = decode_values(&mut r, count)?;
+        if !r.is_empty() {
+            return Err(Error::corrupt(r.place(), "trailing bytes after the values"));
+        }
+        match values {
+            Values::Gauge(v) => Ok(v),
+            Values::Counter(_) => Err(Error::corrupt(r.place(), "a counter encoding")),
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn every_encoding_round_trips_and_trailing_bytes_are_refused() {
+            let values = [21.37, 21.5, f64::NAN, -0.0, 1e300, 22.0, 21.99];
+            let all = [
+                GaugeEncoding::Raw64,
+                GaugeEncoding::Xor,
+                GaugeEncoding::Raw64Split,
+                GaugeEncoding::XorSplit,
+                GaugeEncoding::Raw64Planes,
+                GaugeEncoding::XorPlanes,
+                GaugeEncoding::Alp,
+                GaugeEncoding::AlpDelta,
+            ];
+            for enc in all {
+                let mut bytes = encode_gauges(&values, enc).unwrap().unwrap();
+                assert_eq!(bytes[0], enc.code(), "{}", enc.name());
+                let back = decode_gauges(&bytes, values.len()).unwrap();
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&back), bits(&values), "{}", enc.name());
+                bytes.push(0);
+                assert!(decode_gauges(&bytes, values.len()).is_err());
+            }
+            // ALP does not apply when most values are exceptions.
+            let noisy: Vec<f64> = (1..50).map(|i| (f64::from(i) * 0.7).sin()).collect();
+            assert!(encode_gauges(&noisy, GaugeEncoding::Alp).unwrap().is_none());
+        }
+    }
+}
 
 /// Block codec: the body is stored as is.
 pub const CODEC_RAW: u8 = 0;
@@ -60,7 +212,23 @@ pub fn encoding_name(code: u8) -> &'static str {
         ENC_RAW64_PLANES => "raw64-planes",
         ENC_XOR_PLANES => "xor-planes",
         ENC_DELTA_PLANES => "delta-planes",
+        ENC_ALP => "alp",
+        ENC_ALP_DELTA => "alp-delta",
         _ => "unknown",
+    }
+}
+
+/// The decoded header fields of a metric block's values (starting at their encoding
+/// byte), for `dump`: empty for the encodings whose header is the byte alone.
+pub fn describe_values(values: &[u8]) -> String {
+    match values.split_first() {
+        Some((&enc, body)) if enc == ENC_ALP || enc == ENC_ALP_DELTA => {
+            match alp::describe(enc, body) {
+                Ok(s) => format!(" ({s})"),
+                Err(e) => format!(" (error: {e})"),
+            }
+        }
+        _ => String::new(),
     }
 }
 
@@ -192,8 +360,12 @@ pub fn decode_values(r: &mut Reader<'_>, count: usize) -> Result<(u8, Values)> {
     let enc = r.u8()?;
     // Each value takes at least one byte, so a count beyond the input is corrupt (coded
     // planes excepted: a constant plane takes two bytes for any count, and callers bound
-    // `count` by the block's rows).
-    let planes = matches!(enc, ENC_RAW64_PLANES | ENC_XOR_PLANES | ENC_DELTA_PLANES);
+    // `count` by the block's rows; so is ALP's frame of reference, whose integers take
+    // no byte at all when they are all equal).
+    let planes = matches!(
+        enc,
+        ENC_RAW64_PLANES | ENC_XOR_PLANES | ENC_DELTA_PLANES | ENC_ALP
+    );
     if !planes && count > r.remaining() {
         return Err(Error::corrupt(
             r.place(),
@@ -208,6 +380,7 @@ pub fn decode_values(r: &mut Reader<'_>, count: usize) -> Result<(u8, Values)> {
         | ENC_INT_DELTA_SPLIT | ENC_RAW64_PLANES | ENC_XOR_PLANES => {
             Values::Gauge(gauges::decode(r, enc, count)?)
         }
+        ENC_ALP | ENC_ALP_DELTA => Values::Gauge(alp::decode(r, enc, count)?),
         other => return Err(unknown_encoding(r, other)),
     };
     Ok((enc, values))
@@ -278,6 +451,15 @@ mod tests {
         best.unwrap_or_default()
     }
 
+    /// The smaller of the ALP layouts, frame of reference on a tie.
+    fn smallest_alp(cands: Vec<Vec<u8>>) -> Option<Vec<u8>> {
+        if cands.is_empty() {
+            None
+        } else {
+            Some(smallest(cands))
+        }
+    }
+
     proptest::proptest! {
         /// A fast write sizes the cheap encodings and encodes only the smallest: the bytes
         /// of the smallest of them encoded in full, for counters and for gauges (integer
@@ -304,8 +486,11 @@ mod tests {
 
             let gauges: Vec<f64> = steps.iter().map(|&s| s as f64 * scale).collect();
             let full = gauge_candidates(&gauges, &mut comp).unwrap();
-            let mut cheap = vec![full[1].clone()];
-            cheap.extend(full.get(6).cloned());
+            // The cheap ones in the fast path's tie order: XOR, integer deltas, then the
+            // smaller ALP layout (frame of reference first).
+            let by_enc = |enc: u8| full.iter().filter(move |c| c.first() == Some(&enc)).cloned();
+            let mut cheap: Vec<Vec<u8>> = by_enc(ENC_XOR).chain(by_enc(ENC_INT_DELTA)).collect();
+            cheap.extend(smallest_alp(by_enc(ENC_ALP).chain(by_enc(ENC_ALP_DELTA)).collect()));
             let fast = gauges::gauge_candidates_fast(&gauges);
             proptest::prop_assert_eq!(fast.len(), 1);
             proptest::prop_assert_eq!(&fast[0], &smallest(cheap));

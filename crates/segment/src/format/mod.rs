@@ -24,7 +24,7 @@ pub(crate) use footer::{section, section_bytes};
 pub const MAGIC: [u8; 4] = *b"TMSG";
 
 /// The format version this build writes.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The oldest format version this build reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
