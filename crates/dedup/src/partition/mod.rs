@@ -21,10 +21,12 @@ mod append;
 mod manifest;
 mod postings;
 mod rollup;
+mod sealed;
 
 pub use manifest::{PARTITIONS_MAGIC, PARTITIONS_NAME, PARTITIONS_VERSION};
 pub use postings::{Postings, dim_value_text};
 pub use rollup::{CounterStats, DOC_COUNT_COLUMN, RollupStats, counter_step};
+pub use sealed::SealedPartition;
 
 use manifest::{PartManifest, PartState};
 
