@@ -29,7 +29,7 @@ use tidemark::tsid::SyntheticId;
 use tidemark_bloom::{Hash64, SplitBlockBloomFilter};
 
 use crate::error::{Error, Result};
-use crate::schema::{ColumnType, ID_COLUMN, LakeSchema, Role};
+use crate::schema::{ColumnType, LakeSchema, Role};
 use crate::shard_of;
 
 /// Default rows per row group (about a million, as the issue and Parquet practice ask).
@@ -131,12 +131,13 @@ pub fn write_partition<W: Write + Send>(
         .set_key_value_metadata(Some(metadata))
         // Whole row groups are cut here, never by the writer's own limits.
         .set_max_row_group_row_count(None);
-    if options.write_id {
-        // Ids of one series share their 20-byte prefix and grow by small steps:
-        // prefix (delta) encoding stores a few bytes per row; a dictionary would not.
-        props = props
-            .set_column_dictionary_enabled(ColumnPath::from(ID_COLUMN), false)
-            .set_column_encoding(ColumnPath::from(ID_COLUMN), Encoding::DELTA_BYTE_ARRAY);
+    for c in schema.columns() {
+        if let Some(encoding) = column_encoding(c.ty, &c.role) {
+            let path = ColumnPath::from(c.name.as_str());
+            props = props
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_encoding(path, encoding);
+        }
     }
     let out = CountingWrite {
         inner: out,
@@ -215,6 +216,26 @@ impl<W: Write> Write for CountingWrite<W> {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
+    }
+}
+
+/// The encoding of a column whose values rarely repeat (a dictionary would not pay),
+/// chosen for what sorted time series look like (docs/results/lake.md measures it);
+/// `None`: the writer's default (dictionary, falling back to plain).
+fn column_encoding(ty: ColumnType, role: &Role) -> Option<Encoding> {
+    match (ty, role) {
+        // Ids of one series share their 20-byte prefix and grow by small steps: prefix
+        // (delta) encoding stores a few bytes per row.
+        (_, Role::Id) => Some(Encoding::DELTA_BYTE_ARRAY),
+        // Timestamps and counters grow by similar steps within a series: deltas,
+        // bit-packed per miniblock.
+        (ColumnType::TimestampMillis, _) | (ColumnType::Long, Role::Metric) => {
+            Some(Encoding::DELTA_BINARY_PACKED)
+        }
+        // Gauges: each byte of the doubles in its own stream, which zstd then
+        // compresses far better than interleaved bytes.
+        (ColumnType::Double, Role::Metric) => Some(Encoding::BYTE_STREAM_SPLIT),
+        _ => None,
     }
 }
 

@@ -268,6 +268,23 @@ fn files_carry_types_encodings_metadata_and_id_filters() {
     let mapped: Value = serde_json::from_str(kv["tidemark.mapping"].as_deref().unwrap()).unwrap();
     assert_eq!(&mapped, index.mapping().source());
 
+    // Deltas for timestamps and counters, byte-stream split for gauges, dictionaries for
+    // dimensions (docs/results/lake.md).
+    let encodings = |name: &str| -> Vec<Encoding> {
+        let i = meta
+            .file_metadata()
+            .schema_descr()
+            .columns()
+            .iter()
+            .position(|c| c.name() == name)
+            .unwrap();
+        meta.row_group(0).column(i).encodings().collect()
+    };
+    assert!(encodings("@timestamp").contains(&Encoding::DELTA_BINARY_PACKED));
+    assert!(encodings("bytes").contains(&Encoding::DELTA_BINARY_PACKED));
+    assert!(encodings("cpu").contains(&Encoding::BYTE_STREAM_SPLIT));
+    assert!(encodings("host").contains(&Encoding::RLE_DICTIONARY));
+
     let id_col = meta
         .file_metadata()
         .schema_descr()
