@@ -13,11 +13,12 @@ use std::num::NonZeroU32;
 pub use delta::{AddFile, Commit, DeltaTable, LOG_DIR, TableState};
 pub use error::{Error, Result};
 pub use export::{
-    ExportOptions, ExportProgress, ExportReport, PartitionReport, export, txn_app_id,
+    ExportOptions, ExportProgress, ExportReport, PartitionReport, export, rollup_table_dir,
+    rollup_txn_app_id, txn_app_id,
 };
 pub use schema::{Column, ColumnType, ID_COLUMN, LakeSchema, Role, SHARD_COLUMN, TSID_COLUMN};
 pub use writer::{
-    DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS, FileStats, WriteOptions, write_partition,
+    DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS, FileStats, Source, WriteOptions, write_partition,
 };
 
 /// Virtual shards of the `shard` column: the lake and the future cluster route a series

@@ -11,7 +11,7 @@ use clap::Parser;
 use tidemark::{Index, format_time, parse_time};
 use tidemark_lake::{
     DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS, ExportOptions, ExportProgress, ExportReport,
-    WriteOptions, export,
+    WriteOptions, export, rollup_table_dir,
 };
 
 /// Export the sealed time partitions of a Tidemark index as a Parquet lake (a Delta
@@ -99,7 +99,8 @@ fn run(cli: Cli) -> Result<()> {
         }
         last = std::time::Instant::now();
         let line = format!(
-            "partition {}/{} {}: {}/{} rows",
+            "{} partition {}/{} {}: {}/{} rows",
+            table_name(p.rollup_ms),
             p.partition.0 + 1,
             p.partition.1,
             format_time(p.start_ms),
@@ -134,11 +135,22 @@ fn rate(rows: u64, seconds: f64) -> f64 {
     }
 }
 
+/// `raw` for the raw rows' table, `rollup 5m` for a rollup table.
+fn table_name(rollup_ms: Option<i64>) -> String {
+    match rollup_ms {
+        None => "raw".to_owned(),
+        Some(r) => format!(
+            "rollup {}",
+            rollup_table_dir(r).trim_start_matches("_rollups/")
+        ),
+    }
+}
+
 fn write_report(out: &mut impl Write, r: &ExportReport) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<26} {:>10} {:>12} {:>12} {:>6} {:>9}  file",
-        "partition", "generation", "rows", "bytes", "groups", "version"
+        "{:<10} {:<26} {:>10} {:>12} {:>12} {:>6} {:>9}  file",
+        "table", "partition", "generation", "rows", "bytes", "groups", "version"
     )?;
     for p in &r.partitions {
         let version = p
@@ -146,7 +158,8 @@ fn write_report(out: &mut impl Write, r: &ExportReport) -> std::io::Result<()> {
             .map_or_else(|| "skipped".to_owned(), |v| v.to_string());
         writeln!(
             out,
-            "{:<26} {:>10} {:>12} {:>12} {:>6} {:>9}  {}",
+            "{:<10} {:<26} {:>10} {:>12} {:>12} {:>6} {:>9}  {}",
+            table_name(p.rollup_ms),
             format_time(p.start_ms),
             p.generation,
             p.rows,
@@ -181,6 +194,8 @@ fn write_report(out: &mut impl Write, r: &ExportReport) -> std::io::Result<()> {
 fn report_json(r: &ExportReport) -> serde_json::Value {
     serde_json::json!({
         "partitions": r.partitions.iter().map(|p| serde_json::json!({
+            "table": p.rollup_ms.map_or_else(|| ".".to_owned(), rollup_table_dir),
+            "rollup_ms": p.rollup_ms,
             "start": format_time(p.start_ms),
             "start_ms": p.start_ms,
             "generation": p.generation,

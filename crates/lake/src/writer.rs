@@ -24,7 +24,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
 use tidemark::dedup::{SealedPartition, dim_value_text};
-use tidemark::segment::{Dim, Extra, MetricValue, Segment};
+use tidemark::segment::{Dim, Extra, MetricValue, RowCursor, Segment};
 use tidemark::tsid::SyntheticId;
 use tidemark_bloom::{Hash64, SplitBlockBloomFilter};
 
@@ -106,16 +106,57 @@ pub struct FileStats {
     pub max_ts: i64,
 }
 
-/// Writes the live rows of `part` to `out` as one Parquet file of schema `schema`, with
+/// The rows one file is written from: a segment's live rows in segment order.
+#[derive(Debug)]
+pub struct Source<'e> {
+    /// First millisecond of the partition (for errors).
+    pub start_ms: i64,
+    /// The segment, if there are rows.
+    segment: Option<&'e Segment>,
+    /// Its cursor over the live rows.
+    cursor: Option<RowCursor<'e>>,
+    /// Live rows.
+    rows: u64,
+}
+
+impl<'e> Source<'e> {
+    /// A sealed partition's raw rows.
+    pub fn raw(part: &SealedPartition<'e>) -> Source<'e> {
+        Source {
+            start_ms: part.start_ms,
+            segment: part.segment(),
+            cursor: part.cursor(),
+            rows: part.rows(),
+        }
+    }
+
+    /// The rows of one of a sealed partition's rollup segments (one per series and
+    /// bucket).
+    pub fn rollup(part: &SealedPartition<'e>, rollup: &'e Segment) -> Source<'e> {
+        Source {
+            start_ms: part.start_ms,
+            segment: Some(rollup),
+            cursor: Some(rollup.cursor(None)),
+            rows: rollup.row_count(),
+        }
+    }
+
+    /// Live rows.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+}
+
+/// Writes the rows of `source` to `out` as one Parquet file of schema `schema`, with
 /// `metadata` in the file's key-value metadata; `progress` gets the rows written so
 /// far after each batch. Returns the writer and what was written.
 ///
 /// # Errors
 /// Segment read errors, Parquet and Arrow errors, bloom sizing errors, and
-/// [`Error::RowCountMismatch`] if the rows read are not the partition's live rows.
+/// [`Error::RowCountMismatch`] if the rows read are not the source's live rows.
 pub fn write_partition<W: Write + Send>(
     out: W,
-    part: &SealedPartition<'_>,
+    source: Source<'_>,
     schema: &LakeSchema,
     options: &WriteOptions,
     metadata: Vec<KeyValue>,
@@ -158,9 +199,9 @@ pub fn write_partition<W: Write + Send>(
             max_ts: i64::MIN,
             ..FileStats::default()
         },
-        expected: part.rows(),
+        expected: source.rows,
     };
-    if let (Some(seg), Some(mut cursor)) = (part.segment(), part.cursor()) {
+    if let (Some(seg), Some(mut cursor)) = (source.segment, source.cursor) {
         let sources = Sources::new(schema, seg);
         let mut series_at = usize::MAX;
         let mut series: Option<SeriesValues> = None;
@@ -185,7 +226,7 @@ pub fn write_partition<W: Write + Send>(
     progress(w.stats.rows);
     if w.stats.rows != w.expected {
         return Err(Error::RowCountMismatch {
-            start_ms: part.start_ms,
+            start_ms: source.start_ms,
             written: w.stats.rows,
             expected: w.expected,
         });

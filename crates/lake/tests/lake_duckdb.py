@@ -162,7 +162,7 @@ def main():
                     f.write(json.dumps(doc(h, t)) + "\n")
         # A point on the fourth day: the first three are past the seal grace.
         f.write(json.dumps(doc(0, BASE + 3 * DAY + 2 * 3_600_000)) + "\n")
-    run([tidemark, "create", idx, "--mapping", mapping, "--partition", "1d"])
+    run([tidemark, "create", idx, "--mapping", mapping, "--partition", "1d", "--rollups", "1h"])
     run([tidemark, "ingest", idx, data])
     parts = [json.loads(l) for l in run([tidemark, "partitions", idx, "--json"]).stdout.splitlines()]
     sealed = [p for p in parts if p.get("sealed")]
@@ -177,10 +177,11 @@ def main():
     first = run([tidemark, "export", "--index", idx, "--to", lake,
                  "--row-group-rows", str(ROW_GROUP_ROWS), "--json"])
     rep = json.loads(first.stdout)
-    check(rep["committed"] == 3 and rep["rows"] == 3 * ROWS_PER_DAY,
-          f"export: 3 partitions, {3 * ROWS_PER_DAY} rows ({rep['committed']}, {rep['rows']})")
+    raw_rows = sum(p["rows"] for p in rep["partitions"] if p["rollup_ms"] is None)
+    check(rep["committed"] == 6 and raw_rows == 3 * ROWS_PER_DAY,
+          f"export: 3 partitions to the raw and the 1h table, {3 * ROWS_PER_DAY} raw rows ({rep['committed']}, {raw_rows})")
     again = json.loads(run([tidemark, "export", "--index", idx, "--to", lake, "--json"]).stdout)
-    check(again["committed"] == 0 and again["skipped"] == 3 and again["rows"] == 0,
+    check(again["committed"] == 0 and again["skipped"] == 6 and again["rows"] == 0,
           "export again: every partition skipped (exactly once)")
     text = run([tidemark, "export", "--index", idx, "--to", lake]).stdout
     check("skipped" in text and "rows/s" in text, "the text report names skips and speed")
@@ -224,6 +225,18 @@ def main():
             check(False, f"duckdb: the absent _id {cand.hex()} finds {n} rows")
         pruned += scanned == 0
     check(pruned >= len(absent) - 2, f"duckdb: {pruned} of {len(absent)} absent ids skip every row group (bloom filter)")
+
+    # The 1h rollup table (delta-rs lists its files), folded per series and day.
+    rollup_files = sorted(deltalake.DeltaTable(os.path.join(lake, "_rollups", "1h")).file_uris())
+    check(len(rollup_files) == 3, f"delta-rs: the 1h rollup table has 3 files ({len(rollup_files)})")
+    rl = "[" + ", ".join(f"'{f}'" for f in rollup_files) + "]"
+    con.execute(f"CREATE VIEW rollup AS SELECT * FROM read_parquet({rl})")
+    for m in ("cpu", "bytes"):
+        rows = con.sql(f"""
+            SELECT lower(hex(_tsid)), CAST(floor(epoch_ms("@timestamp") / {DAY}) * {DAY} AS BIGINT),
+                   sum("{m}.count"), min("{m}.min"), max("{m}.max"), sum("{m}.sum")
+            FROM rollup WHERE "{m}.count" > 0 GROUP BY 1, 2""").fetchall()
+        compare(f"duckdb 1h rollup table {m}", rows, expected[m])
 
     # DataFusion.
     ctx = datafusion.SessionContext()

@@ -9,8 +9,8 @@ use super::{PartState, PartitionedEngine};
 use crate::error::{Error, Result};
 
 /// One sealed partition, as [`PartitionedEngine::sealed_partitions`] lists it: its time
-/// range, its generation and its rows.
-#[derive(Debug, Clone, Copy)]
+/// range, its generation, its rows and its rollups.
+#[derive(Debug, Clone)]
 pub struct SealedPartition<'e> {
     /// First millisecond of the partition.
     pub start_ms: i64,
@@ -23,6 +23,9 @@ pub struct SealedPartition<'e> {
     pub generation: u64,
     /// Its merged segment and the segment's tombstones, if it holds any row.
     source: Option<(&'e Segment, &'e Tombstones)>,
+    /// Its rollup segments by resolution (milliseconds), ascending; a rollup built
+    /// empty is left out.
+    rollups: Vec<(i64, &'e Segment)>,
 }
 
 impl<'e> SealedPartition<'e> {
@@ -36,6 +39,13 @@ impl<'e> SealedPartition<'e> {
     pub fn rows(&self) -> u64 {
         self.source
             .map_or(0, |(s, t)| s.row_count().saturating_sub(t.len()))
+    }
+
+    /// The rollup segments by resolution (milliseconds), ascending: one row per series
+    /// and bucket (the bucket start as its timestamp), built from the rows above when the
+    /// partition was sealed (docs/partitions.md, "Rollups").
+    pub fn rollups(&self) -> &[(i64, &'e Segment)] {
+        &self.rollups
     }
 
     /// A cursor over the live rows in (tsid, timestamp) order (call
@@ -72,11 +82,18 @@ impl PartitionedEngine {
                 });
             }
             let first = slots.first().copied();
+            let mut rollups: Vec<(i64, &Segment)> = p
+                .rollups
+                .iter()
+                .filter_map(|(r, s)| s.as_deref().map(|s| (*r, s)))
+                .collect();
+            rollups.sort_by_key(|(r, _)| *r);
             out.push(SealedPartition {
                 start_ms: p.start,
                 end_ms: p.end,
                 generation: first.map_or(0, |(id, _, _)| id),
                 source: first.map(|(_, s, t)| (s, t)),
+                rollups,
             });
         }
         out.sort_by_key(|p| p.start_ms);
