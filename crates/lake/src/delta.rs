@@ -325,3 +325,109 @@ fn table_id(now_ms: i64) -> String {
         &hex[20..32]
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn add(path: &str) -> AddFile {
+        AddFile {
+            path: path.to_owned(),
+            size: 10,
+            rows: 2,
+            ts_stats: Some(("@timestamp".to_owned(), 0, 1000)),
+        }
+    }
+
+    fn commit(txn: (&str, i64), remove: &[&str], adds: &[&str]) -> Commit {
+        Commit {
+            schema_string: Some(r#"{"type":"struct","fields":[{"name":"@timestamp","type":"timestamp","nullable":false,"metadata":{}}]}"#.to_owned()),
+            txn: Some((txn.0.to_owned(), txn.1)),
+            remove: remove.iter().map(|p| (*p).to_owned()).collect(),
+            add: adds.iter().map(|p| add(p)).collect(),
+            ..Commit::default()
+        }
+    }
+
+    #[test]
+    fn replays_adds_removes_txns_and_the_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DeltaTable::new(dir.path());
+        assert_eq!(t.state().unwrap(), TableState::default());
+        t.commit(0, &commit(("a", 3), &[], &["p-0/x.parquet"]), 1)
+            .unwrap();
+        t.commit(1, &commit(("b", 1), &[], &["p-1/y.parquet"]), 2)
+            .unwrap();
+        t.commit(
+            2,
+            &commit(("a", 5), &["p-0/x.parquet"], &["p-0/z.parquet"]),
+            3,
+        )
+        .unwrap();
+        let s = t.state().unwrap();
+        assert_eq!(s.version, Some(2));
+        assert_eq!(
+            s.files.keys().collect::<Vec<_>>(),
+            ["p-0/z.parquet", "p-1/y.parquet"]
+        );
+        assert_eq!((s.txns["a"], s.txns["b"]), (5, 1));
+        assert_eq!(
+            s.columns,
+            [("@timestamp".to_owned(), ColumnType::TimestampMillis)]
+        );
+        // The add's statistics are a JSON string, as the protocol wants.
+        let log = std::fs::read_to_string(dir.path().join(LOG_DIR).join(version_name(0))).unwrap();
+        let add_line: Value = log
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|v| v.get("add").is_some())
+            .unwrap();
+        let stats: Value =
+            serde_json::from_str(add_line["add"]["stats"].as_str().unwrap()).unwrap();
+        assert_eq!(stats["numRecords"], 2);
+        assert_eq!(stats["maxValues"]["@timestamp"], "1970-01-01T00:00:01.000Z");
+    }
+
+    #[test]
+    fn a_version_is_committed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DeltaTable::new(dir.path());
+        t.commit(0, &commit(("a", 1), &[], &["p-0/x.parquet"]), 1)
+            .unwrap();
+        let again = t.commit(0, &commit(("a", 2), &[], &["p-0/y.parquet"]), 2);
+        assert!(matches!(again, Err(Error::CommitConflict { version: 0 })));
+        // The first commit stands, and no temporary file is left.
+        assert_eq!(t.state().unwrap().txns["a"], 1);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join(LOG_DIR)).unwrap().count(),
+            1
+        );
+    }
+
+    #[test]
+    fn refuses_logs_it_does_not_read() {
+        let write = |name: &str, text: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir_all(dir.path().join(LOG_DIR)).unwrap();
+            std::fs::write(dir.path().join(LOG_DIR).join(name), text).unwrap();
+            let e = DeltaTable::new(dir.path()).state().unwrap_err();
+            e.to_string()
+        };
+        assert!(write("00000000000000000000.checkpoint.parquet", "").contains("checkpoints"));
+        assert!(write("00000000000000000001.json", "{}").contains("not contiguous"));
+        assert!(write("00000000000000000000.json", "{nope").contains("not JSON"));
+        assert!(
+            write(
+                "00000000000000000000.json",
+                r#"{"protocol":{"minReaderVersion":3,"minWriterVersion":7}}"#
+            )
+            .contains("reader version 3")
+        );
+        let partitioned = r#"{"metaData":{"id":"x","schemaString":"{\"type\":\"struct\",\"fields\":[]}","partitionColumns":["shard"]}}"#;
+        assert!(write("00000000000000000000.json", partitioned).contains("partition columns"));
+        assert!(
+            write("00000000000000000000.json", r#"{"add":{"size":1}}"#)
+                .contains("no string `path`")
+        );
+    }
+}

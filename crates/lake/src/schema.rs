@@ -364,3 +364,41 @@ pub(crate) fn parse_delta_schema(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_column_is_kept_as_nulls_and_a_type_change_is_refused() {
+        let base = LakeSchema::from_segments("@timestamp", []).unwrap();
+        let names: Vec<&str> = base.columns().iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["@timestamp", "_tsid", "_id", "shard"]);
+        let wide = base
+            .clone()
+            .with_table_columns(&[("host".to_owned(), ColumnType::Text)])
+            .unwrap();
+        let host = wide.columns().iter().find(|c| c.name == "host").unwrap();
+        assert_eq!((host.ty, &host.role), (ColumnType::Text, &Role::Absent));
+        let e = base
+            .with_table_columns(&[("_id".to_owned(), ColumnType::Long)])
+            .unwrap_err();
+        assert!(e.to_string().contains("column `_id`"), "{e}");
+    }
+
+    #[test]
+    fn the_delta_schema_string_reads_back() {
+        let s = LakeSchema::from_segments("ts", [])
+            .unwrap()
+            .with_table_columns(&[
+                ("cpu".to_owned(), ColumnType::Double),
+                ("up".to_owned(), ColumnType::Boolean),
+            ])
+            .unwrap();
+        let back = parse_delta_schema(&s.delta_schema_string()).unwrap();
+        let expected: Vec<(String, ColumnType)> =
+            s.columns().iter().map(|c| (c.name.clone(), c.ty)).collect();
+        assert_eq!(back, expected);
+        assert!(parse_delta_schema(r#"{"fields":[{"name":"m","type":{"type":"map"}}]}"#).is_err());
+    }
+}
