@@ -10,6 +10,18 @@ use tidemark::{BulkItem, Index, Mapping};
 
 const DAY: i64 = 86_400_000;
 
+/// Serializes this file's tests. Each opens an index (taking its OS lock) while the other
+/// may be spawning a child: between fork and exec the child holds a copy of every open
+/// file, the lock file's included, so a lock released by one test can still look held
+/// to the other's child for a moment.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn mapping() -> Mapping {
     Mapping::from_value(json!({"mappings": {"properties": {
         "host": {"type": "keyword", "time_series_dimension": true},
@@ -45,6 +57,7 @@ fn export_cmd() -> Command {
 
 #[test]
 fn prints_a_report_and_skips_on_the_second_run() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let (idx, lake) = (dir.path().join("idx"), dir.path().join("lake"));
     index(&idx);
@@ -87,6 +100,7 @@ fn prints_a_report_and_skips_on_the_second_run() {
 
 #[test]
 fn bad_input_fails_with_a_message() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let (idx, lake) = (dir.path().join("idx"), dir.path().join("lake"));
     let lake = lake.to_str().unwrap();
