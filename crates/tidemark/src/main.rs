@@ -252,6 +252,15 @@ enum Command {
         /// A `seg-*.tms` file.
         segment: PathBuf,
     },
+    /// Export the sealed time partitions as a Parquet lake, a Delta table (runs
+    /// `tidemark-export`, found beside this executable or on PATH, with these arguments:
+    /// `tidemark export --index DIR --to LAKE_DIR [--partition TIME]...`).
+    #[command(disable_help_flag = true)]
+    Export {
+        /// Arguments for `tidemark-export` (`--help` lists them).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Serve a data directory over Elasticsearch's HTTP API (runs `tidemark-server`,
     /// found beside this executable or on PATH, with these arguments:
     /// `tidemark serve --data DIR [--listen 127.0.0.1:9200] [--config FILE]`).
@@ -313,42 +322,53 @@ fn matchers_arg(matchers: &[String]) -> Result<Vec<tidemark::Matcher>> {
 /// CLI cannot link it and starts it as git and cargo start external subcommands.
 const SERVER_BINARY: &str = "tidemark-server";
 
-/// Finds `tidemark-server` beside the current executable, then on `PATH`.
-fn find_server() -> Option<PathBuf> {
+/// The lake exporter `tidemark export` runs: `tidemark-lake` depends on this crate, so
+/// this binary cannot link it either (docs/architecture.md).
+const EXPORT_BINARY: &str = "tidemark-export";
+
+/// Finds `name` beside the current executable, then on `PATH`.
+fn find_binary(name: &str) -> Option<PathBuf> {
     let beside = std::env::current_exe()
         .ok()
-        .and_then(|exe| exe.parent().map(|d| d.join(SERVER_BINARY)))
+        .and_then(|exe| exe.parent().map(|d| d.join(name)))
         .filter(|p| p.is_file());
     beside.or_else(|| {
         std::env::var_os("PATH").and_then(|paths| {
             std::env::split_paths(&paths)
-                .map(|d| d.join(SERVER_BINARY))
+                .map(|d| d.join(name))
                 .find(|p| p.is_file())
         })
     })
 }
 
-/// Replaces this process with `tidemark-server ARGS` (the signals a supervisor sends
-/// then reach the server itself).
-fn serve(args: &[std::ffi::OsString]) -> Result<ExitCode> {
-    let Some(server) = find_server() else {
+/// Replaces this process with `name ARGS` (the signals a supervisor sends then reach
+/// that program itself); `subcommand` and `package` name the command and the package
+/// that builds it in the error when it is absent.
+fn exec_external(
+    name: &str,
+    subcommand: &str,
+    package: &str,
+    args: &[std::ffi::OsString],
+) -> Result<ExitCode> {
+    let Some(program) = find_binary(name) else {
         bail!(
-            "`tidemark serve` needs the `{SERVER_BINARY}` binary, found neither beside this executable nor on PATH: build it with `cargo build --release -p tidemark-server` (or install it with `cargo install --path crates/server`)"
+            "`tidemark {subcommand}` needs the `{name}` binary, found neither beside this executable nor on PATH: build it with `cargo build --release -p {package}` (or install it with `cargo install --path crates/{}`)",
+            package.trim_start_matches("tidemark-")
         );
     };
-    let mut cmd = std::process::Command::new(&server);
+    let mut cmd = std::process::Command::new(&program);
     cmd.args(args);
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
         let e = cmd.exec();
-        Err(anyhow::Error::new(e).context(format!("starting {}", server.display())))
+        Err(anyhow::Error::new(e).context(format!("starting {}", program.display())))
     }
     #[cfg(not(unix))]
     {
         let status = cmd
             .status()
-            .with_context(|| format!("starting {}", server.display()))?;
+            .with_context(|| format!("starting {}", program.display()))?;
         Ok(match status.code() {
             Some(0) => ExitCode::SUCCESS,
             Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
@@ -360,7 +380,12 @@ fn serve(args: &[std::ffi::OsString]) -> Result<ExitCode> {
 fn run(cli: Cli) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match cli.command {
-        Command::Serve { args } => return serve(&args),
+        Command::Serve { args } => {
+            return exec_external(SERVER_BINARY, "serve", "tidemark-server", &args);
+        }
+        Command::Export { args } => {
+            return exec_external(EXPORT_BINARY, "export", "tidemark-lake", &args);
+        }
         Command::Create {
             dir,
             mapping,

@@ -96,6 +96,18 @@ impl Index {
         self.engine().plan(from, to, interval_ms)
     }
 
+    /// The sealed partitions, oldest first, each readable as a whole in segment order
+    /// (what `tidemark-lake` exports): see
+    /// [`SealedPartition`](tidemark_dedup::SealedPartition). Empty for an index without
+    /// time partitions. The index's lock is held while they are read, so no late write
+    /// changes them meanwhile.
+    ///
+    /// # Errors
+    /// A sealed partition that is not merged into one segment.
+    pub fn sealed_partitions(&self) -> Result<Vec<tidemark_dedup::SealedPartition<'_>>> {
+        Ok(self.engine().sealed_partitions()?)
+    }
+
     /// The first range in `[from, to]` (inclusive) whose raw rows retention dropped and
     /// no kept rollup answers at raw resolution, if any.
     pub fn first_expired(&self, from: i64, to: i64) -> Option<(i64, i64)> {

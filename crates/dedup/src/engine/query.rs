@@ -19,6 +19,15 @@ impl Engine {
             .collect()
     }
 
+    /// The live segments with their ids and tombstones, oldest first (what a sealed
+    /// partition's export reads: see `SealedPartition`).
+    pub(crate) fn sealed_source(&self) -> Vec<(u64, &Segment, &tidemark_segment::Tombstones)> {
+        self.slots
+            .iter()
+            .map(|s| (s.id, s.segment.as_ref(), &s.tombstones))
+            .collect()
+    }
+
     /// The buffered points in `[from, to]` of the series `keep_series` keeps, to `f`.
     fn scan_buffer(
         &self,

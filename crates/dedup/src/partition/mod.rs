@@ -22,11 +22,13 @@ mod manifest;
 mod merging;
 mod postings;
 mod rollup;
+mod sealed;
 
 pub use manifest::{PARTITIONS_MAGIC, PARTITIONS_NAME, PARTITIONS_VERSION};
 pub use merging::{PartMergeJob, PartMerged};
 pub use postings::{Postings, dim_value_text};
 pub use rollup::{CounterStats, DOC_COUNT_COLUMN, RollupStats, counter_step};
+pub use sealed::SealedPartition;
 
 use manifest::{PartManifest, PartState};
 

@@ -1,0 +1,102 @@
+//! The read side of sealed partitions as whole units: what an export (the Parquet lake,
+//! `tidemark-lake`) reads. A sealed partition is merged into one segment, so its rows
+//! are that segment's live rows in (tsid, timestamp) order, read block by block through
+//! a [`RowCursor`]: memory does not grow with the partition.
+
+use tidemark_segment::{RowCursor, Segment, Tombstones};
+
+use super::{PartState, PartitionedEngine};
+use crate::error::{Error, Result};
+
+/// One sealed partition, as [`PartitionedEngine::sealed_partitions`] lists it: its time
+/// range, its generation, its rows and its rollups.
+#[derive(Debug, Clone)]
+pub struct SealedPartition<'e> {
+    /// First millisecond of the partition.
+    pub start_ms: i64,
+    /// First millisecond after it.
+    pub end_ms: i64,
+    /// The id of its merged segment (0 when it holds no segment). Segment ids only grow
+    /// within a partition's engine, and a late write re-seals the partition into a new
+    /// segment, so a larger generation means newer rows: an export keyed on it (a Delta
+    /// transaction version) skips what it already wrote and replaces what changed.
+    pub generation: u64,
+    /// Its merged segment and the segment's tombstones, if it holds any row.
+    source: Option<(&'e Segment, &'e Tombstones)>,
+    /// Its rollup segments by resolution (milliseconds), ascending; a rollup built
+    /// empty is left out.
+    rollups: Vec<(i64, &'e Segment)>,
+}
+
+impl<'e> SealedPartition<'e> {
+    /// The merged segment (its series table, columns and extra columns describe every
+    /// row), or `None` for a partition with no rows.
+    pub fn segment(&self) -> Option<&'e Segment> {
+        self.source.map(|(s, _)| s)
+    }
+
+    /// Live rows: the segment's rows less its tombstones.
+    pub fn rows(&self) -> u64 {
+        self.source
+            .map_or(0, |(s, t)| s.row_count().saturating_sub(t.len()))
+    }
+
+    /// The rollup segments by resolution (milliseconds), ascending: one row per series
+    /// and bucket (the bucket start as its timestamp), built from the rows above when the
+    /// partition was sealed (docs/partitions.md, "Rollups").
+    pub fn rollups(&self) -> &[(i64, &'e Segment)] {
+        &self.rollups
+    }
+
+    /// A cursor over the live rows in (tsid, timestamp) order (call
+    /// [`RowCursor::advance`] first), or `None` for a partition with no rows.
+    pub fn cursor(&self) -> Option<RowCursor<'e>> {
+        self.source.map(|(s, t)| s.cursor(Some(t.dead())))
+    }
+}
+
+impl PartitionedEngine {
+    /// The sealed partitions, oldest first (active, dirty and raw-expired ones are left
+    /// out: their rows may still change, or are gone). Empty for a single-engine store.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] if a sealed partition holds buffered rows or more than
+    /// one segment (sealing merges it into one; this would be a bug, never silently
+    /// read as a partial partition).
+    pub fn sealed_partitions(&self) -> Result<Vec<SealedPartition<'_>>> {
+        let mut out = Vec::new();
+        for p in self.parts.values() {
+            if p.state != PartState::Sealed || self.manifest.is_none() {
+                continue;
+            }
+            let slots = p.engine.sealed_source();
+            if p.engine.buffered() > 0 || slots.len() > 1 {
+                return Err(Error::InvalidConfig {
+                    name: "partition",
+                    detail: format!(
+                        "sealed partition {} holds {} segments and {} buffered rows: expected one merged segment",
+                        p.start,
+                        slots.len(),
+                        p.engine.buffered()
+                    ),
+                });
+            }
+            let first = slots.first().copied();
+            let mut rollups: Vec<(i64, &Segment)> = p
+                .rollups
+                .iter()
+                .filter_map(|(r, s)| s.as_deref().map(|s| (*r, s)))
+                .collect();
+            rollups.sort_by_key(|(r, _)| *r);
+            out.push(SealedPartition {
+                start_ms: p.start,
+                end_ms: p.end,
+                generation: first.map_or(0, |(id, _, _)| id),
+                source: first.map(|(_, s, t)| (s, t)),
+                rollups,
+            });
+        }
+        out.sort_by_key(|p| p.start_ms);
+        Ok(out)
+    }
+}

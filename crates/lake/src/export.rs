@@ -1,0 +1,500 @@
+//! The export: each sealed partition of an index written as one Parquet file and
+//! committed to the lake's Delta table, exactly once.
+//!
+//! A partition's export is one commit holding a transaction action (`txn`) whose
+//! application id names the partition (`tidemark-partition-<start_ms>`) and whose
+//! version is the partition's generation (the id of its merged segment). An export finds
+//! the table's latest version for that id by replaying the log: the same generation
+//! already committed is skipped (a retried or crashed-after-commit export leaves one
+//! copy); a newer generation (a late write re-sealed the partition) removes the
+//! partition's files and adds the new one in the same commit. A crash before the commit
+//! leaves at most an unreferenced file, which the next export overwrites and commits.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use parquet::file::metadata::KeyValue;
+use tidemark::Index;
+use tidemark::dedup::SealedPartition;
+use tidemark::segment::Segment;
+
+use crate::VIRTUAL_SHARDS;
+use crate::delta::{AddFile, Commit, DeltaTable, TableState};
+use crate::error::{Error, Result};
+use crate::schema::{ID_COLUMN, LakeSchema};
+use crate::writer::{FileStats, Source, WriteOptions, write_partition};
+
+/// What to export and how.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExportOptions {
+    /// How files are written.
+    pub write: WriteOptions,
+    /// Only the sealed partitions starting at these times (milliseconds); `None`: all.
+    pub partitions: Option<Vec<i64>>,
+}
+
+/// What happened to one partition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionReport {
+    /// First millisecond of the partition.
+    pub start_ms: i64,
+    /// `None` for the raw rows' table, the resolution (milliseconds) for a rollup table.
+    pub rollup_ms: Option<i64>,
+    /// Its generation (see [`SealedPartition::generation`]).
+    pub generation: u64,
+    /// Rows written (0 when skipped).
+    pub rows: u64,
+    /// Bytes of the file written (0 when skipped).
+    pub bytes: u64,
+    /// Row groups written.
+    pub row_groups: u64,
+    /// The file added, relative to the lake (`None` when skipped or empty).
+    pub file: Option<String>,
+    /// Files of an older generation the commit removed.
+    pub replaced: usize,
+    /// The table version committed (`None`: skipped, already in the lake).
+    pub version: Option<u64>,
+    /// Seconds spent writing and committing.
+    pub seconds: f64,
+}
+
+/// What an export did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExportReport {
+    /// Per table (raw rows first, then the rollups by resolution) and sealed partition
+    /// considered, oldest first.
+    pub partitions: Vec<PartitionReport>,
+    /// Seconds in all.
+    pub seconds: f64,
+}
+
+impl ExportReport {
+    /// Rows written.
+    pub fn rows(&self) -> u64 {
+        self.partitions.iter().map(|p| p.rows).sum()
+    }
+
+    /// Bytes written.
+    pub fn bytes(&self) -> u64 {
+        self.partitions.iter().map(|p| p.bytes).sum()
+    }
+
+    /// Files written.
+    pub fn files(&self) -> usize {
+        self.partitions.iter().filter(|p| p.file.is_some()).count()
+    }
+
+    /// Partitions exported (committed).
+    pub fn committed(&self) -> usize {
+        self.partitions
+            .iter()
+            .filter(|p| p.version.is_some())
+            .count()
+    }
+
+    /// Partitions skipped: already in the lake at this generation.
+    pub fn skipped(&self) -> usize {
+        self.partitions.len() - self.committed()
+    }
+}
+
+/// Progress of an export, for a progress line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExportProgress {
+    /// The partition being written.
+    pub start_ms: i64,
+    /// `None` for the raw rows' table, the resolution for a rollup table.
+    pub rollup_ms: Option<i64>,
+    /// Its position among the partitions to write to this table (0-based) and their
+    /// count.
+    pub partition: (usize, usize),
+    /// Rows of it written so far, and its rows.
+    pub rows: (u64, u64),
+}
+
+/// The transaction application id of a partition's exports to the raw rows' table.
+pub fn txn_app_id(start_ms: i64) -> String {
+    format!("tidemark-partition-{start_ms}")
+}
+
+/// The transaction application id of a partition's exports to a rollup table.
+pub fn rollup_txn_app_id(resolution_ms: i64, start_ms: i64) -> String {
+    format!("tidemark-rollup-{resolution_ms}ms-partition-{start_ms}")
+}
+
+/// The directory, relative to the lake, of the rollup table at `resolution_ms`:
+/// `_rollups/<resolution>` (`5m`, `1h`, `1d`; milliseconds when no unit divides it). The
+/// leading underscore keeps it out of what Spark and Hive-style readers list as the raw
+/// table's files.
+pub fn rollup_table_dir(resolution_ms: i64) -> String {
+    let units = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1000, "s"),
+    ];
+    let text = units
+        .iter()
+        .find(|(u, _)| resolution_ms % u == 0)
+        .map_or_else(
+            || format!("{resolution_ms}ms"),
+            |(u, name)| format!("{}{name}", resolution_ms / u),
+        );
+    format!("_rollups/{text}")
+}
+
+/// Exports the sealed partitions of `index` to the lake at `lake`: their raw rows to the
+/// Delta table at `lake`, and each rollup resolution to its own Delta table at
+/// `lake/_rollups/<resolution>` (created if needed). Each partition not yet in a table at
+/// its generation becomes one Parquet file and one commit there. `progress` is called as
+/// rows are written.
+///
+/// # Errors
+/// [`Error::NotPartitioned`] for an index without time partitions,
+/// [`Error::NoSuchPartition`] for a partition asked for that is not sealed, schema
+/// conflicts with a table, I/O, Parquet and log errors.
+pub fn export(
+    index: &Index,
+    lake: &Path,
+    options: &ExportOptions,
+    progress: &mut dyn FnMut(&ExportProgress),
+) -> Result<ExportReport> {
+    let started = Instant::now();
+    options.write.check()?;
+    if !index.engine().is_partitioned() {
+        return Err(Error::NotPartitioned {
+            path: index.dir().to_path_buf(),
+        });
+    }
+    let sealed = index.sealed_partitions()?;
+    let chosen = choose(&sealed, options.partitions.as_deref())?;
+    let ctx = Context {
+        timestamp: index.mapping().timestamp_field().to_owned(),
+        mapping: index.mapping().source().to_string(),
+        options,
+    };
+    let mut report = ExportReport::default();
+    // The schemas come from every sealed partition (not only those written now) and the
+    // tables, so that they change as rarely as the index's own columns do.
+    let raw = LakeSchema::from_segments(
+        &ctx.timestamp,
+        sealed.iter().filter_map(SealedPartition::segment),
+    )?;
+    let jobs = chosen.iter().map(|p| (p, Source::raw(p))).collect();
+    export_table(
+        &DeltaTable::new(lake),
+        None,
+        raw,
+        jobs,
+        &ctx,
+        &mut report,
+        progress,
+    )?;
+    let resolutions: BTreeSet<i64> = sealed
+        .iter()
+        .flat_map(|p| p.rollups().iter().map(|(r, _)| *r))
+        .collect();
+    for r in resolutions {
+        let schema = LakeSchema::from_segments(
+            &ctx.timestamp,
+            sealed.iter().filter_map(|p| rollup_of(p, r)),
+        )?;
+        let jobs = chosen
+            .iter()
+            .filter_map(|p| rollup_of(p, r).map(|s| (p, Source::rollup(p, s))))
+            .collect();
+        let table = DeltaTable::new(lake.join(rollup_table_dir(r)));
+        export_table(&table, Some(r), schema, jobs, &ctx, &mut report, progress)?;
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// A partition's rollup segment at `resolution_ms`, if it has one.
+fn rollup_of<'e>(p: &SealedPartition<'e>, resolution_ms: i64) -> Option<&'e Segment> {
+    p.rollups()
+        .iter()
+        .find(|(r, _)| *r == resolution_ms)
+        .map(|(_, s)| *s)
+}
+
+/// What every table of one export shares.
+struct Context<'a> {
+    timestamp: String,
+    mapping: String,
+    options: &'a ExportOptions,
+}
+
+/// Exports `jobs` (partitions and the rows to write for each) to one table: the raw
+/// rows' table (`rollup_ms` `None`) or a rollup table.
+fn export_table(
+    table: &DeltaTable,
+    rollup_ms: Option<i64>,
+    schema: LakeSchema,
+    jobs: Vec<(&SealedPartition<'_>, Source<'_>)>,
+    ctx: &Context<'_>,
+    report: &mut ExportReport,
+    progress: &mut dyn FnMut(&ExportProgress),
+) -> Result<()> {
+    let mut state = table.state()?;
+    let mut schema = schema.with_table_columns(&state.columns)?;
+    if !ctx.options.write.write_id {
+        schema = schema.without(ID_COLUMN);
+    }
+    let total = jobs.len();
+    for (i, (part, source)) in jobs.into_iter().enumerate() {
+        let t = Instant::now();
+        let app = match rollup_ms {
+            None => txn_app_id(part.start_ms),
+            Some(r) => rollup_txn_app_id(r, part.start_ms),
+        };
+        let generation = i64::try_from(part.generation).unwrap_or(i64::MAX);
+        let mut entry = PartitionReport {
+            start_ms: part.start_ms,
+            rollup_ms,
+            generation: part.generation,
+            rows: 0,
+            bytes: 0,
+            row_groups: 0,
+            file: None,
+            replaced: 0,
+            version: None,
+            seconds: 0.0,
+        };
+        if state.txns.get(&app).is_some_and(|v| *v >= generation) {
+            entry.seconds = t.elapsed().as_secs_f64();
+            report.partitions.push(entry);
+            continue;
+        }
+        let rows_total = source.rows();
+        let mut on_rows = |rows: u64| {
+            progress(&ExportProgress {
+                start_ms: part.start_ms,
+                rollup_ms,
+                partition: (i, total),
+                rows: (rows, rows_total),
+            });
+        };
+        let (file, stats) = if rows_total > 0 {
+            let rel = format!(
+                "p-{start}/part-{start}-g{gen:020}.parquet",
+                start = part.start_ms,
+                gen = part.generation
+            );
+            let meta = file_metadata(&ctx.mapping, part, rollup_ms, &ctx.options.write);
+            let path = table.root().join(&rel);
+            let stats = write_file(
+                &path,
+                source,
+                &schema,
+                &ctx.options.write,
+                meta,
+                &mut on_rows,
+            )?;
+            (Some(rel), stats)
+        } else {
+            (None, FileStats::default())
+        };
+        let prefix = format!("p-{}/", part.start_ms);
+        let remove: Vec<String> = state
+            .files
+            .keys()
+            .filter(|p| p.starts_with(&prefix))
+            .cloned()
+            .collect();
+        let version = state.version.map_or(0, |v| v + 1);
+        let mut parameters: BTreeMap<String, String> = [
+            ("mode".to_owned(), "Append".to_owned()),
+            ("tidemark.partition".to_owned(), part.start_ms.to_string()),
+            (
+                "tidemark.generation".to_owned(),
+                part.generation.to_string(),
+            ),
+        ]
+        .into_iter()
+        .collect();
+        if let Some(r) = rollup_ms {
+            parameters.insert("tidemark.rollup_ms".to_owned(), r.to_string());
+        }
+        let commit = Commit {
+            schema_string: schema_change(&state, &schema),
+            configuration: table_configuration(rollup_ms),
+            txn: Some((app, generation)),
+            remove: remove.clone(),
+            add: file
+                .iter()
+                .map(|path| AddFile {
+                    path: path.clone(),
+                    size: stats.bytes,
+                    rows: stats.rows,
+                    ts_stats: Some((ctx.timestamp.clone(), stats.min_ts, stats.max_ts)),
+                })
+                .collect(),
+            parameters,
+        };
+        crate::failpoint("export-before-commit");
+        table.commit(version, &commit, now_ms())?;
+        crate::failpoint("export-after-commit");
+        apply_commit(&mut state, version, &commit, &schema);
+        entry.rows = stats.rows;
+        entry.bytes = stats.bytes;
+        entry.row_groups = stats.row_groups;
+        entry.file = file;
+        entry.replaced = remove.len();
+        entry.version = Some(version);
+        entry.seconds = t.elapsed().as_secs_f64();
+        report.partitions.push(entry);
+    }
+    Ok(())
+}
+
+/// The sealed partitions asked for, or all of them.
+fn choose<'e>(
+    sealed: &[SealedPartition<'e>],
+    starts: Option<&[i64]>,
+) -> Result<Vec<SealedPartition<'e>>> {
+    let Some(starts) = starts else {
+        return Ok(sealed.to_vec());
+    };
+    let mut out = Vec::new();
+    for s in starts {
+        match sealed.iter().find(|p| p.start_ms == *s) {
+            Some(p) => out.push(p.clone()),
+            None => {
+                let available: Vec<String> = sealed
+                    .iter()
+                    .map(|p| tidemark::format_time(p.start_ms))
+                    .collect();
+                return Err(Error::NoSuchPartition {
+                    start: tidemark::format_time(*s),
+                    available: if available.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        available.join(", ")
+                    },
+                });
+            }
+        }
+    }
+    out.sort_by_key(|p| p.start_ms);
+    out.dedup_by_key(|p| p.start_ms);
+    Ok(out)
+}
+
+/// Writes one partition's file atomically (temporary file, fsync, rename).
+fn write_file(
+    path: &Path,
+    source: Source<'_>,
+    schema: &LakeSchema,
+    options: &WriteOptions,
+    meta: Vec<KeyValue>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<FileStats> {
+    let dir: PathBuf = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+    let out = tidemark::segment::AtomicFile::create(path).map_err(Error::io(path))?;
+    let (out, stats) = write_partition(out, source, schema, options, meta, progress)?;
+    out.commit().map_err(Error::io(path))?;
+    Ok(stats)
+}
+
+/// The file's key-value metadata: Tidemark's version, the index mapping, the partition
+/// and how `_id`, its filter and `shard` are made.
+fn file_metadata(
+    mapping: &str,
+    part: &SealedPartition<'_>,
+    rollup_ms: Option<i64>,
+    options: &WriteOptions,
+) -> Vec<KeyValue> {
+    let kv = |k: &str, v: String| KeyValue::new(k.to_owned(), v);
+    let mut out = vec![
+        kv("tidemark.version", env!("CARGO_PKG_VERSION").to_owned()),
+        kv("tidemark.mapping", mapping.to_owned()),
+        kv("tidemark.partition.start_ms", part.start_ms.to_string()),
+        kv("tidemark.partition.end_ms", part.end_ms.to_string()),
+        kv("tidemark.partition.generation", part.generation.to_string()),
+        kv(
+            "tidemark.id",
+            "_id = _tsid (20 bytes) ++ big-endian u64 of the timestamp with the sign bit flipped"
+                .to_owned(),
+        ),
+        kv(
+            "tidemark.id_bloom",
+            format!(
+                "split-block (Parquet layout), XXH64 seed 0, sized per row group for fpr {}",
+                options.id_bloom_fpr
+            ),
+        ),
+        kv(
+            "tidemark.shard",
+            format!(
+                "Tsid::shard({VIRTUAL_SHARDS}): high 32 bits of Tsid::routing_hash times {VIRTUAL_SHARDS}, shifted right 32"
+            ),
+        ),
+    ];
+    if let Some(r) = rollup_ms {
+        out.push(kv("tidemark.rollup_ms", r.to_string()));
+    }
+    out
+}
+
+/// The table's configuration, written with each metaData.
+fn table_configuration(rollup_ms: Option<i64>) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = [
+        (
+            "tidemark.version".to_owned(),
+            env!("CARGO_PKG_VERSION").to_owned(),
+        ),
+        ("tidemark.shards".to_owned(), VIRTUAL_SHARDS.to_string()),
+    ]
+    .into_iter()
+    .collect();
+    if let Some(r) = rollup_ms {
+        out.insert("tidemark.rollup_ms".to_owned(), r.to_string());
+    }
+    out
+}
+
+/// The new schema string when the table is new or its columns change.
+fn schema_change(state: &TableState, schema: &LakeSchema) -> Option<String> {
+    let same = state.columns.len() == schema.columns().len()
+        && schema.columns().iter().all(|c| {
+            state
+                .columns
+                .iter()
+                .any(|(n, t)| *n == c.name && *t == c.ty)
+        });
+    if state.version.is_some() && same {
+        None
+    } else {
+        Some(schema.delta_schema_string())
+    }
+}
+
+/// The state after `commit`, without reading the log again.
+fn apply_commit(state: &mut TableState, version: u64, commit: &Commit, schema: &LakeSchema) {
+    state.version = Some(version);
+    if commit.schema_string.is_some() {
+        state.columns = schema
+            .columns()
+            .iter()
+            .map(|c| (c.name.clone(), c.ty))
+            .collect();
+    }
+    if let Some((app, v)) = &commit.txn {
+        state.txns.insert(app.clone(), *v);
+    }
+    for r in &commit.remove {
+        state.files.remove(r);
+    }
+    for a in &commit.add {
+        state.files.insert(a.path.clone(), a.size);
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

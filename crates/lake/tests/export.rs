@@ -1,0 +1,515 @@
+//! The export through the public API: a small partitioned index (three sealed days, a
+//! gauge, a counter, a sparse gauge and a keyword extra) exported to a lake and read back
+//! with arrow-rs's Parquet reader: rows, distinct `_id`s, per-series count/min/max/sum
+//! equal to the index's own aggregation, the `_id` bloom filter of every row group (no
+//! false negative, few false positives on absent ids inside the row group's range),
+//! bit-identical to arrow-rs's filter for the same keys and size; exactly-once
+//! re-exports, and a late write's re-seal replacing its partition's file in one commit.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int32Type, Int64Type, TimestampMillisecondType};
+use arrow_array::{Array, RecordBatch};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::Encoding;
+use parquet::bloom_filter::Sbbf;
+use parquet::file::properties::ReaderProperties;
+use parquet::file::reader::FileReader;
+use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+use serde_json::{Value, json};
+use tidemark::dedup::{EngineConfig, PartitionConfig};
+use tidemark::tsid::SyntheticId;
+use tidemark::{AggQuery, BulkItem, Index, Mapping};
+use tidemark_bloom::{Hash64, SplitBlockBloomFilter};
+use tidemark_lake::{DeltaTable, ExportOptions, WriteOptions, export, shard_of};
+
+const MIN: i64 = 60_000;
+const DAY: i64 = 24 * 60 * MIN;
+const HOSTS: u32 = 5;
+
+fn mapping() -> Mapping {
+    Mapping::from_value(json!({"mappings": {"properties": {
+        "host": {"type": "keyword", "time_series_dimension": true},
+        "rack": {"type": "long", "time_series_dimension": true},
+        "cpu": {"type": "double", "time_series_metric": "gauge"},
+        "temp": {"type": "double", "time_series_metric": "gauge"},
+        "bytes": {"type": "long", "time_series_metric": "counter"},
+        "status": {"type": "keyword"}}}}))
+    .unwrap()
+}
+
+fn doc(host: u32, ts: i64) -> Value {
+    let k = ts / MIN;
+    let mut d = json!({
+        "@timestamp": ts,
+        "host": format!("h{host}"),
+        "rack": i64::from(host % 2),
+        "cpu": ((k * 7 + i64::from(host)) % 101) as f64 / 10.0 + 0.01,
+        "bytes": k * 1000 + i64::from(host),
+        "status": if k % 3 == 0 { "ok" } else { "degraded" },
+    });
+    // A sparse metric: every fourth row only.
+    if k % 4 == 0 {
+        d["temp"] = json!(20.0 + (k % 13) as f64 / 4.0);
+    }
+    d
+}
+
+/// Three sealed days of `HOSTS` series, a row every 5 minutes.
+fn sealed_index(dir: &Path) -> Index {
+    sealed_index_with_rollups(dir, Vec::new())
+}
+
+/// As [`sealed_index`], with rollups at these resolutions.
+fn sealed_index_with_rollups(dir: &Path, rollups: Vec<i64>) -> Index {
+    let mut index = Index::create_partitioned(
+        dir,
+        mapping(),
+        EngineConfig::new().with_refresh_rows(1000),
+        PartitionConfig::new()
+            .with_width_ms(DAY)
+            .with_rollups(rollups),
+    )
+    .unwrap();
+    let mut docs = Vec::new();
+    for day in 0..3 {
+        for h in 0..HOSTS {
+            for m in (0..DAY / MIN).step_by(5) {
+                docs.push(BulkItem::create(doc(h, day * DAY + m * MIN)));
+            }
+        }
+    }
+    let out = index.bulk(docs).unwrap();
+    assert!(out.iter().all(|o| o.http_status() == 201));
+    for day in 0..3 {
+        index.seal(day * DAY).unwrap();
+    }
+    index
+}
+
+fn options(row_group_rows: usize) -> ExportOptions {
+    ExportOptions {
+        write: WriteOptions {
+            row_group_rows,
+            ..WriteOptions::default()
+        },
+        partitions: None,
+    }
+}
+
+fn live_files(lake: &Path) -> Vec<PathBuf> {
+    DeltaTable::new(lake)
+        .state()
+        .unwrap()
+        .files
+        .keys()
+        .map(|p| lake.join(p))
+        .collect()
+}
+
+fn read_batches(path: &Path) -> Vec<RecordBatch> {
+    ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
+        .unwrap()
+        .build()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// Per (tsid, day): count, min, max and sum of `metric` read from the lake's files.
+type Stats = BTreeMap<(Vec<u8>, i64), (u64, f64, f64, f64)>;
+
+fn lake_stats(files: &[PathBuf], metric: &str) -> (u64, BTreeSet<Vec<u8>>, Stats) {
+    let mut rows = 0;
+    let mut ids = BTreeSet::new();
+    let mut stats = Stats::new();
+    for f in files {
+        for b in read_batches(f) {
+            rows += b.num_rows() as u64;
+            let ts = b
+                .column_by_name("@timestamp")
+                .unwrap()
+                .as_primitive::<TimestampMillisecondType>();
+            let tsid = b.column_by_name("_tsid").unwrap().as_binary::<i32>();
+            let id = b.column_by_name("_id").unwrap().as_binary::<i32>();
+            let shard = b
+                .column_by_name("shard")
+                .unwrap()
+                .as_primitive::<Int32Type>();
+            let m = b.column_by_name(metric).unwrap();
+            for r in 0..b.num_rows() {
+                // `_id` is `_tsid` ‖ timestamp, and `shard` is the tsid's shard.
+                let t = tidemark::tsid::Tsid::try_from_slice(tsid.value(r)).unwrap();
+                let sid = SyntheticId::new(t, ts.value(r));
+                assert_eq!(id.value(r), sid.to_bytes());
+                assert_eq!(shard.value(r) as u32, shard_of(&t));
+                assert!(ids.insert(id.value(r).to_vec()), "an _id twice");
+                if m.is_null(r) {
+                    continue;
+                }
+                let v = match m.data_type() {
+                    arrow_schema::DataType::Float64 => m.as_primitive::<Float64Type>().value(r),
+                    _ => m.as_primitive::<Int64Type>().value(r) as f64,
+                };
+                let e = stats
+                    .entry((tsid.value(r).to_vec(), ts.value(r).div_euclid(DAY) * DAY))
+                    .or_insert((0, f64::INFINITY, f64::NEG_INFINITY, 0.0));
+                e.0 += 1;
+                e.1 = e.1.min(v);
+                e.2 = e.2.max(v);
+                e.3 += v;
+            }
+        }
+    }
+    (rows, ids, stats)
+}
+
+fn index_stats(index: &Index, metric: &str) -> Stats {
+    let result = index
+        .aggregate(&AggQuery {
+            metric: metric.to_owned(),
+            interval_millis: DAY,
+            raw_only: true,
+            ..AggQuery::default()
+        })
+        .unwrap();
+    let mut out = Stats::new();
+    for s in &result.series {
+        for b in &s.buckets {
+            if b.count > 0 {
+                out.insert(
+                    (s.tsid.as_bytes().to_vec(), b.key),
+                    (b.count, b.min, b.max, b.sum),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn assert_same_stats(lake: &Stats, index: &Stats) {
+    assert_eq!(lake.len(), index.len());
+    for ((k1, a), (k2, b)) in lake.iter().zip(index) {
+        assert_eq!(k1, k2);
+        let (&(c1, min1, max1, sum1), &(c2, min2, max2, sum2)) = (a, b);
+        assert_eq!((c1, min1, max1), (c2, min2, max2), "series/day {k1:?}");
+        assert!(
+            (sum1 - sum2).abs() <= 1e-9 * sum2.abs().max(1.0),
+            "{sum1} vs {sum2}"
+        );
+    }
+}
+
+#[test]
+fn exported_rows_equal_the_index_per_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = sealed_index(&dir.path().join("index"));
+    let lake = dir.path().join("lake");
+    let report = export(&index, &lake, &options(500), &mut |_| {}).unwrap();
+    let expected_rows = 3 * u64::from(HOSTS) * (DAY / MIN / 5) as u64;
+    assert_eq!(report.rows(), expected_rows);
+    assert_eq!((report.files(), report.committed()), (3, 3));
+    // 1440 rows per day and file: three row groups of 500, one of 440.
+    assert!(report.partitions.iter().all(|p| p.row_groups == 3));
+    let files = live_files(&lake);
+    assert_eq!(files.len(), 3);
+    for metric in ["cpu", "bytes", "temp"] {
+        let (rows, ids, stats) = lake_stats(&files, metric);
+        assert_eq!(rows, expected_rows);
+        assert_eq!(ids.len() as u64, expected_rows);
+        assert_same_stats(&stats, &index_stats(&index, metric));
+    }
+}
+
+#[test]
+fn files_carry_types_encodings_metadata_and_id_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = sealed_index(&dir.path().join("index"));
+    let lake = dir.path().join("lake");
+    export(&index, &lake, &options(500), &mut |_| {}).unwrap();
+    let file = live_files(&lake).into_iter().next().unwrap();
+
+    let batches = read_batches(&file);
+    let schema = batches[0].schema();
+    let ty = |n: &str| schema.field_with_name(n).unwrap().data_type().clone();
+    use arrow_schema::{DataType, TimeUnit};
+    assert!(
+        matches!(ty("@timestamp"), DataType::Timestamp(TimeUnit::Millisecond, Some(tz)) if &*tz == "UTC")
+    );
+    assert!(matches!(ty("host"), DataType::Dictionary(_, v) if *v == DataType::Utf8));
+    assert_eq!(ty("rack"), DataType::Int64);
+    assert_eq!(ty("cpu"), DataType::Float64);
+    assert_eq!(ty("bytes"), DataType::Int64);
+    assert!(matches!(ty("status"), DataType::Dictionary(_, v) if *v == DataType::Utf8));
+    assert_eq!(ty("_id"), DataType::Binary);
+    assert_eq!(ty("_tsid"), DataType::Binary);
+
+    let reader = SerializedFileReader::new_with_options(
+        File::open(&file).unwrap(),
+        ReadOptionsBuilder::new()
+            .with_reader_properties(
+                ReaderProperties::builder()
+                    .set_read_bloom_filter(true)
+                    .build(),
+            )
+            .with_page_index()
+            .build(),
+    )
+    .unwrap();
+    let meta = reader.metadata();
+    let kv: BTreeMap<String, Option<String>> = meta
+        .file_metadata()
+        .key_value_metadata()
+        .unwrap()
+        .iter()
+        .map(|k| (k.key.clone(), k.value.clone()))
+        .collect();
+    assert_eq!(
+        kv["tidemark.version"].as_deref(),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+    let mapped: Value = serde_json::from_str(kv["tidemark.mapping"].as_deref().unwrap()).unwrap();
+    assert_eq!(&mapped, index.mapping().source());
+
+    // Deltas for timestamps and counters, byte-stream split for gauges, dictionaries for
+    // dimensions (docs/results/lake.md).
+    let encodings = |name: &str| -> Vec<Encoding> {
+        let i = meta
+            .file_metadata()
+            .schema_descr()
+            .columns()
+            .iter()
+            .position(|c| c.name() == name)
+            .unwrap();
+        meta.row_group(0).column(i).encodings().collect()
+    };
+    assert!(encodings("@timestamp").contains(&Encoding::DELTA_BINARY_PACKED));
+    assert!(encodings("bytes").contains(&Encoding::DELTA_BINARY_PACKED));
+    assert!(encodings("cpu").contains(&Encoding::BYTE_STREAM_SPLIT));
+    assert!(encodings("host").contains(&Encoding::RLE_DICTIONARY));
+
+    let id_col = meta
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|c| c.name() == "_id")
+        .unwrap();
+    let mut absent_hits = 0;
+    let mut absent_probes = 0;
+    for g in 0..meta.num_row_groups() {
+        let chunk = meta.row_group(g).column(id_col);
+        assert!(chunk.encodings().any(|e| e == Encoding::DELTA_BYTE_ARRAY));
+        // The page index: every column chunk has a column index and an offset index.
+        for c in meta.row_group(g).columns() {
+            assert!(c.column_index_offset().is_some() && c.offset_index_offset().is_some());
+        }
+        let rg = reader.get_row_group(g).unwrap();
+        let bloom: &Sbbf = rg
+            .get_column_bloom_filter(id_col)
+            .expect("an _id bloom filter");
+        let stats = chunk.statistics().unwrap();
+        let (lo, hi) = (
+            stats.min_bytes_opt().unwrap().to_vec(),
+            stats.max_bytes_opt().unwrap().to_vec(),
+        );
+        // Every id of the row group is in its filter (arrow-rs hashes and probes).
+        let mut present = BTreeSet::new();
+        for b in read_batches(&file) {
+            let id = b.column_by_name("_id").unwrap().as_binary::<i32>();
+            for r in 0..b.num_rows() {
+                let v = id.value(r);
+                if v >= lo.as_slice() && v <= hi.as_slice() {
+                    present.insert(v.to_vec());
+                }
+            }
+        }
+        assert_eq!(present.len() as i64, meta.row_group(g).num_rows());
+        assert!(present.iter().all(|v| bloom.check(v.as_slice())));
+        // Absent ids inside the row group's [min, max]: a minute after each stored
+        // point (rows are 5 minutes apart), mostly refused by the filter.
+        for v in &present {
+            let sid = SyntheticId::from_bytes(v).unwrap();
+            let absent = SyntheticId::new(sid.tsid(), sid.ts_millis() + MIN).to_bytes();
+            if absent.as_slice() < hi.as_slice() && !present.contains(absent.as_slice()) {
+                absent_probes += 1;
+                absent_hits += usize::from(bloom.check(absent.as_slice()));
+            }
+        }
+    }
+    assert!(absent_probes > 1000);
+    // The filters are sized for 1%: far fewer than 5% of absent ids may pass.
+    assert!(
+        absent_hits * 20 < absent_probes,
+        "{absent_hits} of {absent_probes}"
+    );
+}
+
+#[test]
+fn split_block_filter_is_bit_identical_to_arrow_rs() {
+    // Same size (a power of two, which arrow-rs requires) and same keys: same bytes.
+    for (bytes, keys) in [(32usize, 10u64), (1024, 500), (8192, 7000)] {
+        let mut ours = SplitBlockBloomFilter::with_num_blocks((bytes / 32) as u64)
+            .unwrap()
+            .with_hasher(Hash64::PARQUET);
+        let mut theirs = Sbbf::new_with_num_of_bytes(bytes);
+        for k in 0..keys {
+            let id = SyntheticId::new(
+                tidemark::tsid::Tsid::from_bytes([k as u8; 20]),
+                k as i64 * 1000,
+            )
+            .to_bytes();
+            ours.insert(&id);
+            theirs.insert(id.as_slice());
+        }
+        let mut bitset = Vec::new();
+        theirs.write_bitset(&mut bitset).unwrap();
+        assert_eq!(ours.to_bitset_bytes(), bitset, "{bytes} bytes, {keys} keys");
+        // And arrow-rs reads ours back as the same filter.
+        let mut spliced = Vec::new();
+        Sbbf::new(&ours.to_bitset_bytes())
+            .write_bitset(&mut spliced)
+            .unwrap();
+        assert_eq!(spliced, bitset);
+    }
+}
+
+#[test]
+fn re_exports_are_exactly_once_and_a_late_write_replaces_its_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = sealed_index(&dir.path().join("index"));
+    let lake = dir.path().join("lake");
+    let first = export(&index, &lake, &options(100_000), &mut |_| {}).unwrap();
+    assert_eq!(first.committed(), 3);
+    let again = export(&index, &lake, &options(100_000), &mut |_| {}).unwrap();
+    assert_eq!(
+        (again.committed(), again.skipped(), again.rows()),
+        (0, 3, 0)
+    );
+    let state = DeltaTable::new(&lake).state().unwrap();
+    assert_eq!(state.version, Some(2));
+    assert_eq!(state.files.len(), 3);
+
+    // A late point into day 1 (between two stored ones), then the re-seal.
+    let late = doc(0, DAY + 2 * MIN);
+    let out = index.bulk(vec![BulkItem::create(late)]).unwrap();
+    assert_eq!(out[0].http_status(), 201);
+    index.seal(DAY).unwrap();
+    let third = export(&index, &lake, &options(100_000), &mut |_| {}).unwrap();
+    assert_eq!((third.committed(), third.skipped()), (1, 2));
+    let p = third
+        .partitions
+        .iter()
+        .find(|p| p.version.is_some())
+        .unwrap();
+    assert_eq!(
+        (p.start_ms, p.replaced, p.rows),
+        (DAY, 1, u64::from(HOSTS) * 288 + 1)
+    );
+    let state = DeltaTable::new(&lake).state().unwrap();
+    assert_eq!(state.files.len(), 3);
+    let (rows, ids, stats) = lake_stats(&live_files(&lake), "cpu");
+    assert_eq!(rows, 3 * u64::from(HOSTS) * 288 + 1);
+    assert_eq!(ids.len() as u64, rows);
+    assert_same_stats(&stats, &index_stats(&index, "cpu"));
+}
+
+fn value_at(column: &dyn Array, r: usize) -> Option<f64> {
+    if column.is_null(r) {
+        return None;
+    }
+    Some(match column.data_type() {
+        arrow_schema::DataType::Float64 => column.as_primitive::<Float64Type>().value(r),
+        _ => column.as_primitive::<Int64Type>().value(r) as f64,
+    })
+}
+
+#[test]
+fn rollups_are_their_own_tables_equal_to_the_raw_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = sealed_index_with_rollups(&dir.path().join("index"), vec![60 * MIN]);
+    let lake = dir.path().join("lake");
+    let report = export(&index, &lake, &options(100_000), &mut |_| {}).unwrap();
+    // Three raw commits and three to the 1 h rollup table.
+    assert_eq!(report.committed(), 6);
+    let rolled: Vec<_> = report
+        .partitions
+        .iter()
+        .filter(|p| p.rollup_ms.is_some())
+        .collect();
+    assert_eq!(rolled.len(), 3);
+    // One row per series and hour; a host has two series, since metric names are part of
+    // the series identity and `temp` is in every fourth row only.
+    assert!(
+        rolled.iter().all(|p| p.rows == 2 * u64::from(HOSTS) * 24),
+        "{rolled:?}"
+    );
+    assert_eq!(tidemark_lake::rollup_table_dir(60 * MIN), "_rollups/1h");
+    let table = lake.join("_rollups/1h");
+    let files = live_files(&table);
+    assert_eq!(files.len(), 3);
+    // Per series and day: the rollup's counts, minima, maxima and sums fold to the raw
+    // rows' (count exact, extremes exact, sums within 1e-9).
+    for metric in ["cpu", "bytes", "temp"] {
+        let mut folded = Stats::new();
+        for f in &files {
+            for b in read_batches(f) {
+                let ts = b
+                    .column_by_name("@timestamp")
+                    .unwrap()
+                    .as_primitive::<TimestampMillisecondType>();
+                let tsid = b.column_by_name("_tsid").unwrap().as_binary::<i32>();
+                let col = |s: &str| b.column_by_name(&format!("{metric}.{s}")).unwrap().clone();
+                let (count, min, max, sum) = (col("count"), col("min"), col("max"), col("sum"));
+                for r in 0..b.num_rows() {
+                    let Some(n) = value_at(count.as_ref(), r) else {
+                        continue;
+                    };
+                    if n == 0.0 {
+                        continue;
+                    }
+                    let e = folded
+                        .entry((tsid.value(r).to_vec(), ts.value(r).div_euclid(DAY) * DAY))
+                        .or_insert((0, f64::INFINITY, f64::NEG_INFINITY, 0.0));
+                    e.0 += n as u64;
+                    e.1 = e.1.min(value_at(min.as_ref(), r).unwrap());
+                    e.2 = e.2.max(value_at(max.as_ref(), r).unwrap());
+                    e.3 += value_at(sum.as_ref(), r).unwrap();
+                }
+            }
+        }
+        assert_same_stats(&folded, &index_stats(&index, metric));
+    }
+    // Again: nothing written, to either table.
+    let again = export(&index, &lake, &options(100_000), &mut |_| {}).unwrap();
+    assert_eq!((again.committed(), again.skipped()), (0, 6));
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = sealed_index(&dir.path().join("index"));
+    let lake = dir.path().join("lake");
+    let mut opts = options(0);
+    assert!(matches!(
+        export(&index, &lake, &opts, &mut |_| {}),
+        Err(tidemark_lake::Error::InvalidOption { .. })
+    ));
+    opts = options(10);
+    opts.partitions = Some(vec![5 * DAY]);
+    let e = export(&index, &lake, &opts, &mut |_| {}).unwrap_err();
+    assert!(
+        e.to_string().contains("no sealed partition starts at"),
+        "{e}"
+    );
+
+    let single = Index::create(dir.path().join("single"), mapping()).unwrap();
+    assert!(matches!(
+        export(&single, &lake, &options(10), &mut |_| {}),
+        Err(tidemark_lake::Error::NotPartitioned { .. })
+    ));
+}
