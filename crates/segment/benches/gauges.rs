@@ -4,6 +4,9 @@
 //! (full 52-bit mantissas, as the k8s CPU utilisation). Codec only: the block's zstd
 //! wrap, which the writer adds when it makes the block smaller, is not included.
 //!
+//! Where an encoding does not apply (ALP on random doubles), `try` measures what finding
+//! that out costs.
+//!
 //! `cargo bench -p tidemark-segment --bench gauges`; criterion reports elements/s,
 //! values/ns is that figure / 10^9. Results in `docs/results/segment.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -69,6 +72,10 @@ fn bench_gauges(c: &mut Criterion) {
         for enc in ENCODINGS {
             let Some(bytes) = encode_gauges(&values, enc).unwrap() else {
                 // Not applicable (ALP on random doubles: most values are exceptions).
+                // What finding that out costs the writer, which tries every block.
+                g.bench_with_input(BenchmarkId::new("try", enc.name()), &values, |b, v| {
+                    b.iter(|| encode_gauges(black_box(v), enc).unwrap());
+                });
                 continue;
             };
             let back = decode_gauges(&bytes, values.len()).unwrap();

@@ -186,6 +186,17 @@ fn estimate_bits(sample: &[f64], exp: Exponents) -> u64 {
     ok * width + exceptions * EXCEPTION_BITS
 }
 
+/// How many of `sample` do not come back under `exp`.
+fn sample_exceptions(sample: &[f64], exp: Exponents) -> usize {
+    let (Some(enc), Some(dec)) = (exp.encode_factors(), exp.scale()) else {
+        return sample.len();
+    };
+    sample
+        .iter()
+        .filter(|&&v| encode_one(v, enc, dec).is_none())
+        .count()
+}
+
 /// The exponents for `values`, chosen by sampling as in the paper: every combination on
 /// a few values, then the best few on more; the smallest estimate wins (the smaller
 /// exponent on a tie, so integers stay integers). Returns the best multiplying
@@ -242,10 +253,17 @@ pub(crate) struct Transformed {
 /// combination, or the dividing one when the first leaves exceptions and the second a
 /// smaller encoding. `None` when more than half of the values would be exceptions (the
 /// other encodings are then smaller, and the writer need not compress this one to find
-/// out) or when there are more than `u32::MAX`.
+/// out; judged on the sample first) or when there are more than `u32::MAX`.
 pub(crate) fn transform(values: &[f64]) -> Option<Transformed> {
     u32::try_from(values.len()).ok()?;
     let (multiply, divide) = choose_exponents(values);
+    // When more than half of the sampled values are exceptions under both exponents
+    // (full-precision doubles), the block would be too: not worth three passes over it.
+    let sampled = sample(values, SECOND_SAMPLES);
+    let too_many = |exp: Exponents| 2 * sample_exceptions(&sampled, exp) > sampled.len();
+    if too_many(multiply) && too_many(divide) {
+        return None;
+    }
     let first = transform_with(values, multiply);
     if first.as_ref().is_some_and(|t| t.exceptions.is_empty()) {
         return first;
@@ -787,6 +805,26 @@ mod tests {
         let t = transform(&[21.37, 21.5, 22.0]).unwrap();
         assert!(!t.exp.divide);
         assert!(t.exceptions.is_empty());
+    }
+
+    #[test]
+    fn the_sample_decides_whether_a_block_is_tried() {
+        // Every sampled value is a full-precision double, the rest decimals: the sample
+        // says no, and it is trusted (the block is left to the other encodings).
+        let mut values: Vec<f64> = (0..1000).map(|i| f64::from(i) / 10.0).collect();
+        let sampled: Vec<usize> = (0..SECOND_SAMPLES as u64)
+            .map(|k| (k.wrapping_mul(0x9e37_79b9) % 1000) as usize)
+            .chain((0..FIRST_SAMPLES as u64).map(|k| (k.wrapping_mul(0x9e37_79b9) % 1000) as usize))
+            .collect();
+        for &i in &sampled {
+            values[i] = (i as f64 * 0.7).sin();
+        }
+        assert!(transform(&values).is_none());
+        // With the sample decimal, the block is transformed.
+        for &i in &sampled {
+            values[i] = i as f64 / 10.0;
+        }
+        assert!(transform(&values).unwrap().exceptions.is_empty());
     }
 
     #[test]

@@ -142,8 +142,20 @@ pub mod gauge_codec {
     ///
     /// # Errors
     /// [`Error::Corrupt`] or [`Error::Truncated`] for input no encoder wrote, trailing
-    /// bytes included.
+    /// bytes included; [`Error::TooLarge`] for a `count` above
+    /// [`MAX_BLOCK_ROWS`](crate::MAX_BLOCK_ROWS).
     pub fn decode_gauges(bytes: &[u8], count: usize) -> Result<Vec<f64>> {
+        // A block holds at most MAX_BLOCK_ROWS values; the reader bounds the count by the
+        // block's rows, and so must this door (some encodings hold any count in a few
+        // bytes, and the output is allocated up front).
+        let max = crate::format::MAX_BLOCK_ROWS;
+        if count > max as usize {
+            return Err(Error::TooLarge {
+                what: "gauge values in one block",
+                found: count as u64,
+                max: u64::from(max),
+            });
+        }
         let mut r = Reader::new(bytes, Place::Meta);
         let (_, values) = decode_values(&mut r, count)?;
         if !r.is_empty() {
@@ -181,6 +193,14 @@ pub mod gauge_codec {
                 bytes.push(0);
                 assert!(decode_gauges(&bytes, values.len()).is_err());
             }
+            // A count no block holds is refused, not allocated.
+            let alp = encode_gauges(&[1.5; 4], GaugeEncoding::Alp)
+                .unwrap()
+                .unwrap();
+            assert!(matches!(
+                decode_gauges(&alp, usize::MAX),
+                Err(Error::TooLarge { .. })
+            ));
             // ALP does not apply when most values are exceptions.
             let noisy: Vec<f64> = (1..50).map(|i| (f64::from(i) * 0.7).sin()).collect();
             assert!(encode_gauges(&noisy, GaugeEncoding::Alp).unwrap().is_none());
