@@ -8,19 +8,8 @@ use serde_json::{Value, json};
 use tidemark::dedup::{EngineConfig, PartitionConfig};
 use tidemark::{BulkItem, Index, Mapping};
 
-const DAY: i64 = 86_400_000;
-
-/// Serializes this file's tests. Each opens an index (taking its OS lock) while the other
-/// may be spawning a child: between fork and exec the child holds a copy of every open
-/// file, the lock file's included, so a lock released by one test can still look held
-/// to the other's child for a moment.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+mod support;
+use support::{DAY, serial};
 
 fn mapping() -> Mapping {
     Mapping::from_value(json!({"mappings": {"properties": {
