@@ -123,6 +123,16 @@ pub struct Column {
     pub role: Role,
 }
 
+impl Column {
+    /// Whether every row has a value: the timestamp, `_tsid`, `_id` and `shard` do.
+    pub fn required(&self) -> bool {
+        matches!(
+            self.role,
+            Role::Timestamp | Role::Tsid | Role::Id | Role::Shard
+        )
+    }
+}
+
 /// The columns of the files an export writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LakeSchema {
@@ -273,10 +283,7 @@ impl LakeSchema {
             .columns
             .iter()
             .map(|c| {
-                let required = matches!(
-                    c.role,
-                    Role::Timestamp | Role::Tsid | Role::Id | Role::Shard
-                );
+                let required = c.required();
                 Field::new(&c.name, c.ty.arrow(), !required)
             })
             .collect();
@@ -289,10 +296,7 @@ impl LakeSchema {
             .columns
             .iter()
             .map(|c| {
-                let required = matches!(
-                    c.role,
-                    Role::Timestamp | Role::Tsid | Role::Id | Role::Shard
-                );
+                let required = c.required();
                 serde_json::json!({
                     "name": c.name,
                     "type": c.ty.delta_name(),
