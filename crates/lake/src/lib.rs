@@ -2,6 +2,8 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 mod delta;
 mod error;
 mod export;

@@ -6,6 +6,7 @@
 
 pub mod api;
 mod auth;
+pub mod cli;
 mod config;
 pub mod disk;
 mod error;

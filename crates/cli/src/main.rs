@@ -1,5 +1,9 @@
-//! `tidemark`: create an index from an Elasticsearch-style mapping, ingest NDJSON or
-//! `_bulk` files exactly once, and query, inspect and measure it.
+//! `tidemark`: serve a data directory (Elasticsearch `_bulk` and search, Prometheus
+//! remote write and PromQL, Influx line protocol, OTLP), run a demo, create an index
+//! from an Elasticsearch-style mapping, ingest NDJSON or `_bulk` files exactly once,
+//! query, inspect and measure it, and export it as a Parquet lake — one binary.
+
+mod demo;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, IsTerminal, Write};
@@ -252,24 +256,15 @@ enum Command {
         /// A `seg-*.tms` file.
         segment: PathBuf,
     },
-    /// Export the sealed time partitions as a Parquet lake, a Delta table (runs
-    /// `tidemark-export`, found beside this executable or on PATH, with these arguments:
-    /// `tidemark export --index DIR --to LAKE_DIR [--partition TIME]...`).
-    #[command(disable_help_flag = true)]
-    Export {
-        /// Arguments for `tidemark-export` (`--help` lists them).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<std::ffi::OsString>,
-    },
-    /// Serve a data directory over Elasticsearch's HTTP API (runs `tidemark-server`,
-    /// found beside this executable or on PATH, with these arguments:
-    /// `tidemark serve --data DIR [--listen 127.0.0.1:9200] [--config FILE]`).
-    #[command(disable_help_flag = true)]
-    Serve {
-        /// Arguments for `tidemark-server` (`--help` lists them).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<std::ffi::OsString>,
-    },
+    /// Export the sealed time partitions as a Parquet lake, a Delta table that DuckDB,
+    /// DataFusion and Spark read, exactly once per partition.
+    Export(tidemark_lake::cli::ExportArgs),
+    /// Serve a data directory over HTTP: Elasticsearch's API, Prometheus remote write
+    /// and query API, InfluxDB line protocol, OTLP (`tidemark-server` is the same).
+    Serve(tidemark_server::cli::ServeArgs),
+    /// Serve a fresh data directory, send it a generated dataset twice (line protocol,
+    /// then the same samples as remote write), show what it kept and where to look.
+    Demo(demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -318,73 +313,20 @@ fn matchers_arg(matchers: &[String]) -> Result<Vec<tidemark::Matcher>> {
         .collect()
 }
 
-/// The server binary `tidemark serve` runs: nothing may depend on a server crate, so the
-/// CLI cannot link it and starts it as git and cargo start external subcommands.
-const SERVER_BINARY: &str = "tidemark-server";
-
-/// The lake exporter `tidemark export` runs: `tidemark-lake` depends on this crate, so
-/// this binary cannot link it either (docs/architecture.md).
-const EXPORT_BINARY: &str = "tidemark-export";
-
-/// Finds `name` beside the current executable, then on `PATH`.
-fn find_binary(name: &str) -> Option<PathBuf> {
-    let beside = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(|d| d.join(name)))
-        .filter(|p| p.is_file());
-    beside.or_else(|| {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        })
-    })
-}
-
-/// Replaces this process with `name ARGS` (the signals a supervisor sends then reach
-/// that program itself); `subcommand` and `package` name the command and the package
-/// that builds it in the error when it is absent.
-fn exec_external(
-    name: &str,
-    subcommand: &str,
-    package: &str,
-    args: &[std::ffi::OsString],
-) -> Result<ExitCode> {
-    let Some(program) = find_binary(name) else {
-        bail!(
-            "`tidemark {subcommand}` needs the `{name}` binary, found neither beside this executable nor on PATH: build it with `cargo build --release -p {package}` (or install it with `cargo install --path crates/{}`)",
-            package.trim_start_matches("tidemark-")
-        );
-    };
-    let mut cmd = std::process::Command::new(&program);
-    cmd.args(args);
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        let e = cmd.exec();
-        Err(anyhow::Error::new(e).context(format!("starting {}", program.display())))
-    }
-    #[cfg(not(unix))]
-    {
-        let status = cmd
-            .status()
-            .with_context(|| format!("starting {}", program.display()))?;
-        Ok(match status.code() {
-            Some(0) => ExitCode::SUCCESS,
-            Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
-            None => ExitCode::FAILURE,
-        })
-    }
-}
-
 fn run(cli: Cli) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match cli.command {
-        Command::Serve { args } => {
-            return exec_external(SERVER_BINARY, "serve", "tidemark-server", &args);
+        Command::Serve(args) => {
+            tidemark_server::cli::run(&args)?;
+            return Ok(ExitCode::SUCCESS);
         }
-        Command::Export { args } => {
-            return exec_external(EXPORT_BINARY, "export", "tidemark-lake", &args);
+        Command::Export(args) => {
+            tidemark_lake::cli::run(&args)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Demo(args) => {
+            demo::run(&args)?;
+            return Ok(ExitCode::SUCCESS);
         }
         Command::Create {
             dir,

@@ -1,0 +1,195 @@
+//! The `export` command's arguments and entry point, shared by `tidemark export` (the
+//! `tidemark-cli` package) and the `tidemark-export` binary.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use crate::{
+    DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS, ExportOptions, ExportProgress, ExportReport,
+    WriteOptions, export, rollup_table_dir,
+};
+use anyhow::{Context, Result};
+use tidemark::{Index, format_time, parse_time};
+
+/// Export the sealed time partitions of a Tidemark index as a Parquet lake (a Delta
+/// table that DuckDB, DataFusion and Spark read), exactly once per partition.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExportArgs {
+    /// Index directory (a time-partitioned index).
+    #[arg(long)]
+    pub index: PathBuf,
+    /// The lake: a Delta table directory (created if needed).
+    #[arg(long)]
+    pub to: PathBuf,
+    /// Only the sealed partition starting at this time (RFC 3339 or epoch
+    /// milliseconds; repeatable). Default: every sealed partition.
+    #[arg(long = "partition")]
+    pub partitions: Vec<String>,
+    /// Rows per row group.
+    #[arg(long, default_value_t = DEFAULT_ROW_GROUP_ROWS)]
+    pub row_group_rows: usize,
+    /// False-positive rate of each row group's `_id` bloom filter.
+    #[arg(long, default_value_t = DEFAULT_ID_BLOOM_FPR)]
+    pub id_bloom_fpr: f64,
+    /// Leave the `_id` column out (to measure its cost; it is `_tsid` ‖ timestamp).
+    #[arg(long)]
+    pub without_id: bool,
+    /// The report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Exports what these arguments name and prints the report (a table, or JSON with
+/// `--json`) on stdout, progress on stderr.
+pub fn run(cli: &ExportArgs) -> Result<()> {
+    let partitions = if cli.partitions.is_empty() {
+        None
+    } else {
+        Some(
+            cli.partitions
+                .iter()
+                .map(|p| parse_time(p).with_context(|| format!("--partition {p}")))
+                .collect::<Result<Vec<i64>>>()?,
+        )
+    };
+    let options = ExportOptions {
+        write: WriteOptions {
+            row_group_rows: cli.row_group_rows,
+            id_bloom_fpr: cli.id_bloom_fpr,
+            write_id: !cli.without_id,
+            ..WriteOptions::default()
+        },
+        partitions,
+    };
+    let index = Index::open(&cli.index)
+        .with_context(|| format!("opening the index {}", cli.index.display()))?;
+    let terminal = std::io::stderr().is_terminal();
+    let mut last = std::time::Instant::now();
+    let mut on_progress = |p: &ExportProgress| {
+        let done = p.rows.0 == p.rows.1;
+        if !terminal && !done {
+            return;
+        }
+        if terminal && !done && last.elapsed().as_millis() < 200 {
+            return;
+        }
+        last = std::time::Instant::now();
+        let line = format!(
+            "{} partition {}/{} {}: {}/{} rows",
+            table_name(p.rollup_ms),
+            p.partition.0 + 1,
+            p.partition.1,
+            format_time(p.start_ms),
+            p.rows.0,
+            p.rows.1
+        );
+        if terminal {
+            eprint!("\r\x1b[2K{line}");
+            if done {
+                eprintln!();
+            }
+        } else {
+            eprintln!("{line}");
+        }
+    };
+    let report = export(&index, &cli.to, &options, &mut on_progress)
+        .with_context(|| format!("exporting {} to {}", cli.index.display(), cli.to.display()))?;
+    let mut out = std::io::stdout().lock();
+    if cli.json {
+        writeln!(out, "{}", report_json(&report))?;
+    } else {
+        write_report(&mut out, &report)?;
+    }
+    Ok(())
+}
+
+fn rate(rows: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        rows as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
+/// `raw` for the raw rows' table, `rollup 5m` for a rollup table.
+fn table_name(rollup_ms: Option<i64>) -> String {
+    match rollup_ms {
+        None => "raw".to_owned(),
+        Some(r) => format!(
+            "rollup {}",
+            rollup_table_dir(r).trim_start_matches("_rollups/")
+        ),
+    }
+}
+
+fn write_report(out: &mut impl Write, r: &ExportReport) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<10} {:<26} {:>10} {:>12} {:>12} {:>6} {:>9}  file",
+        "table", "partition", "generation", "rows", "bytes", "groups", "version"
+    )?;
+    for p in &r.partitions {
+        let version = p
+            .version
+            .map_or_else(|| "skipped".to_owned(), |v| v.to_string());
+        writeln!(
+            out,
+            "{:<10} {:<26} {:>10} {:>12} {:>12} {:>6} {:>9}  {}",
+            table_name(p.rollup_ms),
+            format_time(p.start_ms),
+            p.generation,
+            p.rows,
+            p.bytes,
+            p.row_groups,
+            version,
+            p.file.as_deref().unwrap_or(if p.version.is_some() {
+                "(empty)"
+            } else {
+                "already in the lake"
+            })
+        )?;
+    }
+    writeln!(
+        out,
+        "exported {} partitions ({} skipped, already in the lake): {} rows, {} files, {} bytes ({:.2} bytes/row) in {:.2} s, {:.0} rows/s",
+        r.committed(),
+        r.skipped(),
+        r.rows(),
+        r.files(),
+        r.bytes(),
+        if r.rows() > 0 {
+            r.bytes() as f64 / r.rows() as f64
+        } else {
+            0.0
+        },
+        r.seconds,
+        rate(r.rows(), r.seconds)
+    )
+}
+
+fn report_json(r: &ExportReport) -> serde_json::Value {
+    serde_json::json!({
+        "partitions": r.partitions.iter().map(|p| serde_json::json!({
+            "table": p.rollup_ms.map_or_else(|| ".".to_owned(), rollup_table_dir),
+            "rollup_ms": p.rollup_ms,
+            "start": format_time(p.start_ms),
+            "start_ms": p.start_ms,
+            "generation": p.generation,
+            "rows": p.rows,
+            "bytes": p.bytes,
+            "row_groups": p.row_groups,
+            "file": p.file,
+            "replaced": p.replaced,
+            "version": p.version,
+            "skipped": p.version.is_none(),
+            "seconds": p.seconds,
+        })).collect::<Vec<_>>(),
+        "committed": r.committed(),
+        "skipped": r.skipped(),
+        "rows": r.rows(),
+        "files": r.files(),
+        "bytes": r.bytes(),
+        "seconds": r.seconds,
+        "rows_per_second": rate(r.rows(), r.seconds),
+    })
+}
