@@ -251,6 +251,16 @@ enum Command {
         /// Index directory.
         dir: PathBuf,
     },
+    /// Restore a snapshot (`POST /api/v1/admin/tsdb/snapshot` wrote it under
+    /// `DATA/snapshots/NAME`) into a new data directory to serve: immutable files
+    /// hard-linked, write-ahead logs copied, so the snapshot itself is never changed.
+    Restore {
+        /// The snapshot directory.
+        snapshot: PathBuf,
+        /// The new data directory (must not exist).
+        #[arg(long)]
+        data: PathBuf,
+    },
     /// Dump a segment file: every section, decoded.
     Inspect {
         /// A `seg-*.tms` file.
@@ -737,6 +747,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let segments = index.engine().segment_count();
             index.close()?;
             writeln!(out, "merged {}: {segments} segment(s)", dir.display())?;
+        }
+        Command::Restore { snapshot, data } => {
+            if !snapshot.join(tidemark_server::INDICES_DIR).is_dir() {
+                bail!(
+                    "{} is not a snapshot of a data directory (no `{}` directory in it)",
+                    snapshot.display(),
+                    tidemark_server::INDICES_DIR
+                );
+            }
+            let s = tidemark::copy_tree(&snapshot, &data, &[])?;
+            writeln!(
+                out,
+                "restored {} into {}: {} files linked ({} bytes), {} copied ({} bytes); serve it with `tidemark serve --data {}`",
+                snapshot.display(),
+                data.display(),
+                s.files_linked,
+                s.bytes_linked,
+                s.files_copied,
+                s.bytes_copied,
+                data.display()
+            )?;
         }
         Command::Inspect { segment } => {
             let bytes = std::fs::read(&segment)

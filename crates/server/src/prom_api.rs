@@ -13,7 +13,7 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 use tidemark::{FieldRole, IndexMode};
 use tidemark_promql::{
@@ -54,6 +54,10 @@ pub fn routes() -> crate::api::Routes {
                 get(label_values),
             )
             .route(&format!("{prefix}/api/v1/metadata"), get(metadata))
+            .route(
+                &format!("{prefix}/api/v1/admin/tsdb/snapshot"),
+                post(crate::snapshot::handler).put(crate::snapshot::handler),
+            )
             .route(&format!("{prefix}/api/v1/status/buildinfo"), get(buildinfo))
             .route(
                 &format!("{prefix}/api/v1/query_exemplars"),

@@ -16,6 +16,7 @@ mod read;
 mod row;
 mod scan;
 mod search;
+mod snapshot;
 mod stats;
 mod time;
 
@@ -42,6 +43,7 @@ pub use read::SeriesHit;
 pub use search::{
     AggBucket, AggQuery, AggResult, GroupAgg, Matcher, Order, Query, RollupSearch, SeriesAgg,
 };
+pub use snapshot::{SnapshotStats, copy_tree};
 pub use stats::{ComponentUsage, DiskUsage, IndexStats};
 pub use time::{format_time, parse_interval, parse_time};
 

@@ -18,6 +18,7 @@ mod metrics;
 mod monitoring;
 mod protocol_auth;
 mod reads;
+mod snapshot;
 mod support;
 mod tenants;
 mod writes;
