@@ -23,6 +23,8 @@ pub mod search;
 mod selfmon;
 mod series_cache;
 mod server;
+mod vm_api;
+pub mod vm_format;
 
 pub use auth::{Credentials, Principal, authenticate, authenticate_request, glob_match};
 pub use config::{
