@@ -143,7 +143,11 @@ async fn import_csv(
 /// The `extra_label=name=value` query args, in order.
 fn extra_labels(raw: Option<&str>) -> Result<Labels> {
     let mut out = Labels::new();
-    for (k, v) in raw.map(|q| form_urlencoded::parse(q.as_bytes())).into_iter().flatten() {
+    for (k, v) in raw
+        .map(|q| form_urlencoded::parse(q.as_bytes()))
+        .into_iter()
+        .flatten()
+    {
         if k != "extra_label" {
             continue;
         }
@@ -325,7 +329,10 @@ fn resolve(
     if let Some(s) = cache.get(key) {
         return Ok(s);
     }
-    let refs: Vec<(&str, &str)> = labels.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let refs: Vec<(&str, &str)> = labels
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
     let s = batch
         .series(&refs, &SampleValue::F64(0.0), what)
         .map_err(|e| e.reason())?;
@@ -523,7 +530,13 @@ impl<'a> Import<'a> {
                 }
                 vm_format::parse_json_line(text, &mut self.json)?;
                 apply_extra(&mut self.json.labels, &self.extra);
-                let series = resolve(&mut self.batch, cache, &mut self.key, &self.json.labels, &what)?;
+                let series = resolve(
+                    &mut self.batch,
+                    cache,
+                    &mut self.key,
+                    &self.json.labels,
+                    &what,
+                )?;
                 self.pairs.clear();
                 self.pairs.extend(
                     self.json
@@ -542,7 +555,13 @@ impl<'a> Import<'a> {
                 }
                 apply_extra(&mut self.prom.labels, &self.extra);
                 let ts = self.prom.ts_millis.or(*default_ts).unwrap_or(self.now_ms);
-                let series = resolve(&mut self.batch, cache, &mut self.key, &self.prom.labels, &what)?;
+                let series = resolve(
+                    &mut self.batch,
+                    cache,
+                    &mut self.key,
+                    &self.prom.labels,
+                    &what,
+                )?;
                 self.batch
                     .push_sample(&series, ts, SampleValue::F64(self.prom.value), &what)
                     .map_err(|e| e.reason())
@@ -559,7 +578,8 @@ impl<'a> Import<'a> {
                         .push((tidemark::METRIC_NAME_LABEL.to_owned(), metric.clone()));
                     self.labels.extend(self.csv.labels.iter().cloned());
                     apply_extra(&mut self.labels, &self.extra);
-                    let series = resolve(&mut self.batch, cache, &mut self.key, &self.labels, &what)?;
+                    let series =
+                        resolve(&mut self.batch, cache, &mut self.key, &self.labels, &what)?;
                     self.batch
                         .push_sample(&series, ts, SampleValue::F64(*value), &what)
                         .map_err(|e| e.reason())?;

@@ -155,15 +155,20 @@ impl<'a> Cursor<'a> {
     /// The text of a bare token: a number, or VictoriaMetrics' `NaN`, `Inf`, `+Inf`, `-Inf`.
     fn token(&mut self) -> &'a str {
         let start = self.pos;
-        while matches!(self.peek(), Some(b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z' | b'+' | b'-' | b'.'))
-        {
+        while matches!(
+            self.peek(),
+            Some(b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z' | b'+' | b'-' | b'.')
+        ) {
             self.pos += 1;
         }
         self.text.get(start..self.pos).unwrap_or("")
     }
 
     /// A comma-separated array of items read by `item`.
-    fn array(&mut self, mut item: impl FnMut(&mut Self) -> Result<(), String>) -> Result<(), String> {
+    fn array(
+        &mut self,
+        mut item: impl FnMut(&mut Self) -> Result<(), String>,
+    ) -> Result<(), String> {
         self.expect(b'[')?;
         self.skip_ws();
         if self.peek() == Some(b']') {
@@ -193,7 +198,12 @@ fn parse_value(text: &str) -> Option<f64> {
         "NaN" => Some(f64::NAN),
         "Inf" | "+Inf" => Some(f64::INFINITY),
         "-Inf" => Some(f64::NEG_INFINITY),
-        _ if text.bytes().any(|b| b.is_ascii_alphabetic() && b != b'e' && b != b'E') => None,
+        _ if text
+            .bytes()
+            .any(|b| b.is_ascii_alphabetic() && b != b'e' && b != b'E') =>
+        {
+            None
+        }
         _ => text.parse::<f64>().ok(),
     }
 }
@@ -315,7 +325,11 @@ pub fn parse_json_line(line: &str, out: &mut JsonLine) -> Result<(), String> {
     if !c.at_end() {
         return Err(c.err("unexpected text after the object"));
     }
-    for (seen, key) in [(metric, "metric"), (values, "values"), (timestamps, "timestamps")] {
+    for (seen, key) in [
+        (metric, "metric"),
+        (values, "values"),
+        (timestamps, "timestamps"),
+    ] {
         if !seen {
             return Err(format!("missing key {key:?}"));
         }
@@ -513,7 +527,10 @@ fn parse_prom_value(text: &str) -> Option<f64> {
         }
         _ => {}
     }
-    if text.bytes().any(|b| b.is_ascii_alphabetic() && b != b'e' && b != b'E') {
+    if text
+        .bytes()
+        .any(|b| b.is_ascii_alphabetic() && b != b'e' && b != b'E')
+    {
         return None;
     }
     text.parse::<f64>().ok()
@@ -528,7 +545,10 @@ pub fn parse_prom_line(line: &str, out: &mut PromSample) -> Result<bool, String>
     out.labels.clear();
     let mut c = Cursor::new(line);
     c.skip_blanks();
-    if c.at_end() || c.peek() == Some(b'#') || c.text.get(c.pos..).is_some_and(|r| r.trim().is_empty()) {
+    if c.at_end()
+        || c.peek() == Some(b'#')
+        || c.text.get(c.pos..).is_some_and(|r| r.trim().is_empty())
+    {
         return Ok(false);
     }
     let name = c.name(true, "metric name")?;
@@ -565,7 +585,8 @@ pub fn parse_prom_line(line: &str, out: &mut PromSample) -> Result<bool, String>
     if v.is_empty() {
         return Err(c.err("expected a value"));
     }
-    out.value = parse_prom_value(v).ok_or_else(|| format!("value {v:?} at byte {} is not a number", at + 1))?;
+    out.value = parse_prom_value(v)
+        .ok_or_else(|| format!("value {v:?} at byte {} is not a number", at + 1))?;
     c.skip_blanks();
     out.ts_millis = None;
     if !c.at_end() && c.text.get(c.pos..).is_some_and(|r| !r.trim().is_empty()) {
@@ -646,7 +667,9 @@ pub fn parse_csv_format(spec: &str) -> Result<CsvFormat, String> {
             .ok()
             .filter(|p| (1..=MAX_CSV_COLUMN).contains(p))
             .ok_or_else(|| {
-                format!("format rule {rule:?}: column_pos must be a number from 1 to {MAX_CSV_COLUMN}")
+                format!(
+                    "format rule {rule:?}: column_pos must be a number from 1 to {MAX_CSV_COLUMN}"
+                )
             })?;
         let kind = match ty {
             "metric" | "label" if ctx.is_empty() => {
@@ -681,10 +704,18 @@ pub fn parse_csv_format(spec: &str) -> Result<CsvFormat, String> {
         }
         columns.push((pos - 1, kind));
     }
-    if !columns.iter().any(|(_, k)| matches!(k, CsvColumn::Metric(_))) {
+    if !columns
+        .iter()
+        .any(|(_, k)| matches!(k, CsvColumn::Metric(_)))
+    {
         return Err("the format has no metric column (<pos>:metric:<name>)".into());
     }
-    if columns.iter().filter(|(_, k)| matches!(k, CsvColumn::Time(_))).count() > 1 {
+    if columns
+        .iter()
+        .filter(|(_, k)| matches!(k, CsvColumn::Time(_)))
+        .count()
+        > 1
+    {
         return Err("the format has more than one time column".into());
     }
     Ok(CsvFormat { columns })
@@ -764,7 +795,9 @@ pub fn csv_time(text: &str, format: TimeFormat) -> Result<i64, String> {
             Err(_) => from_f64(t.parse::<f64>().map_err(|_| bad("unix milliseconds"))?),
         },
         TimeFormat::UnixNs => {
-            let ns = t.parse::<i64>().map_err(|_| bad("integer unix nanoseconds"))?;
+            let ns = t
+                .parse::<i64>()
+                .map_err(|_| bad("integer unix nanoseconds"))?;
             // Rounded to the nearest millisecond, halves away from zero.
             let (q, r) = (ns.div_euclid(1_000_000), ns.rem_euclid(1_000_000));
             Ok(if r >= 500_000 { q + 1 } else { q })
@@ -818,9 +851,8 @@ pub fn parse_csv_line(
                 if v.is_empty() {
                     continue;
                 }
-                let value = parse_prom_value(v).ok_or_else(|| {
-                    format!("column {} ({name}): {v:?} is not a number", pos + 1)
-                })?;
+                let value = parse_prom_value(v)
+                    .ok_or_else(|| format!("column {} ({name}): {v:?} is not a number", pos + 1))?;
                 out.metrics.push((name.clone(), value));
             }
             CsvColumn::Label(name) => {
@@ -873,7 +905,15 @@ mod tests {
 
     #[test]
     fn written_values_read_back_bit_for_bit() {
-        for v in [0.1, 1e300, -1e-300, 123456789.123, 2f64.powi(60), 5e-324, -0.0] {
+        for v in [
+            0.1,
+            1e300,
+            -1e-300,
+            123456789.123,
+            2f64.powi(60),
+            5e-324,
+            -0.0,
+        ] {
             let mut out = Vec::new();
             write_value(&mut out, v);
             let text = String::from_utf8(out).unwrap();
@@ -884,17 +924,50 @@ mod tests {
     #[test]
     fn rejects_malformed_json_lines_with_a_reason() {
         for (line, why) in [
-            (r#"{"metric":{"__name__":"x"},"values":[1,2],"timestamps":[1]}"#, "pair up"),
-            (r#"{"metric":{"__name__":"x"},"values":[1]}"#, "missing key \"timestamps\""),
-            (r#"{"metric":{"__name__":"x"},"values":["1"],"timestamps":[1]}"#, "values[0]"),
-            (r#"{"metric":{"__name__":"x"},"values":[null],"timestamps":[1]}"#, "values[0]"),
-            (r#"{"metric":{"__name__":"x"},"values":[1],"timestamps":[1.5]}"#, "timestamps[0]"),
-            (r#"{"metric":{"__name__":1},"values":[1],"timestamps":[1]}"#, "must be a string"),
-            (r#"{"metric":{"__name__":"x"},"values":[1],"timestamps":[1]"#, "expected ',' or '}'"),
-            (r#"{"metric":{"__name__":"x"},"values":[1],"timestamps":[1]} x"#, "unexpected text"),
-            (r#"{"metric":{"__name__":"x\q"},"values":[1],"timestamps":[1]}"#, "invalid escape"),
-            (r#"{"metric":{"__name__":"\ud800"},"values":[1],"timestamps":[1]}"#, "surrogate"),
-            (r#"{"metric":{},"metric":{},"values":[],"timestamps":[]}"#, "twice"),
+            (
+                r#"{"metric":{"__name__":"x"},"values":[1,2],"timestamps":[1]}"#,
+                "pair up",
+            ),
+            (
+                r#"{"metric":{"__name__":"x"},"values":[1]}"#,
+                "missing key \"timestamps\"",
+            ),
+            (
+                r#"{"metric":{"__name__":"x"},"values":["1"],"timestamps":[1]}"#,
+                "values[0]",
+            ),
+            (
+                r#"{"metric":{"__name__":"x"},"values":[null],"timestamps":[1]}"#,
+                "values[0]",
+            ),
+            (
+                r#"{"metric":{"__name__":"x"},"values":[1],"timestamps":[1.5]}"#,
+                "timestamps[0]",
+            ),
+            (
+                r#"{"metric":{"__name__":1},"values":[1],"timestamps":[1]}"#,
+                "must be a string",
+            ),
+            (
+                r#"{"metric":{"__name__":"x"},"values":[1],"timestamps":[1]"#,
+                "expected ',' or '}'",
+            ),
+            (
+                r#"{"metric":{"__name__":"x"},"values":[1],"timestamps":[1]} x"#,
+                "unexpected text",
+            ),
+            (
+                r#"{"metric":{"__name__":"x\q"},"values":[1],"timestamps":[1]}"#,
+                "invalid escape",
+            ),
+            (
+                r#"{"metric":{"__name__":"\ud800"},"values":[1],"timestamps":[1]}"#,
+                "surrogate",
+            ),
+            (
+                r#"{"metric":{},"metric":{},"values":[],"timestamps":[]}"#,
+                "twice",
+            ),
             (r#"{"other":1}"#, "unknown key"),
             ("", "expected '{'"),
         ] {
@@ -902,7 +975,8 @@ mod tests {
             assert!(e.contains(why), "{line}: {e}");
         }
         // Every prefix of a good line is refused, never a panic.
-        let good = r#"{"metric":{"__name__":"up","a":"\u00e9"},"values":[1.5,-Inf],"timestamps":[1,2]}"#;
+        let good =
+            r#"{"metric":{"__name__":"up","a":"\u00e9"},"values":[1.5,-Inf],"timestamps":[1,2]}"#;
         for n in 0..good.len() {
             if let Some(p) = good.get(..n) {
                 assert!(json(p).is_err(), "{p}");
@@ -951,15 +1025,29 @@ mod tests {
 
     #[test]
     fn reads_csv_through_a_format() {
-        let f = parse_csv_format("2:metric:ask,3:metric:bid,1:label:ticker,4:label:market,5:time:unix_s")
-            .unwrap();
+        let f = parse_csv_format(
+            "2:metric:ask,3:metric:bid,1:label:ticker,4:label:market,5:time:unix_s",
+        )
+        .unwrap();
         let mut fields = Vec::new();
         let mut row = CsvRow::default();
-        parse_csv_line(&f, "GOOG,1.23,4.56,\"NY,\"\"SE\"\"\",1700000000.5", &mut fields, &mut row).unwrap();
-        assert_eq!(row.metrics, vec![("ask".into(), 1.23), ("bid".into(), 4.56)]);
+        parse_csv_line(
+            &f,
+            "GOOG,1.23,4.56,\"NY,\"\"SE\"\"\",1700000000.5",
+            &mut fields,
+            &mut row,
+        )
+        .unwrap();
+        assert_eq!(
+            row.metrics,
+            vec![("ask".into(), 1.23), ("bid".into(), 4.56)]
+        );
         assert_eq!(
             row.labels,
-            vec![("ticker".into(), "GOOG".into()), ("market".into(), "NY,\"SE\"".into())]
+            vec![
+                ("ticker".into(), "GOOG".into()),
+                ("market".into(), "NY,\"SE\"".into())
+            ]
         );
         assert_eq!(row.ts_millis, Some(1_700_000_000_500));
         parse_csv_line(&f, "GOOG,,4.56,NYSE,1", &mut fields, &mut row).unwrap();
@@ -968,9 +1056,18 @@ mod tests {
         assert!(e.contains("column 4 is missing"), "{e}");
         let e = parse_csv_line(&f, "GOOG,x,2,N,1", &mut fields, &mut row).unwrap_err();
         assert!(e.contains("column 2 (ask)"), "{e}");
-        assert_eq!(csv_time("1700000000123456789", TimeFormat::UnixNs), Ok(1_700_000_000_123));
-        assert_eq!(csv_time("1700000000123500000", TimeFormat::UnixNs), Ok(1_700_000_000_124));
-        assert_eq!(csv_time("2023-11-14T22:13:20Z", TimeFormat::Rfc3339), Ok(1_700_000_000_000));
+        assert_eq!(
+            csv_time("1700000000123456789", TimeFormat::UnixNs),
+            Ok(1_700_000_000_123)
+        );
+        assert_eq!(
+            csv_time("1700000000123500000", TimeFormat::UnixNs),
+            Ok(1_700_000_000_124)
+        );
+        assert_eq!(
+            csv_time("2023-11-14T22:13:20Z", TimeFormat::Rfc3339),
+            Ok(1_700_000_000_000)
+        );
         assert!(csv_time("1700000000", TimeFormat::Rfc3339).is_err());
         for (bad, why) in [
             ("1:time:custom:2006-01-02", "not supported"),
@@ -979,7 +1076,10 @@ mod tests {
             ("0:metric:x", "column_pos"),
             ("1:metric:x,1:metric:y", "twice"),
             ("1:metric:", "name is empty"),
-            ("1:time:unix_s,2:time:unix_ms,3:metric:x", "more than one time"),
+            (
+                "1:time:unix_s,2:time:unix_ms,3:metric:x",
+                "more than one time",
+            ),
             ("1:time:unix_h,2:metric:x", "unknown time format"),
             ("", "required"),
         ] {

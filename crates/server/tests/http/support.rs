@@ -18,8 +18,10 @@ pub fn fixture(name: &str) -> PathBuf {
 /// build, when several worktrees share one target directory and its uplifted
 /// `tidemark-server` is whichever worktree linked last), else cargo's.
 pub fn server_binary() -> PathBuf {
-    std::env::var_os("TIDEMARK_TEST_SERVER")
-        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_tidemark-server")), PathBuf::from)
+    std::env::var_os("TIDEMARK_TEST_SERVER").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_tidemark-server")),
+        PathBuf::from,
+    )
 }
 
 /// A running server; killed when dropped.

@@ -420,10 +420,19 @@ fn no_tenant_sees_another_tenants_data_on_any_route() {
             assert_eq!(st, 403, "{path}: {text}");
         }
         for (path, header) in [
-            ("/api/v1/export?match[]=%7B__name__!%3D%22%22%7D&index=alice-rw", None),
-            ("/api/v1/export?match[]=%7B__name__!%3D%22%22%7D", Some("alice-rw")),
+            (
+                "/api/v1/export?match[]=%7B__name__!%3D%22%22%7D&index=alice-rw",
+                None,
+            ),
+            (
+                "/api/v1/export?match[]=%7B__name__!%3D%22%22%7D",
+                Some("alice-rw"),
+            ),
         ] {
-            let extra: Vec<(&str, &str)> = header.map(|h| ("x-tidemark-index", h)).into_iter().collect();
+            let extra: Vec<(&str, &str)> = header
+                .map(|h| ("x-tidemark-index", h))
+                .into_iter()
+                .collect();
             let (st, text) = call(&s, &auth, "GET", path, None, &extra);
             assert_eq!(st, 403, "{path}: {text}");
             assert!(leaked(&text).is_none(), "{text}");

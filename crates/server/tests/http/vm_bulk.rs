@@ -56,7 +56,10 @@ fn request(method: &str, url: &str, body: Option<&[u8]>, headers: &[(&str, &str)
     let headers = resp
         .headers_names()
         .into_iter()
-        .filter_map(|n| resp.header(&n).map(|v| (n.to_ascii_lowercase(), v.to_owned())))
+        .filter_map(|n| {
+            resp.header(&n)
+                .map(|v| (n.to_ascii_lowercase(), v.to_owned()))
+        })
         .collect();
     let body = resp.into_string().unwrap_or_default();
     Answer {
@@ -110,7 +113,11 @@ fn parse_export(text: &str) -> Dataset {
 fn dataset(series: usize, samples: usize) -> Dataset {
     let mut out = Dataset::new();
     for i in 0..series {
-        let kind = if i % 2 == 0 { "requests_total" } else { "temperature" };
+        let kind = if i % 2 == 0 {
+            "requests_total"
+        } else {
+            "temperature"
+        };
         let labels = vec![
             ("__name__".to_owned(), kind.to_owned()),
             ("instance".to_owned(), format!("host-{i}:9100")),
@@ -165,7 +172,10 @@ fn export_then_import_into_another_index_gives_equal_series() {
     assert_eq!(a.tally(), (total(&data) as u64, 0));
     // Lines of at most 7 samples: each series spans several lines.
     let first = export(&s, &format!("{ALL}&index=vm-src&max_rows_per_line=7"));
-    assert!(first.body.lines().all(|l| l.matches(',').count() < 40), "long line");
+    assert!(
+        first.body.lines().all(|l| l.matches(',').count() < 40),
+        "long line"
+    );
     assert_eq!(parse_export(&first.body), data);
     let a = import(&s, "/api/v1/import?index=vm-dst", first.body.as_bytes());
     assert_eq!(a.status, 204, "{}", a.body);
@@ -218,7 +228,10 @@ fn importing_twice_stores_once_in_every_format() {
     );
     let csv = format!("{},h1,0.5,100\n{},h2,0.75,\n", T0 / 1000, T0 / 1000 + 10);
     let csv_path = "/api/v1/import/csv?index=vm-twice&format=1:time:unix_s,2:label:host,3:metric:cpu,4:metric:mem";
-    let prom_path = format!("/api/v1/import/prometheus?index=vm-twice&timestamp={}", T0 + 5000);
+    let prom_path = format!(
+        "/api/v1/import/prometheus?index=vm-twice&timestamp={}",
+        T0 + 5000
+    );
     for round in 0..2u64 {
         let a = import(&s, "/api/v1/import?index=vm-twice", &body);
         assert_eq!(a.status, 204, "{}", a.body);
@@ -245,7 +258,11 @@ fn importing_twice_stores_once_in_every_format() {
         ("__name__".to_owned(), "up".to_owned()),
         ("job".to_owned(), "c".to_owned()),
     ];
-    assert_eq!(got[&up_c], vec![(T0 + 5000, 1.0)], "the timestamp query arg");
+    assert_eq!(
+        got[&up_c],
+        vec![(T0 + 5000, 1.0)],
+        "the timestamp query arg"
+    );
     let mem = vec![
         ("__name__".to_owned(), "mem".to_owned()),
         ("host".to_owned(), "h1".to_owned()),
@@ -287,7 +304,11 @@ fn malformed_lines_answer_400_naming_the_line() {
     let a = import(
         &s,
         "/api/v1/import?index=vm-bad",
-        format!("{}{{\"metric\":{{\"__name__\":\"m\"}},\"values\":[1],\"timestamps\":[1", good(1)).as_bytes(),
+        format!(
+            "{}{{\"metric\":{{\"__name__\":\"m\"}},\"values\":[1],\"timestamps\":[1",
+            good(1)
+        )
+        .as_bytes(),
     );
     assert_eq!(a.status, 400, "{}", a.body);
     assert!(a.body.contains("line 2"), "{}", a.body);
@@ -305,7 +326,11 @@ fn malformed_lines_answer_400_naming_the_line() {
         format!("1,{T0}\nabc,{T0}\n").as_bytes(),
     );
     assert_eq!(a.status, 400, "{}", a.body);
-    assert!(a.body.contains("line 2") && a.body.contains("column 1 (x)"), "{}", a.body);
+    assert!(
+        a.body.contains("line 2") && a.body.contains("column 1 (x)"),
+        "{}",
+        a.body
+    );
     for (format, named) in [
         ("1:metric:x,2:time:custom:2006-01-02", "custom:2006-01-02"),
         ("1:metric:x,2:tag:y", "\\\"tag\\\""),
@@ -325,7 +350,11 @@ fn malformed_lines_answer_400_naming_the_line() {
     long.extend_from_slice(good(9).as_bytes());
     let a = import(&s, "/api/v1/import?index=vm-bad", &long);
     assert_eq!(a.status, 400, "{}", a.body);
-    assert!(a.body.contains("line 1") && a.body.contains("longer than"), "{}", a.body);
+    assert!(
+        a.body.contains("line 1") && a.body.contains("longer than"),
+        "{}",
+        a.body
+    );
     assert_eq!(a.tally(), (1, 0));
     // A broken gzip body, invalid UTF-8, an extra label that is not name=value.
     let a = request(
@@ -339,10 +368,19 @@ fn malformed_lines_answer_400_naming_the_line() {
     let a = import(&s, "/api/v1/import?index=vm-bad", b"\xff\xfe\n");
     assert_eq!(a.status, 400, "{}", a.body);
     assert!(a.body.contains("UTF-8"), "{}", a.body);
-    let a = import(&s, "/api/v1/import?index=vm-bad&extra_label=nolabel", good(1).as_bytes());
+    let a = import(
+        &s,
+        "/api/v1/import?index=vm-bad&extra_label=nolabel",
+        good(1).as_bytes(),
+    );
     assert_eq!(a.status, 400, "{}", a.body);
     // Export arguments.
-    for q in ["", "match[]=up{", "match[]=up&start=abc", "match[]=up&max_rows_per_line=-1"] {
+    for q in [
+        "",
+        "match[]=up{",
+        "match[]=up&start=abc",
+        "match[]=up&max_rows_per_line=-1",
+    ] {
         let a = request("GET", &s.url(&format!("/api/v1/export?{q}")), None, &[]);
         assert_eq!(a.status, 400, "{q}: {}", a.body);
     }
@@ -371,7 +409,8 @@ fn extra_labels_are_added_to_every_series() {
 /// they were framed (`Transfer-Encoding: chunked`).
 fn chunked_get(s: &TestServer, path: &str) -> (String, Vec<Vec<u8>>) {
     let mut conn = std::net::TcpStream::connect(&s.addr).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
     write!(
         conn,
         "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
@@ -386,7 +425,8 @@ fn chunked_get(s: &TestServer, path: &str) -> (String, Vec<Vec<u8>>) {
     let mut chunks = Vec::new();
     loop {
         let eol = rest.windows(2).position(|w| w == b"\r\n").unwrap();
-        let size = usize::from_str_radix(std::str::from_utf8(&rest[..eol]).unwrap().trim(), 16).unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&rest[..eol]).unwrap().trim(), 16).unwrap();
         rest = &rest[eol + 2..];
         if size == 0 {
             break;
