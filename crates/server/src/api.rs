@@ -119,6 +119,7 @@ fn all_routes() -> Routes {
         .merge(crate::search::routes())
         .merge(crate::metrics::routes())
         .merge(crate::prom_api::routes())
+        .merge(crate::vm_api::routes())
 }
 
 /// The path of every route the server serves, as written in the router (`{index}`,

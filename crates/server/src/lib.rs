@@ -24,6 +24,8 @@ mod selfmon;
 mod series_cache;
 mod server;
 pub mod snapshot;
+mod vm_api;
+pub mod vm_format;
 
 pub use auth::{Credentials, Principal, authenticate, authenticate_request, glob_match};
 pub use config::{

@@ -96,7 +96,7 @@ impl Batch {
     ///
     /// # Errors
     /// `400` naming `what` for invalid labels.
-    fn series(
+    pub(crate) fn series(
         &mut self,
         labels: &[(&str, &str)],
         like: &SampleValue,
@@ -139,7 +139,7 @@ impl Batch {
     ///
     /// # Errors
     /// As [`push`](Self::push).
-    fn push_float_samples(
+    pub(crate) fn push_float_samples(
         &mut self,
         series: &LabelSeries,
         samples: &[(i64, f64)],
@@ -163,7 +163,7 @@ impl Batch {
     ///
     /// # Errors
     /// As [`push`](Self::push).
-    fn push_sample(
+    pub(crate) fn push_sample(
         &mut self,
         series: &LabelSeries,
         ts_millis: i64,
@@ -288,7 +288,7 @@ pub(crate) fn tally_headers(resp: &mut Response, t: &Tally) {
     }
 }
 
-fn no_content(t: &Tally) -> Response {
+pub(crate) fn no_content(t: &Tally) -> Response {
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::NO_CONTENT;
     tally_headers(&mut resp, t);
@@ -296,7 +296,7 @@ fn no_content(t: &Tally) -> Response {
 }
 
 /// `400` for samples the engine refused after the others were stored.
-fn rejected(t: &Tally) -> Error {
+pub(crate) fn rejected(t: &Tally) -> Error {
     Error::bad(
         "illegal_argument_exception",
         format!(

@@ -196,7 +196,7 @@ fn with_stats(mut data: Value, params: &[(String, String)], storage: &RegistrySt
 }
 
 /// The parameters of a request: the query string, then a form body's pairs.
-async fn all_params(
+pub(crate) async fn all_params(
     st: &AppState,
     raw: Option<String>,
     headers: &HeaderMap,
@@ -219,7 +219,7 @@ async fn all_params(
     Ok(out)
 }
 
-fn param<'p>(params: &'p [(String, String)], name: &str) -> Option<&'p str> {
+pub(crate) fn param<'p>(params: &'p [(String, String)], name: &str) -> Option<&'p str> {
     params
         .iter()
         .rev()

@@ -21,4 +21,5 @@ mod reads;
 mod snapshot;
 mod support;
 mod tenants;
+mod vm_bulk;
 mod writes;

@@ -14,6 +14,16 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The server binary: `TIDEMARK_TEST_SERVER` when set (a copy taken right after the
+/// build, when several worktrees share one target directory and its uplifted
+/// `tidemark-server` is whichever worktree linked last), else cargo's.
+pub fn server_binary() -> PathBuf {
+    std::env::var_os("TIDEMARK_TEST_SERVER").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_tidemark-server")),
+        PathBuf::from,
+    )
+}
+
 /// A running server; killed when dropped.
 pub struct TestServer {
     child: Child,
@@ -31,7 +41,7 @@ impl TestServer {
     pub fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> TestServer {
         let port_file = dir.join(format!("port-{}", std::process::id()));
         let _ = std::fs::remove_file(&port_file);
-        let child = Command::new(env!("CARGO_BIN_EXE_tidemark-server"))
+        let child = Command::new(server_binary())
             .arg("--data")
             .arg(dir.join("data"))
             .args(["--listen", "127.0.0.1:0", "--port-file"])

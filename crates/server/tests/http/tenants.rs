@@ -195,7 +195,17 @@ fn alice_view(s: &TestServer) -> Value {
         None,
         &[],
     );
-    json!({"indices": rows, "template": serde_json::from_str::<Value>(&tmpl).unwrap(), "query": serde_json::from_str::<Value>(&q).unwrap()})
+    // Her remote-write index as VictoriaMetrics' JSON lines.
+    let (st, export) = call(
+        s,
+        &alice,
+        "GET",
+        "/api/v1/export?match[]=%7B__name__!%3D%22%22%7D&index=alice-rw",
+        None,
+        &[],
+    );
+    assert_eq!(st, 200, "{export}");
+    json!({"indices": rows, "template": serde_json::from_str::<Value>(&tmpl).unwrap(), "query": serde_json::from_str::<Value>(&q).unwrap(), "export": export})
 }
 
 /// Bob's own data, so that his answers are not empty by accident.
@@ -334,6 +344,7 @@ fn no_tenant_sees_another_tenants_data_on_any_route() {
         "alice-hidden",
         "alice-otlp",
         "alice-rw",
+        "zqsecret_rw",
     ] {
         assert!(text.contains(w), "alice does not see {w}: {text}");
     }
@@ -398,6 +409,34 @@ fn no_tenant_sees_another_tenants_data_on_any_route() {
             &rw_headers(),
         );
         assert_eq!(st, 403, "{text}");
+        // VictoriaMetrics' imports and export name the index as remote write does.
+        for (path, body) in [
+            ("/api/v1/import?index=alice-rw", &b"{\"metric\":{\"__name__\":\"bobinto\"},\"values\":[1],\"timestamps\":[1764460800000]}\n"[..]),
+            ("/api/v1/import/prometheus?index=alice-rw", b"bobinto 1 1764460800000\n"),
+            ("/api/v1/import/csv?index=alice-rw&format=1:metric:bobinto", b"1\n"),
+            ("/prometheus/api/v1/import?index=alice-rw", b"{}\n"),
+        ] {
+            let (st, text) = call(&s, &auth, "POST", path, Some(body), &[]);
+            assert_eq!(st, 403, "{path}: {text}");
+        }
+        for (path, header) in [
+            (
+                "/api/v1/export?match[]=%7B__name__!%3D%22%22%7D&index=alice-rw",
+                None,
+            ),
+            (
+                "/api/v1/export?match[]=%7B__name__!%3D%22%22%7D",
+                Some("alice-rw"),
+            ),
+        ] {
+            let extra: Vec<(&str, &str)> = header
+                .map(|h| ("x-tidemark-index", h))
+                .into_iter()
+                .collect();
+            let (st, text) = call(&s, &auth, "GET", path, None, &extra);
+            assert_eq!(st, 403, "{path}: {text}");
+            assert!(leaked(&text).is_none(), "{text}");
+        }
         let (st, text) = call(
             &s,
             &auth,
