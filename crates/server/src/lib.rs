@@ -11,9 +11,11 @@ mod config;
 pub mod disk;
 mod error;
 mod gunzip;
+pub mod graphite;
 pub mod http;
 pub mod line_protocol;
 mod metrics;
+pub mod opentsdb;
 pub mod otlp;
 pub mod prom_api;
 pub mod protocol;
@@ -23,6 +25,7 @@ pub mod search;
 mod selfmon;
 mod series_cache;
 mod server;
+mod tcp;
 
 pub use auth::{Credentials, Principal, authenticate, authenticate_request, glob_match};
 pub use config::{
