@@ -149,7 +149,7 @@ pub fn parse_seconds(text: &str) -> Result<i64, String> {
     // Exponent forms, as carbon's `float()` reads them.
     let f: f64 = text.parse().map_err(|_| bad())?;
     let ms = (f * 1000.0).floor();
-    if !ms.is_finite() || ms < 0.0 || ms >= 9.0e15 {
+    if !(0.0..9.0e15).contains(&ms) {
         return Err(bad());
     }
     Ok(ms as i64)
@@ -177,8 +177,7 @@ mod tests {
 
     #[test]
     fn reads_tagged_series() {
-        let l = parse_line(b"disk.used;host=web-1;mount.point=/var;dc=eu 12 1700000000.5")
-            .unwrap();
+        let l = parse_line(b"disk.used;host=web-1;mount.point=/var;dc=eu 12 1700000000.5").unwrap();
         assert_eq!(l.name, "disk_used");
         let tags: Vec<(&str, &str)> = l.tags.iter().map(|(k, v)| (k.as_str(), &**v)).collect();
         assert_eq!(
@@ -194,7 +193,10 @@ mod tests {
 
     #[test]
     fn timestamps_are_seconds_possibly_fractional_or_now() {
-        assert_eq!(parse_seconds("1700000000.123456").unwrap(), 1_700_000_000_123);
+        assert_eq!(
+            parse_seconds("1700000000.123456").unwrap(),
+            1_700_000_000_123
+        );
         assert_eq!(parse_seconds("1700000000.1").unwrap(), 1_700_000_000_100);
         assert_eq!(parse_seconds("1.7e9").unwrap(), 1_700_000_000_000);
         assert_eq!(parse_line(b"a 1").unwrap().ts_millis, None);

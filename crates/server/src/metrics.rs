@@ -875,7 +875,10 @@ async fn opentsdb_put(
     body: Body,
 ) -> Response {
     let params = params(q.as_deref());
-    let (details, summary) = (params.contains_key("details"), params.contains_key("summary"));
+    let (details, summary) = (
+        params.contains_key("details"),
+        params.contains_key("summary"),
+    );
     let name = target_index_or(&st.config, &headers, &params, &st.config.opentsdb_index);
     let bytes = match http::read_body(&st, &headers, body).await {
         Ok(b) => b,

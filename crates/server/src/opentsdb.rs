@@ -308,7 +308,10 @@ mod tests {
     fn timestamps_are_seconds_or_milliseconds() {
         assert_eq!(parse_timestamp("1356998400").unwrap(), 1_356_998_400_000);
         assert_eq!(parse_timestamp("1356998400500").unwrap(), 1_356_998_400_500);
-        assert_eq!(parse_timestamp("1356998400.500").unwrap(), 1_356_998_400_500);
+        assert_eq!(
+            parse_timestamp("1356998400.500").unwrap(),
+            1_356_998_400_500
+        );
         for bad in [
             "0",
             "-1",
@@ -326,7 +329,10 @@ mod tests {
     #[test]
     fn values_are_exact_or_refused() {
         assert_eq!(parse_value("42").unwrap(), 42.0);
-        assert_eq!(parse_value("-9007199254740992").unwrap(), -9_007_199_254_740_992.0);
+        assert_eq!(
+            parse_value("-9007199254740992").unwrap(),
+            -9_007_199_254_740_992.0
+        );
         for (bad, why) in [
             ("9007199254740993", "2^53"),
             ("99999999999999999999", "out of range"),
@@ -367,15 +373,36 @@ mod tests {
         )
         .unwrap();
         let p = point_from_json(&v).unwrap();
-        assert_eq!((p.name.as_str(), p.ts_millis, p.value), ("sys_cpu_nice", 1_346_846_400_000, 18.0));
+        assert_eq!(
+            (p.name.as_str(), p.ts_millis, p.value),
+            ("sys_cpu_nice", 1_346_846_400_000, 18.0)
+        );
         assert_eq!(p.tags.len(), 2);
         for (body, why) in [
-            (r#"{"timestamp":1,"value":1,"tags":{"a":"b"}}"#, "Missing metric"),
-            (r#"{"metric":"m","value":1,"tags":{"a":"b"}}"#, "Missing timestamp"),
-            (r#"{"metric":"m","timestamp":1,"tags":{"a":"b"}}"#, "Missing value"),
-            (r#"{"metric":"m","timestamp":1,"value":"NaN","tags":{"a":"b"}}"#, "NaN"),
-            (r#"{"metric":"m","timestamp":1,"value":1}"#, "at least one tag"),
-            (r#"{"metric":"m","timestamp":1.5,"value":1,"tags":{"a":"b"}}"#, "timestamp"),
+            (
+                r#"{"timestamp":1,"value":1,"tags":{"a":"b"}}"#,
+                "Missing metric",
+            ),
+            (
+                r#"{"metric":"m","value":1,"tags":{"a":"b"}}"#,
+                "Missing timestamp",
+            ),
+            (
+                r#"{"metric":"m","timestamp":1,"tags":{"a":"b"}}"#,
+                "Missing value",
+            ),
+            (
+                r#"{"metric":"m","timestamp":1,"value":"NaN","tags":{"a":"b"}}"#,
+                "NaN",
+            ),
+            (
+                r#"{"metric":"m","timestamp":1,"value":1}"#,
+                "at least one tag",
+            ),
+            (
+                r#"{"metric":"m","timestamp":1.5,"value":1,"tags":{"a":"b"}}"#,
+                "timestamp",
+            ),
             (r#"[1]"#, "JSON object"),
         ] {
             let v: Value = serde_json::from_str(body).unwrap();

@@ -256,8 +256,8 @@ fn render(st: &AppState, indices: &[(String, &'static str, tidemark::IndexStats)
 
 /// The Graphite and OpenTSDB listeners' counters (by protocol, never by index).
 fn tcp_families(out: &mut Exposition, stats: &crate::tcp::TcpStats) {
-    use std::sync::atomic::Ordering::Relaxed;
     use crate::tcp::Protocol;
+    use std::sync::atomic::Ordering::Relaxed;
     let protocols = [Protocol::Graphite, Protocol::OpenTsdb];
     out.family(
         "tidemark_tcp_connections_total",

@@ -199,9 +199,11 @@ impl Server {
         tracing::info!("shutting down: finishing requests in flight");
         let wait = Duration::from_secs(state.config.shutdown_timeout_secs);
         let lines_done = async { while line_tasks.join_next().await.is_some() {} };
-        if tokio::time::timeout(wait, async { tokio::join!(graceful.shutdown(), lines_done) })
-            .await
-            .is_err()
+        if tokio::time::timeout(wait, async {
+            tokio::join!(graceful.shutdown(), lines_done)
+        })
+        .await
+        .is_err()
         {
             tracing::warn!("requests still in flight after the shutdown timeout");
         }

@@ -325,7 +325,11 @@ impl Connection {
                     return;
                 }
             };
-            for piece in chunk.get(..n).unwrap_or_default().split_inclusive(|&b| b == b'\n') {
+            for piece in chunk
+                .get(..n)
+                .unwrap_or_default()
+                .split_inclusive(|&b| b == b'\n')
+            {
                 let ends = piece.last() == Some(&b'\n');
                 if skipping {
                     skipping = !ends;

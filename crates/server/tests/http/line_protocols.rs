@@ -186,10 +186,7 @@ fn graphite_lines_tagged_and_untagged_are_stored_once_and_read_back() {
 
     assert_eq!(value_at(&s, "app_requests_count", T0 + 10), 11.0);
     assert_eq!(value_at(&s, "app_after", T0), 2.0);
-    assert_eq!(
-        counts(&s, "app_requests_count"),
-        [(String::new(), 3.0)]
-    );
+    assert_eq!(counts(&s, "app_requests_count"), [(String::new(), 3.0)]);
     let series = prom(&s, "series", &[("match[]", "disk_used")]);
     let mut hosts: Vec<String> = series
         .as_array()
@@ -217,10 +214,7 @@ fn graphite_lines_tagged_and_untagged_are_stored_once_and_read_back() {
     wait_written(&s, "graphite", 19);
     assert_eq!(counter(&s, &tcp("graphite", "samples", "created")), 7);
     assert_eq!(counter(&s, &tcp("graphite", "samples", "duplicate")), 5);
-    assert_eq!(
-        counts(&s, "app_requests_count"),
-        [(String::new(), 3.0)]
-    );
+    assert_eq!(counts(&s, "app_requests_count"), [(String::new(), 3.0)]);
     assert_eq!(counts(&s, "disk_used").len(), 2);
     assert!(
         counts(&s, "disk_used").iter().all(|(_, n)| *n == 1.0),
@@ -255,7 +249,10 @@ fn opentsdb_put_lines_answer_errors_and_version_and_are_stored_once() {
         got.push_str(std::str::from_utf8(&buf[..n]).unwrap());
     }
     let answers: Vec<&str> = got.lines().collect();
-    assert!(answers[0].starts_with("put: Need at least one tag"), "{got}");
+    assert!(
+        answers[0].starts_with("put: Need at least one tag"),
+        "{got}"
+    );
     assert!(answers[1].contains("NaN or Infinite"), "{got}");
     assert!(answers[2].contains("unknown command"), "{got}");
     assert!(answers[3].starts_with("tidemark "), "{got}");
@@ -304,7 +301,11 @@ fn put(s: &TestServer, query: &str, body: &str) -> (u16, Value, Option<u64>) {
         .and_then(|v| v.parse().ok());
     let status = resp.status();
     let text = resp.into_string().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null), dup)
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+        dup,
+    )
 }
 
 #[test]
@@ -320,14 +321,12 @@ fn api_put_answers_as_opentsdb_and_stores_each_point_once() {
     // A retry: 204 again, both points duplicates.
     let (status, _, dup) = put(&s, "", &points);
     assert_eq!((status, dup), (204, Some(2)));
-    assert_eq!(
-        counts(&s, "sys_mem_free"),
-        [("host=web01".to_owned(), 2.0)]
-    );
+    assert_eq!(counts(&s, "sys_mem_free"), [("host=web01".to_owned(), 2.0)]);
     assert_eq!(value_at(&s, "sys_mem_free", T0 + 10), 2048.5);
 
     // One object; ?summary.
-    let one = json!({"metric": "sys.mem.used", "timestamp": T0, "value": 5, "tags": {"host": "web01"}});
+    let one =
+        json!({"metric": "sys.mem.used", "timestamp": T0, "value": 5, "tags": {"host": "web01"}});
     let (status, body, _) = put(&s, "?summary", &one.to_string());
     assert_eq!((status, body), (200, json!({"failed": 0, "success": 1})));
     // ?details with a bad point: 400, the others stored, each failure named.
@@ -338,14 +337,33 @@ fn api_put_answers_as_opentsdb_and_stores_each_point_once() {
     ]);
     let (status, body, _) = put(&s, "?details", &mixed.to_string());
     assert_eq!(status, 400, "{body}");
-    assert_eq!((body["failed"].clone(), body["success"].clone()), (json!(2), json!(1)));
+    assert_eq!(
+        (body["failed"].clone(), body["success"].clone()),
+        (json!(2), json!(1))
+    );
     assert_eq!(body["errors"][0]["datapoint"], mixed[1]);
-    assert!(body["errors"][0]["error"].as_str().unwrap().contains("Unable to parse value"), "{body}");
-    assert!(body["errors"][1]["error"].as_str().unwrap().contains("Missing metric"), "{body}");
+    assert!(
+        body["errors"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("Unable to parse value"),
+        "{body}"
+    );
+    assert!(
+        body["errors"][1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("Missing metric"),
+        "{body}"
+    );
     // Without ?details a failure is a 400 still naming each bad point.
     let (status, body, _) = put(&s, "", &mixed.to_string());
     assert_eq!(status, 400, "{body}");
-    assert_eq!(body["error"]["errors"].as_array().unwrap().len(), 2, "{body}");
+    assert_eq!(
+        body["error"]["errors"].as_array().unwrap().len(),
+        2,
+        "{body}"
+    );
     assert_eq!(counts(&s, "sys_mem_used")[0].1, 2.0);
 
     // A body that is not JSON, or cut: 400, nothing stored.
@@ -355,7 +373,13 @@ fn api_put_answers_as_opentsdb_and_stores_each_point_once() {
     ] {
         let (status, body, _) = put(&s, "", bad);
         assert_eq!(status, 400, "{bad}: {body}");
-        assert!(body["error"]["message"].as_str().unwrap().contains("not OpenTSDB data points"), "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("not OpenTSDB data points"),
+            "{body}"
+        );
     }
     assert!(counts(&s, "sys_cut").is_empty());
     // ?index= chooses the index.
@@ -400,17 +424,30 @@ fn with_security_the_listeners_write_only_their_index() {
     let query = format!("/api/v1/query?query=secured_metric&time={T0}");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let (_, _, text) = send_raw("GET", &s.url(&query), None, &[("authorization", &auth("ops", "pw-o"))]);
+        let (_, _, text) = send_raw(
+            "GET",
+            &s.url(&query),
+            None,
+            &[("authorization", &auth("ops", "pw-o"))],
+        );
         if text.contains(r#""value":[1764460800,"5"]"#) {
             break;
         }
         assert!(Instant::now() < deadline, "{text}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (_, _, text) = send_raw("GET", &s.url(&query), None, &[("authorization", &auth("bob", "pw-b"))]);
+    let (_, _, text) = send_raw(
+        "GET",
+        &s.url(&query),
+        None,
+        &[("authorization", &auth("bob", "pw-b"))],
+    );
     assert!(text.contains(r#""result":[]"#), "{text}");
     // Without credentials the HTTP API stays closed, `/api/put` included.
     let (status, _, text) = send_raw("POST", &s.url("/api/put"), Some(b"{}"), &[]);
     assert_eq!(status, 401, "{text}");
-    assert!(text.contains(r#""code":401"#), "OpenTSDB's error shape: {text}");
+    assert!(
+        text.contains(r#""code":401"#),
+        "OpenTSDB's error shape: {text}"
+    );
 }
