@@ -42,6 +42,8 @@ pub struct AppState {
     pub(crate) series_cache: crate::series_cache::SeriesCache,
     /// Requests answered, by route template, for `GET /metrics`.
     pub(crate) http_stats: crate::selfmon::HttpStats,
+    /// What the Graphite and OpenTSDB TCP listeners did, for `GET /metrics`.
+    pub(crate) tcp_stats: crate::tcp::TcpStats,
 }
 
 type St = State<Arc<AppState>>;

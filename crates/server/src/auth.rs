@@ -24,6 +24,15 @@ impl Principal {
         }
     }
 
+    /// The principal of a listener whose protocol has no authentication (Graphite,
+    /// OpenTSDB over TCP): `name` (`_graphite`), allowed the one index it writes.
+    pub(crate) fn listener(name: &str, index: &str) -> Principal {
+        Principal {
+            name: name.to_owned(),
+            patterns: Some(vec![index.to_owned()]),
+        }
+    }
+
     /// Whether this principal may use index `name`.
     pub fn allows(&self, name: &str) -> bool {
         match &self.patterns {

@@ -51,6 +51,21 @@ pub struct ServeArgs {
     /// Partition width of those indices with `--retention` (`1d`).
     #[arg(long)]
     pub partition_width: Option<String>,
+    /// Take the Graphite plaintext protocol over TCP on this address
+    /// (`127.0.0.1:2003`; off by default; no authentication).
+    #[arg(long)]
+    pub graphite_listen: Option<std::net::SocketAddr>,
+    /// The label-keyed index Graphite lines go to (default: the metrics index).
+    #[arg(long)]
+    pub graphite_index: Option<String>,
+    /// Take OpenTSDB's telnet-style `put` lines over TCP on this address
+    /// (`127.0.0.1:4242`; off by default; no authentication).
+    #[arg(long)]
+    pub opentsdb_listen: Option<std::net::SocketAddr>,
+    /// The label-keyed index OpenTSDB points go to, over TCP and `POST /api/put`
+    /// (default: the metrics index).
+    #[arg(long)]
+    pub opentsdb_index: Option<String>,
 }
 
 impl ServeArgs {
@@ -94,6 +109,18 @@ impl ServeArgs {
         }
         if let Some(w) = &self.partition_width {
             config.metrics_partition_width = w.clone();
+        }
+        if let Some(a) = self.graphite_listen {
+            config.graphite_listen = Some(a);
+        }
+        if let Some(i) = &self.graphite_index {
+            config.graphite_index = i.clone();
+        }
+        if let Some(a) = self.opentsdb_listen {
+            config.opentsdb_listen = Some(a);
+        }
+        if let Some(i) = &self.opentsdb_index {
+            config.opentsdb_index = i.clone();
         }
         config.check()?;
         Ok(config)

@@ -120,6 +120,31 @@ pub struct Config {
     /// Samples more than this many seconds ahead of the server's clock are refused
     /// (`400`): a far-future timestamp is a sender's bug, and would sit in the buffer.
     pub max_future_secs: u64,
+    /// Where to take the Graphite plaintext protocol over TCP (`127.0.0.1:2003`); unset,
+    /// the default, takes none. The protocol has no authentication: whoever reaches the
+    /// port writes to `graphite_index` (and only there), so bind it where only senders
+    /// reach it.
+    pub graphite_listen: Option<SocketAddr>,
+    /// The label-keyed index Graphite lines go to; empty, the default, is
+    /// `metrics_index`.
+    pub graphite_index: String,
+    /// Where to take OpenTSDB's telnet-style `put` lines over TCP (`127.0.0.1:4242`);
+    /// unset, the default, takes none. No authentication, as `graphite_listen`.
+    pub opentsdb_listen: Option<SocketAddr>,
+    /// The label-keyed index OpenTSDB points go to (the TCP listener, and `POST
+    /// /api/put` when the request names none); empty, the default, is `metrics_index`.
+    pub opentsdb_index: String,
+    /// Longest line the TCP line protocols take, in bytes (64 KiB); a longer one is
+    /// skipped to its end and counted as a bad line.
+    pub tcp_max_line_bytes: usize,
+    /// Connections the TCP line protocols take at once, each listener (1,024); one more
+    /// is closed at once and counted.
+    pub tcp_max_connections: usize,
+    /// Milliseconds the TCP line protocols hold received lines before writing them (1,000):
+    /// a connection's lines are written, group-committed and fsynced, once this long
+    /// after the first of them arrived, or once 256 KiB of lines are waiting, or when
+    /// the connection ends.
+    pub tcp_flush_interval_ms: u64,
 }
 
 /// A user for basic authentication, allowed the indices matching `indices`.
@@ -174,6 +199,13 @@ impl Default for Config {
             metrics_index: "metrics".to_owned(),
             metrics_op: "create".to_owned(),
             max_future_secs: 3600,
+            graphite_listen: None,
+            graphite_index: String::new(),
+            opentsdb_listen: None,
+            opentsdb_index: String::new(),
+            tcp_max_line_bytes: 64 * 1024,
+            tcp_max_connections: 1024,
+            tcp_flush_interval_ms: 1000,
         }
     }
 }
@@ -287,6 +319,27 @@ impl Config {
         if self.metrics_index.is_empty() {
             return Err(Error::config("metrics_index", "must be non-empty"));
         }
+        for (key, index) in [
+            ("graphite_index", &self.graphite_index),
+            ("opentsdb_index", &self.opentsdb_index),
+        ] {
+            if !index.is_empty() {
+                crate::protocol::check_index_name(index)
+                    .map_err(|e| Error::config(key, e.reason()))?;
+            }
+        }
+        if self.tcp_max_line_bytes < 64 {
+            return Err(Error::config("tcp_max_line_bytes", "must be at least 64"));
+        }
+        if self.tcp_max_connections == 0 {
+            return Err(Error::config("tcp_max_connections", "must be positive"));
+        }
+        if !(1..=60_000).contains(&self.tcp_flush_interval_ms) {
+            return Err(Error::config(
+                "tcp_flush_interval_ms",
+                "must be from 1 to 60,000",
+            ));
+        }
         for u in &self.users {
             if u.name.is_empty() || u.name.contains(':') {
                 return Err(Error::config(
@@ -350,6 +403,27 @@ mod tests {
         assert!(Config::from_toml("write_queue = 0").is_err());
         assert!(Config::from_toml("version = \"9\"").is_err());
         assert!(Config::from_toml("listen = \"nowhere\"").is_err());
+    }
+
+    #[test]
+    fn line_listeners_are_off_unless_configured() {
+        let c = Config::from_toml("").unwrap();
+        assert_eq!((c.graphite_listen, c.opentsdb_listen), (None, None));
+        let c = Config::from_toml(
+            "graphite_listen = \"127.0.0.1:2003\"\nopentsdb_listen = \"127.0.0.1:4242\"\ngraphite_index = \"carbon\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.graphite_listen.map(|a| a.port()), Some(2003));
+        assert_eq!(c.opentsdb_listen.map(|a| a.port()), Some(4242));
+        assert_eq!(c.graphite_index, "carbon");
+        for bad in [
+            "graphite_index = \"Bad*\"",
+            "tcp_max_line_bytes = 1",
+            "tcp_max_connections = 0",
+            "tcp_flush_interval_ms = 0",
+        ] {
+            assert!(Config::from_toml(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub(crate) fn routes() -> crate::api::Routes {
         .route("/ping", get(ping).head(ping))
         .route("/health", get(influx_health))
         .route("/v1/metrics", post(otlp_metrics))
+        .route("/api/put", post(opentsdb_put))
 }
 
 /// What a write of samples did (the façade's tally of a [`SampleBatch`]).
@@ -212,6 +213,60 @@ impl Batch {
         Ok(())
     }
 
+    /// Adds one float sample of the series `name{tags}`, for the protocols whose lines
+    /// name a metric and its tags and carry one float (Graphite, OpenTSDB). `cache`
+    /// keeps the series resolved for the next line that names it; `key` is a buffer.
+    ///
+    /// # Errors
+    /// The reason, for a line's error: invalid labels, a far-future timestamp, too many
+    /// series.
+    pub(crate) fn push_named(
+        &mut self,
+        cache: &SeriesCache,
+        key: &mut Vec<u8>,
+        name: &str,
+        tags: &[(String, std::borrow::Cow<'_, str>)],
+        ts_millis: i64,
+        value: f64,
+    ) -> std::result::Result<(), String> {
+        // The cache key: 0xfe (never in UTF-8, so never the first byte of the other
+        // protocols' keys, which start with a name), then the name and each tag's name
+        // and value, each followed by 0xff (never in UTF-8 either).
+        key.clear();
+        key.push(0xfe);
+        key.extend_from_slice(name.as_bytes());
+        key.push(0xff);
+        for (k, v) in tags {
+            key.extend_from_slice(k.as_bytes());
+            key.push(0xff);
+            key.extend_from_slice(v.as_bytes());
+            key.push(0xff);
+        }
+        let what = || format!("metric {name}");
+        let value = SampleValue::F64(value);
+        let series = match cache.get(key) {
+            Some(s) => s,
+            None => {
+                let mut labels: Vec<(&str, &str)> = Vec::with_capacity(tags.len() + 1);
+                labels.push((tidemark::METRIC_NAME_LABEL, name));
+                labels.extend(tags.iter().map(|(k, v)| (k.as_str(), v.as_ref())));
+                let s = self
+                    .series(&labels, &value, &what)
+                    .map_err(|e| e.reason())?;
+                cache.put(key, &s);
+                s
+            }
+        };
+        self.push_sample(&series, ts_millis, value, &what)
+            .map_err(|e| e.reason())
+    }
+
+    /// The server's time when the batch was started: the time of a sample sent
+    /// without one.
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.now_ms
+    }
+
     /// Where the samples end now, for [`truncate`](Self::truncate).
     pub(crate) fn mark(&self) -> SampleMark {
         self.samples.mark()
@@ -250,6 +305,26 @@ pub(crate) fn target_index(
                 .filter(|s| !s.is_empty())
         })
         .unwrap_or_else(|| config.metrics_index.clone())
+}
+
+/// [`target_index`], with `default` (when not empty) before `metrics_index`: the
+/// index a protocol's own setting names (`opentsdb_index`).
+pub(crate) fn target_index_or(
+    config: &crate::Config,
+    headers: &HeaderMap,
+    params: &HashMap<String, String>,
+    default: &str,
+) -> String {
+    let explicit = params.get("index").is_some_and(|s| !s.is_empty())
+        || headers
+            .get(INDEX_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| !v.trim().is_empty());
+    if explicit || default.is_empty() {
+        target_index(config, headers, params)
+    } else {
+        default.to_owned()
+    }
 }
 
 /// Writes `items` to the label-keyed index `name` (created if needed), after checking
@@ -709,6 +784,7 @@ pub(crate) fn refusal(path: &str, headers: &HeaderMap, e: &Error) -> Option<Resp
             );
             r
         }
+        "/api/put" => opentsdb_error(e),
         "/v1/metrics" => {
             let json = headers
                 .get(header::CONTENT_TYPE)
@@ -729,6 +805,172 @@ pub(crate) fn refusal(path: &str, headers: &HeaderMap, e: &Error) -> Option<Resp
         );
     }
     Some(resp)
+}
+
+/// An error in OpenTSDB's shape: `{"error": {"code", "message"}}`.
+fn opentsdb_error(e: &Error) -> Response {
+    let (status, _) = e.status_and_kind();
+    let mut resp = http::json(
+        status,
+        &serde_json::json!({"error": {"code": status, "message": e.reason()}}),
+    );
+    http::retry_after(&mut resp, e);
+    resp
+}
+
+/// Per-point errors listed in a `/api/put` answer at most (the count is always whole).
+const MAX_PUT_ERRORS: usize = 100;
+
+/// What became of the data points of a `/api/put` body, before they are stored.
+#[derive(Debug, Default)]
+struct PutOutcome {
+    /// Points that failed, with the first [`MAX_PUT_ERRORS`] of them and their reasons.
+    failed: u64,
+    errors: Vec<serde_json::Value>,
+}
+
+/// Calls `f` with each data point of a `/api/put` body, one object or an array of
+/// them, each read as it comes: the points are never all held as JSON values at once.
+struct EachPoint<'f, F>(&'f mut F);
+
+impl<'de, F: FnMut(serde_json::Value)> serde::de::Visitor<'de> for EachPoint<'_, F> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a data point object or an array of data points")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<(), A::Error> {
+        while let Some(v) = seq.next_element::<serde_json::Value>()? {
+            (self.0)(v);
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> std::result::Result<(), A::Error> {
+        let v = <serde_json::Value as serde::Deserialize>::deserialize(
+            serde::de::value::MapAccessDeserializer::new(map),
+        )?;
+        (self.0)(v);
+        Ok(())
+    }
+}
+
+/// `POST /api/put`: OpenTSDB data points as JSON, one object or an array, into the
+/// label-keyed index of `?index=`, the `X-Tidemark-Index` header, `opentsdb_index` or
+/// else `metrics_index`. As OpenTSDB answers: `204` when every point is stored (a
+/// retried point is a duplicate, stored once); with `?summary` `{"failed", "success"}`
+/// and with `?details` also `"errors"` (each failed point and why), `200`, or `400` when
+/// some point failed, the others being stored; `400` naming the problem for a body that
+/// is not JSON, with nothing stored. `sync` and `sync_timeout` are accepted: every
+/// answer already waits for the fsynced log.
+async fn opentsdb_put(
+    State(st): St,
+    Caller(who): Caller,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let params = params(q.as_deref());
+    let (details, summary) = (
+        params.contains_key("details"),
+        params.contains_key("summary"),
+    );
+    let name = target_index_or(&st.config, &headers, &params, &st.config.opentsdb_index);
+    let bytes = match http::read_body(&st, &headers, body).await {
+        Ok(b) => b,
+        Err(e) => return opentsdb_error(&e),
+    };
+    let _permit = match admit(&st) {
+        Ok(p) => p,
+        Err(e) => return opentsdb_error(&e),
+    };
+    let st2 = Arc::clone(&st);
+    let parsed = blocking(move || {
+        let mut batch = Batch::new(&st2.config)?;
+        let mut out = PutOutcome::default();
+        let mut key = Vec::with_capacity(256);
+        let mut each = |v: serde_json::Value| {
+            let mark = batch.mark();
+            let pushed = crate::opentsdb::point_from_json(&v).and_then(|p| {
+                batch.push_named(
+                    &st2.series_cache,
+                    &mut key,
+                    &p.name,
+                    &p.tags,
+                    p.ts_millis,
+                    p.value,
+                )
+            });
+            if let Err(reason) = pushed {
+                batch.truncate(mark);
+                out.failed += 1;
+                if out.errors.len() < MAX_PUT_ERRORS {
+                    out.errors
+                        .push(serde_json::json!({"datapoint": v, "error": reason}));
+                }
+            }
+        };
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        serde::Deserializer::deserialize_any(&mut de, EachPoint(&mut each))
+            .and_then(|()| de.end())
+            .map_err(|e| {
+                Error::bad(
+                    "parse_exception",
+                    format!("the body is not OpenTSDB data points as JSON: {e}"),
+                )
+            })?;
+        Ok((batch.samples, out))
+    })
+    .await;
+    let (items, mut out) = match parsed {
+        Ok(p) => p,
+        Err(e) => return opentsdb_error(&e),
+    };
+    let tally = match store(&st, &who, name, items).await {
+        Ok(t) => t,
+        Err(e) => return opentsdb_error(&e),
+    };
+    if tally.rejected > 0 {
+        out.failed += tally.rejected;
+        out.errors.push(serde_json::json!({
+            "datapoint": null,
+            "error": format!("{} data points refused by the index: {}", tally.rejected,
+                tally.first_rejection.as_deref().unwrap_or("")),
+        }));
+    }
+    let success = tally.created + tally.replaced + tally.duplicates;
+    let status = if out.failed > 0 { 400 } else { 200 };
+    let mut resp = if details {
+        http::json(
+            status,
+            &serde_json::json!({"errors": out.errors, "failed": out.failed, "success": success}),
+        )
+    } else if summary {
+        http::json(
+            status,
+            &serde_json::json!({"failed": out.failed, "success": success}),
+        )
+    } else if out.failed > 0 {
+        http::json(
+            400,
+            &serde_json::json!({"error": {
+                "code": 400,
+                "message": format!("One or more data points had errors: {} failed, {success} stored", out.failed),
+                "details": out.errors.first().and_then(|e| e["error"].as_str()).unwrap_or(""),
+                "errors": out.errors,
+            }}),
+        )
+    } else {
+        let mut r = Response::new(Body::empty());
+        *r.status_mut() = StatusCode::NO_CONTENT;
+        r
+    };
+    tally_headers(&mut resp, &tally);
+    resp
 }
 
 /// An OTLP/HTTP answer: `message` encoded as the request was (protobuf or JSON).

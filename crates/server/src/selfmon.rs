@@ -248,9 +248,68 @@ fn render(st: &AppState, indices: &[(String, &'static str, tidemark::IndexStats)
         out.sample("tidemark_data_disk_total_bytes", &[], space.total as f64);
     }
 
+    tcp_families(&mut out, &st.tcp_stats);
     index_families(&mut out, indices);
     process_families(&mut out);
     out.text
+}
+
+/// The Graphite and OpenTSDB listeners' counters (by protocol, never by index).
+fn tcp_families(out: &mut Exposition, stats: &crate::tcp::TcpStats) {
+    use crate::tcp::Protocol;
+    use std::sync::atomic::Ordering::Relaxed;
+    let protocols = [Protocol::Graphite, Protocol::OpenTsdb];
+    out.family(
+        "tidemark_tcp_connections_total",
+        "counter",
+        "Connections to the Graphite and OpenTSDB listeners, accepted or refused (tcp_max_connections).",
+    );
+    for p in protocols {
+        let s = stats.of(p);
+        for (result, n) in [("accepted", &s.connections), ("refused", &s.refused)] {
+            out.sample(
+                "tidemark_tcp_connections_total",
+                &[("protocol", p.name()), ("result", result)],
+                n.load(Relaxed) as f64,
+            );
+        }
+    }
+    out.family(
+        "tidemark_tcp_lines_total",
+        "counter",
+        "Lines received by the Graphite and OpenTSDB listeners: ok, or bad (malformed, too long, cut), skipped.",
+    );
+    for p in protocols {
+        let s = stats.of(p);
+        for (result, n) in [("ok", &s.lines_ok), ("bad", &s.lines_bad)] {
+            out.sample(
+                "tidemark_tcp_lines_total",
+                &[("protocol", p.name()), ("result", result)],
+                n.load(Relaxed) as f64,
+            );
+        }
+    }
+    out.family(
+        "tidemark_tcp_samples_total",
+        "counter",
+        "Samples of the Graphite and OpenTSDB listeners' lines, by what became of them.",
+    );
+    for p in protocols {
+        let s = stats.of(p);
+        for (result, n) in [
+            ("created", &s.created),
+            ("duplicate", &s.duplicates),
+            ("replaced", &s.replaced),
+            ("rejected", &s.rejected),
+            ("dropped", &s.dropped),
+        ] {
+            out.sample(
+                "tidemark_tcp_samples_total",
+                &[("protocol", p.name()), ("result", result)],
+                n.load(Relaxed) as f64,
+            );
+        }
+    }
 }
 
 /// One gauge or counter per index figure.

@@ -17,6 +17,7 @@ use crate::api::{AppState, router};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::registry::Registry;
+use crate::tcp::{LineListener, Protocol};
 
 /// The file in the data directory holding the cluster id.
 const CLUSTER_UUID_FILE: &str = "cluster_uuid";
@@ -39,11 +40,15 @@ pub struct Server {
     state: Arc<AppState>,
     listener: TcpListener,
     addr: SocketAddr,
+    /// The line protocols' listeners (`graphite_listen`, `opentsdb_listen`).
+    lines: Vec<LineListener>,
 }
 
 impl Server {
-    /// Opens the data directory (every index in it) and binds the listener; writes the
-    /// bound address to `port_file` when configured.
+    /// Opens the data directory (every index in it) and binds the listeners; writes the
+    /// bound address to `port_file` when configured, and those of the Graphite and
+    /// OpenTSDB listeners, when configured, to `<port_file>.graphite` and
+    /// `<port_file>.opentsdb` before it.
     ///
     /// # Errors
     /// [`Error::Config`], I/O errors on the data directory, an index that does not open,
@@ -66,6 +71,34 @@ impl Server {
         .map_err(|e| Error::status(500, "exception", e.to_string()))??;
         let listener = TcpListener::bind(config.listen).await.map_err(Error::Net)?;
         let addr = listener.local_addr().map_err(Error::Net)?;
+        let mut lines = Vec::new();
+        for (protocol, at, index) in [
+            (
+                Protocol::Graphite,
+                config.graphite_listen,
+                &config.graphite_index,
+            ),
+            (
+                Protocol::OpenTsdb,
+                config.opentsdb_listen,
+                &config.opentsdb_index,
+            ),
+        ] {
+            let Some(at) = at else { continue };
+            let index = if index.is_empty() {
+                config.metrics_index.clone()
+            } else {
+                index.clone()
+            };
+            let l = LineListener::bind(protocol, at, index).await?;
+            if let Some(p) = &config.port_file {
+                let mut name = p.clone().into_os_string();
+                name.push(format!(".{}", protocol.name()));
+                let path = std::path::PathBuf::from(name);
+                std::fs::write(&path, format!("{}\n", l.local_addr())).map_err(Error::io(&path))?;
+            }
+            lines.push(l);
+        }
         if let Some(p) = &config.port_file {
             std::fs::write(p, format!("{addr}\n")).map_err(Error::io(p))?;
         }
@@ -77,11 +110,13 @@ impl Server {
             cluster_uuid,
             series_cache: Default::default(),
             http_stats: Default::default(),
+            tcp_stats: Default::default(),
         });
         Ok(Server {
             state,
             listener,
             addr,
+            lines,
         })
     }
 
@@ -90,16 +125,42 @@ impl Server {
         self.addr
     }
 
+    /// The bound address of the Graphite listener, when configured.
+    pub fn graphite_addr(&self) -> Option<SocketAddr> {
+        self.line_addr(Protocol::Graphite)
+    }
+
+    /// The bound address of the OpenTSDB listener, when configured.
+    pub fn opentsdb_addr(&self) -> Option<SocketAddr> {
+        self.line_addr(Protocol::OpenTsdb)
+    }
+
+    fn line_addr(&self, protocol: Protocol) -> Option<SocketAddr> {
+        self.lines
+            .iter()
+            .find(|l| l.protocol() == protocol)
+            .map(LineListener::local_addr)
+    }
+
     /// Serves until `shutdown` completes, then stops accepting, waits for the requests
-    /// in flight (up to `shutdown_timeout_secs`) and closes every index (queued writes
-    /// applied, counters saved, log synced).
+    /// in flight and for the line protocols' connections to write what they read (up to
+    /// `shutdown_timeout_secs`) and closes every index (queued writes applied, counters
+    /// saved, log synced).
     ///
     /// # Errors
     /// None in practice: accept errors are logged and retried.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<()> {
         let Server {
-            state, listener, ..
+            state,
+            listener,
+            lines,
+            ..
         } = self;
+        let (stop_lines, stopping) = tokio::sync::watch::channel(false);
+        let mut line_tasks = tokio::task::JoinSet::new();
+        for l in lines {
+            line_tasks.spawn(l.run(Arc::clone(&state), stopping.clone()));
+        }
         let app = router(Arc::clone(&state));
         let graceful = GracefulShutdown::new();
         let timeout = state.config.client_timeout();
@@ -134,11 +195,15 @@ impl Server {
             }
         }
         drop(listener);
+        let _ = stop_lines.send(true);
         tracing::info!("shutting down: finishing requests in flight");
         let wait = Duration::from_secs(state.config.shutdown_timeout_secs);
-        if tokio::time::timeout(wait, graceful.shutdown())
-            .await
-            .is_err()
+        let lines_done = async { while line_tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(wait, async {
+            tokio::join!(graceful.shutdown(), lines_done)
+        })
+        .await
+        .is_err()
         {
             tracing::warn!("requests still in flight after the shutdown timeout");
         }

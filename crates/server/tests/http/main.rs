@@ -14,6 +14,7 @@ mod crash;
 mod deep_inputs;
 mod disk_full;
 mod expectations;
+mod line_protocols;
 mod metrics;
 mod monitoring;
 mod protocol_auth;

@@ -1,6 +1,6 @@
 //! Tenant isolation on every route: two users and two API keys, each pair scoped to its
 //! own index pattern. Alice writes through every protocol (`_bulk`, line protocol v1 and
-//! v2, remote write, OTLP, a document, an index template); then Bob, as a user and as an
+//! v2, remote write, OTLP, OpenTSDB's `/api/put`, a document, an index template); then Bob, as a user and as an
 //! API key, calls every route the server's router serves (enumerated from
 //! `tidemark_server::api::route_paths`, so a new route is covered without editing this
 //! test) with every method and with index expressions that name Alice's indices,
@@ -172,6 +172,18 @@ fn alice_writes(s: &TestServer) {
         &[("content-type", "application/x-protobuf")],
     );
     assert_eq!(st, 200, "{text}");
+    // OpenTSDB's `/api/put`.
+    let (st, text) = call(
+        s,
+        &alice,
+        "POST",
+        "/api/put?index=alice-tsdb",
+        Some(
+            br#"{"metric":"zqsecret.tsdb","timestamp":1764460800,"value":42,"tags":{"host":"alphasecrethost"}}"#,
+        ),
+        &[("content-type", "application/json")],
+    );
+    assert_eq!(st, 204, "{text}");
 }
 
 /// What Alice can see of her own data: the counts of her indices and her template.
@@ -345,6 +357,7 @@ fn no_tenant_sees_another_tenants_data_on_any_route() {
         "alice-otlp",
         "alice-rw",
         "zqsecret_rw",
+        "alice-tsdb",
     ] {
         assert!(text.contains(w), "alice does not see {w}: {text}");
     }
@@ -437,6 +450,15 @@ fn no_tenant_sees_another_tenants_data_on_any_route() {
             assert_eq!(st, 403, "{path}: {text}");
             assert!(leaked(&text).is_none(), "{text}");
         }
+        let (st, text) = call(
+            &s,
+            &auth,
+            "POST",
+            "/api/put?index=alice-tsdb",
+            Some(br#"{"metric":"bobinto","timestamp":1764460800,"value":1,"tags":{"h":"x"}}"#),
+            &[("content-type", "application/json")],
+        );
+        assert_eq!(st, 403, "{text}");
         let (st, text) = call(
             &s,
             &auth,
