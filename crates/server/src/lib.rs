@@ -23,6 +23,7 @@ pub mod search;
 mod selfmon;
 mod series_cache;
 mod server;
+mod ui;
 
 pub use auth::{Credentials, Principal, authenticate, authenticate_request, glob_match};
 pub use config::{

@@ -20,4 +20,5 @@ mod protocol_auth;
 mod reads;
 mod support;
 mod tenants;
+mod ui;
 mod writes;
