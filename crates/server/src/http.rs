@@ -130,7 +130,7 @@ pub async fn layer(State(state): State<Arc<AppState>>, mut req: Request, next: N
         }
         Err(e) => {
             tracing::info!(%method, %path, status = 401, "request refused: authentication");
-            let browser = crate::ui::wants_html(req.headers());
+            let browser = crate::ui::from_browser(req.headers());
             let mut resp = crate::metrics::refusal(&path, req.headers(), &e)
                 .unwrap_or_else(|| e.into_response());
             if browser && resp.status() == StatusCode::UNAUTHORIZED {

@@ -47,9 +47,13 @@ const ASSETS: &[(&str, &[u8], &str)] = &[
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
                    connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/// The `WWW-Authenticate` challenge answered to browsers on `401`: one `Basic`
-/// challenge alone, which browsers turn into a login prompt (Chromium drops a `Basic`
-/// challenge followed by another scheme in the same header value).
+/// The `WWW-Authenticate` challenge answered to browsers on `401`, on every route: one
+/// `Basic` challenge alone, which browsers turn into a login prompt, always with the same
+/// realm, since a browser replays the credentials it has only to challenges of their
+/// realm (the page's stylesheet, script and API calls are challenged like the page).
+/// The API clients' challenge (`Basic realm="security", charset="UTF-8", ApiKey`, as
+/// Elasticsearch words it) is one header value with two schemes, which Chromium does
+/// not take as a `Basic` challenge.
 pub(crate) const BROWSER_CHALLENGE: &str = "Basic realm=\"tidemark\", charset=\"UTF-8\"";
 
 /// The UI's routes: the assets.
@@ -57,7 +61,14 @@ pub(crate) fn routes() -> Routes {
     Routes::new().route("/_ui/{name}", get(asset))
 }
 
-/// Whether a request comes from a browser navigation: its `Accept` names `text/html`.
+/// Whether a request comes from a browser: a navigation (its `Accept` names
+/// `text/html`) or any request a browser makes, which carries `Sec-Fetch-Mode` (the
+/// page's assets and API calls); API clients send neither.
+pub(crate) fn from_browser(headers: &HeaderMap) -> bool {
+    wants_html(headers) || headers.contains_key("sec-fetch-mode")
+}
+
+/// Whether a request asks for a page: its `Accept` names `text/html`.
 pub(crate) fn wants_html(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)

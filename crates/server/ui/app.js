@@ -53,9 +53,12 @@ async function api(method, path, body) {
     init.body = body;
     init.headers['content-type'] = 'application/json';
   }
+  // Resolved against the origin, never against an address with `user:password@`
+  // (fetch refuses URLs holding credentials; the browser adds the ones it has).
+  const url = new URL(path, window.location.origin);
   let resp;
   try {
-    resp = await fetch(path, init);
+    resp = await fetch(url, init);
   } catch (e) {
     throw new Error(`the server did not answer: ${e.message}`);
   }
@@ -533,6 +536,11 @@ async function runDiskUsage(name) {
       + `${fmtInt(detail.documents)} documents, ${typeof detail.bytes_per_doc === 'number' ? detail.bytes_per_doc.toFixed(2) : '–'} bytes per document`);
     const fields = detail.fields || Object.fromEntries(Object.entries((u.fields) || {})
       .map(([k, v]) => [k, { bytes: v.total_in_bytes }]));
+    if (!segments) {
+      summary.append(el('br', {}), el('span', { class: 'muted' },
+        'Nothing is in segments yet: the write-ahead log holds every document until a refresh '
+        + '(POST /<index>/_refresh) writes them into a segment.'));
+    }
     out.replaceChildren(summary, el('div', { class: 'disk-grid' },
       breakdownTable('segment columns', fields, segments),
       breakdownTable('segment sections', detail.components, segments),
@@ -545,7 +553,7 @@ async function runDiskUsage(name) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Start: read the address (`?query=…&range=…|start=…&end=…&step=…&index=…&disk=…`).
+// Start: read the address (`?query=…&range=…|start=…&end=…&step=…&search=…&disk=…`).
 
 function applyParams() {
   const p = new URLSearchParams(window.location.search);
@@ -563,8 +571,8 @@ function applyParams() {
   }
   $('promql-custom').hidden = $('promql-range').value !== 'custom';
   if (p.get('step')) $('promql-step').value = p.get('step');
-  if (p.get('index')) $('search-index').value = p.get('index');
-  return { query, disk: p.get('disk') };
+  if (p.get('search')) $('search-index').value = p.get('search');
+  return { query, disk: p.get('disk'), search: p.get('search') };
 }
 
 async function start() {
@@ -593,6 +601,7 @@ async function start() {
   await loadIndices();
   const jobs = [];
   if (wanted.query) jobs.push(runPromql());
+  if (wanted.search) jobs.push(runSearch());
   if (wanted.disk) {
     $('disk-index').value = wanted.disk;
     jobs.push(runDiskUsage(wanted.disk));

@@ -162,9 +162,28 @@ fn browsers_are_challenged_for_basic_credentials() {
         header(&headers, "www-authenticate").is_some_and(|v| v.contains("ApiKey")),
         "{headers:?}"
     );
-    // Assets need credentials as everything else does.
-    let (status, _, _) = send_headers("GET", &s.url("/_ui/app.js"), None, &[]);
-    assert_eq!(status, 401);
+    // Assets need credentials as everything else does; what the page loads and calls is
+    // challenged in the same realm, so that the browser replays the credentials it has.
+    for (path, headers) in [
+        ("/_ui/app.js", &[("sec-fetch-mode", "no-cors")][..]),
+        (
+            "/_stats",
+            &[("sec-fetch-mode", "cors"), ("accept", "application/json")][..],
+        ),
+        (
+            "/api/v1/query_range?query=up&start=0&end=60&step=15",
+            &[("sec-fetch-mode", "cors")][..],
+        ),
+        ("/write?db=x", &[("sec-fetch-mode", "cors")][..]),
+    ] {
+        let (status, answered, _) = send_headers("GET", &s.url(path), None, headers);
+        assert_eq!(status, 401, "{path}");
+        assert_eq!(
+            header(&answered, "www-authenticate"),
+            Some(r#"Basic realm="tidemark", charset="UTF-8""#),
+            "{path}"
+        );
+    }
     // With the credentials the browser sends after the prompt: the page and its assets.
     let (status, headers, page) = send_headers(
         "GET",
