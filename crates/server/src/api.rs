@@ -122,6 +122,7 @@ fn all_routes() -> Routes {
         .merge(crate::metrics::routes())
         .merge(crate::prom_api::routes())
         .merge(crate::vm_api::routes())
+        .merge(crate::ui::routes())
 }
 
 /// The path of every route the server serves, as written in the router (`{index}`,
@@ -177,8 +178,13 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| Error::status(500, "exception", format!("worker failed: {e}")))?
 }
 
-async fn info(State(st): St) -> Response {
-    json(
+/// `GET`/`HEAD /`: the handshake, or the web UI's page for a browser (its `Accept` names
+/// `text/html`; API clients never send that, so their answer is unchanged).
+async fn info(State(st): St, headers: HeaderMap) -> Response {
+    if crate::ui::wants_html(&headers) {
+        return crate::ui::page(&headers);
+    }
+    let mut resp = json(
         200,
         &protocol::info_body(
             "tidemark",
@@ -186,7 +192,13 @@ async fn info(State(st): St) -> Response {
             &st.cluster_uuid,
             &st.config.version,
         ),
-    )
+    );
+    // The answer depends on `Accept`: a cache must not hand the page to a client.
+    resp.headers_mut().insert(
+        axum::http::header::VARY,
+        axum::http::HeaderValue::from_static("Accept"),
+    );
+    resp
 }
 
 async fn license(State(st): St) -> Response {

@@ -130,7 +130,17 @@ pub async fn layer(State(state): State<Arc<AppState>>, mut req: Request, next: N
         }
         Err(e) => {
             tracing::info!(%method, %path, status = 401, "request refused: authentication");
-            crate::metrics::refusal(&path, req.headers(), &e).unwrap_or_else(|| e.into_response())
+            let browser = crate::ui::from_browser(req.headers());
+            let mut resp = crate::metrics::refusal(&path, req.headers(), &e)
+                .unwrap_or_else(|| e.into_response());
+            if browser && resp.status() == StatusCode::UNAUTHORIZED {
+                // A browser prompts for credentials only on a challenge it can parse.
+                resp.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static(crate::ui::BROWSER_CHALLENGE),
+                );
+            }
+            resp
         }
     };
     state.http_stats.record(

@@ -27,6 +27,7 @@ mod series_cache;
 mod server;
 pub mod snapshot;
 mod tcp;
+mod ui;
 mod vm_api;
 pub mod vm_format;
 

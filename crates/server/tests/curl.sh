@@ -35,7 +35,9 @@ u="http://$addr"
 curl -sfi "$u/" | grep -qi '^x-elastic-product: Elasticsearch' && ok || fail "product header"
 curl -sf "$u/_license" | grep -q '"status":"active"' && ok || fail "license"
 curl -sf "$u/-/healthy" | grep -q "Tidemark is Healthy" && ok || fail "healthy probe"
-curl -sf "$u/metrics" | grep -q "^tidemark_build_info" && ok || fail "/metrics exposition"
+# grep reads to the end: `grep -q` stops at the first match and curl, still writing the
+# rest of the 8 KB exposition, fails with EPIPE (exit 23), which pipefail reports.
+curl -sf "$u/metrics" | grep "^tidemark_build_info" >/dev/null && ok || fail "/metrics exposition"
 # An unknown Prometheus API path: a 404 in the Prometheus error shape.
 [ "$(curl -s -o /tmp/curl-prom404.$$ -w '%{http_code}' "$u/api/v1/targets")" = 404 ] \
   && grep -q '"errorType":"not_found"' /tmp/curl-prom404.$$ && ok || fail "Prometheus-shaped 404"

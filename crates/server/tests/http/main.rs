@@ -22,5 +22,6 @@ mod reads;
 mod snapshot;
 mod support;
 mod tenants;
+mod ui;
 mod vm_bulk;
 mod writes;

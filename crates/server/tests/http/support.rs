@@ -150,6 +150,22 @@ pub fn send_raw(
     body: Option<&[u8]>,
     headers: &[(&str, &str)],
 ) -> (u16, Option<String>, String) {
+    let (status, answered, text) = send_headers(method, url, body, headers);
+    let product = answered
+        .into_iter()
+        .find(|(k, _)| k == "x-elastic-product")
+        .map(|(_, v)| v);
+    (status, product, text)
+}
+
+/// Sends a request; returns status, every response header (lowercase names, in order)
+/// and the body text.
+pub fn send_headers(
+    method: &str,
+    url: &str,
+    body: Option<&[u8]>,
+    headers: &[(&str, &str)],
+) -> (u16, Vec<(String, String)>, String) {
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(60))
         .build();
@@ -167,9 +183,19 @@ pub fn send_raw(
         Err(e) => panic!("{method} {url}: {e}"),
     };
     let status = resp.status();
-    let product = resp.header("x-elastic-product").map(str::to_owned);
+    let mut names = resp.headers_names();
+    names.sort();
+    names.dedup();
+    let answered = names
+        .iter()
+        .flat_map(|name| {
+            resp.all(name)
+                .into_iter()
+                .map(move |v| (name.to_ascii_lowercase(), v.to_owned()))
+        })
+        .collect();
     let text = resp.into_string().unwrap_or_default();
-    (status, product, text)
+    (status, answered, text)
 }
 
 /// The k8s mapping as JSON.
