@@ -127,6 +127,16 @@ fn load(args: &DemoArgs, addr: SocketAddr) -> Result<()> {
     }
     let query = "sum by (k8s_namespace_name) (rate(k8s_pod_cpu_usage_ns[5m]))";
     println!("\nWhere to look:");
+    println!(
+        "  {base}/?range=data&query={}   in a browser: indices, this query charted, _search, storage",
+        query
+            .replace('%', "%25")
+            .replace(' ', "%20")
+            .replace('(', "%28")
+            .replace(')', "%29")
+            .replace('[', "%5B")
+            .replace(']', "%5D")
+    );
     println!("  curl -s '{base}/metrics'     the server's own metrics (Prometheus text)");
     println!(
         "  curl -s '{base}/api/v1/query_range' --data-urlencode 'query={query}' -d start={} -d end={} -d step=60",
@@ -135,6 +145,9 @@ fn load(args: &DemoArgs, addr: SocketAddr) -> Result<()> {
     );
     println!("  curl -s '{base}/api/v1/labels'");
     println!("  curl -s '{base}/{INDEX}/_count'");
+    println!(
+        "  curl -s '{base}/api/v1/export' -d 'match[]=k8s_pod_cpu_usage_ns' | head -c 300   # VictoriaMetrics JSON lines"
+    );
     Ok(())
 }
 
@@ -231,11 +244,10 @@ fn line(r: &Record, out: &mut String) {
             MetricVal::Gauge(g) => {
                 let _ = write!(out, "={g:?}");
             }
-            // Counters go as floats, as remote write sends them: an integer field
-            // (`…i`) and a float of the same series are two series today (the value
-            // type joins the series identity in label-keyed indices).
+            // Counters as integer fields (`…i`), as Telegraf sends them; remote write
+            // sends the same samples as floats, and the index takes them as one.
             MetricVal::Counter(c) => {
-                let _ = write!(out, "={:?}", *c as f64);
+                let _ = write!(out, "={c}i");
             }
         }
     }

@@ -113,6 +113,27 @@ impl ValueColumn {
         }
     }
 
+    /// The other numeric column: a float series' integer twin and back (`None` for
+    /// booleans and strings).
+    fn other_numeric(self) -> Option<ValueColumn> {
+        match self {
+            ValueColumn::F64 => Some(ValueColumn::I64),
+            ValueColumn::I64 => Some(ValueColumn::F64),
+            ValueColumn::Bool | ValueColumn::Str => None,
+        }
+    }
+
+    /// The column's index among the four (`value`, `value_long`, `value_bool`,
+    /// `value_keyword`: 0 to 3).
+    fn slot(self) -> usize {
+        match self {
+            ValueColumn::F64 => 0,
+            ValueColumn::I64 => 1,
+            ValueColumn::Bool => 2,
+            ValueColumn::Str => 3,
+        }
+    }
+
     /// The metric column that joins the series identity, if any.
     fn metric_name(self) -> Option<&'static str> {
         match self {
@@ -174,12 +195,18 @@ pub struct LabelSeries(Arc<SeriesInner>);
 struct SeriesInner {
     mapping: Arc<Mapping>,
     tsid: Tsid,
+    /// For a numeric series, the id the same labels have with the other numeric type
+    /// (the value column joins the id): an index that already holds that twin stores
+    /// this series' samples in it, converted, so that `5i` by line protocol and `5.0`
+    /// by remote write are one sample.
+    twin_tsid: Option<Tsid>,
     dims: Arc<[u8]>,
     column: ValueColumn,
     /// The value column's field index in the label mapping.
     field: u32,
-    /// The series' ref in the index that last resolved it: the index's id in the high
-    /// 32 bits, the ref in the low 32; 0 before any (index ids start at 1).
+    /// The series' ref in the index that last resolved it: the index's id in bits 32 to
+    /// 62, the ref in the low 32, bit 63 set when that index keeps it as its numeric
+    /// twin; 0 before any (index ids start at 1).
     resolved: AtomicU64,
 }
 
@@ -190,18 +217,26 @@ impl LabelSeries {
     }
 
     /// The series' ref in the index whose id is `index_id`, if that index resolved it
-    /// last.
-    pub(crate) fn resolved_in(&self, index_id: u32) -> Option<u32> {
+    /// last, and whether that index keeps it as its numeric twin.
+    pub(crate) fn resolved_in(&self, index_id: u32) -> Option<(u32, bool)> {
         let v = self.0.resolved.load(Ordering::Relaxed);
-        (v != 0 && (v >> 32) as u32 == index_id).then_some(v as u32)
+        (v != 0 && ((v >> 32) as u32 & 0x7fff_ffff) == index_id).then_some((v as u32, v >> 63 == 1))
     }
 
-    /// Remembers the series' ref in the index `index_id`.
-    pub(crate) fn set_resolved(&self, index_id: u32, series_ref: u32) {
+    /// Remembers the series' ref in the index `index_id` (ids below 2^31), and whether
+    /// that index keeps it as its numeric twin.
+    pub(crate) fn set_resolved(&self, index_id: u32, series_ref: u32, as_twin: bool) {
         self.0.resolved.store(
-            (u64::from(index_id) << 32) | u64::from(series_ref),
+            (u64::from(as_twin) << 63)
+                | (u64::from(index_id & 0x7fff_ffff) << 32)
+                | u64::from(series_ref),
             Ordering::Relaxed,
         );
+    }
+
+    /// The id of the same labels with the other numeric type, for a numeric series.
+    pub(crate) fn twin_tsid(&self) -> Option<Tsid> {
+        self.0.twin_tsid
     }
 
     /// The document of one sample of the series.
@@ -393,19 +428,22 @@ impl LabelSeries {
         &self.0.dims
     }
 
-    /// The name of the series' value column.
-    pub(crate) fn value_column(&self) -> &'static str {
-        self.0.column.path()
+    /// The series' value column as an index (`value`, `value_long`, `value_bool`,
+    /// `value_keyword`: 0 to 3), for a cache of column refs by kind; with `as_twin`,
+    /// the other numeric column's.
+    pub(crate) fn value_slot(&self, as_twin: bool) -> usize {
+        self.column(as_twin).slot()
     }
 
-    /// The series' value column as an index (`value`, `value_long`, `value_bool`,
-    /// `value_keyword`: 0 to 3), for a cache of column refs by kind.
-    pub(crate) fn value_slot(&self) -> usize {
-        match self.0.column {
-            ValueColumn::F64 => 0,
-            ValueColumn::I64 => 1,
-            ValueColumn::Bool => 2,
-            ValueColumn::Str => 3,
+    /// The name of the value column, or with `as_twin` the other numeric column's.
+    pub(crate) fn value_column_as(&self, as_twin: bool) -> &'static str {
+        self.column(as_twin).path()
+    }
+
+    fn column(&self, as_twin: bool) -> ValueColumn {
+        match self.0.column.other_numeric() {
+            Some(other) if as_twin => other,
+            _ => self.0.column,
         }
     }
 }
@@ -487,6 +525,14 @@ impl LabelPoints {
             .tsids
             .tsid_from_pairs(&pairs, names)
             .map_err(|e| Error::doc("(labels)", e.to_string()))?;
+        let twin_tsid = match column.other_numeric().and_then(ValueColumn::metric_name) {
+            Some(twin) => Some(
+                self.tsids
+                    .tsid_from_pairs(&pairs, std::slice::from_ref(&twin))
+                    .map_err(|e| Error::doc("(labels)", e.to_string()))?,
+            ),
+            None => None,
+        };
         let field = self
             .mapping
             .fields()
@@ -496,6 +542,7 @@ impl LabelPoints {
         Ok(LabelSeries(Arc::new(SeriesInner {
             mapping: Arc::clone(&self.mapping),
             tsid,
+            twin_tsid,
             dims: self.dims_out.finish(),
             column,
             field: field as u32,
@@ -625,6 +672,79 @@ mod tests {
             })
             .unwrap();
         assert_eq!(res.total, 2);
+    }
+
+    #[test]
+    fn an_integer_and_a_float_of_the_same_labels_are_one_series() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = Index::create(dir.path(), label_mapping().unwrap()).unwrap();
+        let mut lp = LabelPoints::new().unwrap();
+        let labels = [("__name__", "restarts"), ("pod", "a")];
+        let as_int = lp.series(&labels, &SampleValue::I64(0)).unwrap();
+        let as_float = lp.series(&labels, &SampleValue::F64(0.0)).unwrap();
+        let one = |s: &LabelSeries, ts: i64, v: SampleValue| {
+            let mut b = SampleBatch::new(true);
+            b.push(s, ts, v).unwrap();
+            b
+        };
+        // Line protocol's `5i` first, then remote write's 5.0: one sample.
+        let t = index
+            .append_samples(&[&one(&as_int, 1000, SampleValue::I64(5))])
+            .unwrap();
+        assert_eq!(t[0].created, 1);
+        let t = index
+            .append_samples(&[&one(&as_float, 1000, SampleValue::F64(5.0))])
+            .unwrap();
+        assert_eq!((t[0].created, t[0].duplicates), (0, 1), "{t:?}");
+        // A new float sample that is an integer joins the integer series; one that is
+        // not is refused naming why, nothing stored.
+        let t = index
+            .append_samples(&[&one(&as_float, 2000, SampleValue::F64(6.0))])
+            .unwrap();
+        assert_eq!(t[0].created, 1);
+        let t = index
+            .append_samples(&[&one(&as_float, 3000, SampleValue::F64(6.5))])
+            .unwrap();
+        assert_eq!(t[0].rejected, 1);
+        assert!(
+            t[0].first_rejection
+                .as_deref()
+                .is_some_and(|r| r.contains("integers")),
+            "{t:?}"
+        );
+        // The other way round in a fresh index: floats first, integers converted.
+        let dir2 = tempfile::tempdir().unwrap();
+        let mut other = Index::create(dir2.path(), label_mapping().unwrap()).unwrap();
+        let (as_int2, as_float2) = (
+            lp.series(&labels, &SampleValue::I64(0)).unwrap(),
+            lp.series(&labels, &SampleValue::F64(0.0)).unwrap(),
+        );
+        other
+            .append_samples(&[&one(&as_float2, 1000, SampleValue::F64(5.0))])
+            .unwrap();
+        let t = other
+            .append_samples(&[&one(&as_int2, 1000, SampleValue::I64(5))])
+            .unwrap();
+        assert_eq!((t[0].created, t[0].duplicates), (0, 1), "{t:?}");
+        let t = other
+            .append_samples(&[&one(&as_int2, 2000, SampleValue::I64(7))])
+            .unwrap();
+        assert_eq!(t[0].created, 1);
+        // Each index holds one series of these labels: 3 samples and 2.
+        for (index, n) in [(&index, 2), (&other, 2)] {
+            let res = index
+                .query(&SearchRequest {
+                    filter: Filter::Terms {
+                        field: METRIC_NAME_LABEL.into(),
+                        values: vec!["restarts".into()],
+                    },
+                    size: 10,
+                    ..SearchRequest::default()
+                })
+                .unwrap();
+            assert_eq!(res.total, n);
+            assert_eq!(index.stats().unwrap().series, 1);
+        }
     }
 
     #[test]

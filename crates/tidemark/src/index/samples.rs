@@ -36,7 +36,7 @@ impl Index {
         let mut extras: Vec<(ColumnRef, Extra)> = Vec::with_capacity(1);
         for (b, batch) in batches.iter().enumerate() {
             let owner = u32::try_from(b).unwrap_or(u32::MAX);
-            let mut refs: Vec<Option<std::result::Result<(SeriesRef, ColumnRef), String>>> =
+            let mut refs: Vec<Option<std::result::Result<SampleRefs, String>>> =
                 vec![None; batch.series_len()];
             for (slot, ts_millis, value) in batch.samples() {
                 let at = *slot as usize;
@@ -49,7 +49,11 @@ impl Index {
                     }
                     None => Err("a sample of an unknown series slot".to_owned()),
                 };
-                let (series, column) = match resolved {
+                let SampleRefs {
+                    series,
+                    column,
+                    as_twin,
+                } = match resolved {
                     Ok(refs) => refs,
                     Err(reason) => {
                         if let Some(t) = tallies.get_mut(b) {
@@ -62,11 +66,34 @@ impl Index {
                 };
                 values.clear();
                 extras.clear();
-                match value {
-                    SampleValue::F64(v) => values.push((column, MetricValue::Gauge(*v))),
-                    SampleValue::I64(v) => values.push((column, MetricValue::Counter(*v))),
-                    SampleValue::Bool(v) => extras.push((column, Extra::Bool(*v))),
-                    SampleValue::Str(v) => extras.push((column, Extra::Keyword(v.clone()))),
+                match (value, as_twin) {
+                    (SampleValue::F64(v), false) => values.push((column, MetricValue::Gauge(*v))),
+                    (SampleValue::I64(v), false) => {
+                        values.push((column, MetricValue::Counter(*v)));
+                    }
+                    // The index holds these labels as integers: a float that is one is
+                    // stored as such (a retry of `5i` sent as `5.0` is its duplicate).
+                    (SampleValue::F64(v), true) => match exact_i64(*v) {
+                        Some(i) => values.push((column, MetricValue::Counter(i))),
+                        None => {
+                            let reason = format!(
+                                "this index holds the series as integers (first written so): {v} is not one"
+                            );
+                            if let Some(t) = tallies.get_mut(b) {
+                                t.rejected += 1;
+                                t.first_rejection.get_or_insert(reason);
+                            }
+                            self.counters.count(&ItemStatus::Error(String::new()));
+                            continue;
+                        }
+                    },
+                    // The index holds these labels as floats: as every float-only store
+                    // does (exact up to 2^53).
+                    (SampleValue::I64(v), true) => {
+                        values.push((column, MetricValue::Gauge(*v as f64)));
+                    }
+                    (SampleValue::Bool(v), _) => extras.push((column, Extra::Bool(*v))),
+                    (SampleValue::Str(v), _) => extras.push((column, Extra::Keyword(v.clone()))),
                 }
                 appends.push(batch.create(), series, *ts_millis, &values, &extras);
                 owners.push(owner);
@@ -112,22 +139,31 @@ impl Index {
         batch: &SampleBatch,
         at: usize,
         value: &SampleValue,
-    ) -> Result<std::result::Result<(SeriesRef, ColumnRef), String>> {
+    ) -> Result<std::result::Result<SampleRefs, String>> {
         let Some(series) = batch.series().get(at) else {
             return Ok(Err("a sample of an unknown series slot".to_owned()));
         };
-        let series_ref = match series.resolved_in(self.id) {
-            Some(r) => SeriesRef::from_u32(r),
+        let (series_ref, as_twin) = match series.resolved_in(self.id) {
+            Some((r, as_twin)) => (SeriesRef::from_u32(r), as_twin),
             None => {
                 let tsid = series.tsid();
-                let r = match self.engine.series_by_tsid(&tsid) {
-                    Some(s) => s,
+                let found = match self.engine.series_by_tsid(&tsid) {
+                    Some(s) => Some((s, false)),
+                    // The same labels stored with the other numeric type (the value
+                    // column joins the id): keep writing there, converted.
+                    None => series
+                        .twin_tsid()
+                        .and_then(|twin| self.engine.series_by_tsid(&twin))
+                        .map(|s| (s, true)),
+                };
+                let (r, as_twin) = match found {
+                    Some(f) => f,
                     None => {
                         if let Err(reason) = self.take_new_series() {
                             return Ok(Err(reason));
                         }
                         match self.engine.series(tsid, decode_dims(series.dims())?) {
-                            Ok(s) => s,
+                            Ok(s) => (s, false),
                             Err(tidemark_dedup::Error::Rejected { reason }) => {
                                 return Ok(Err(rejection_text(&reason)));
                             }
@@ -135,29 +171,56 @@ impl Index {
                         }
                     }
                 };
-                series.set_resolved(self.id, r.as_u32());
-                r
+                series.set_resolved(self.id, r.as_u32(), as_twin);
+                (r, as_twin)
             }
         };
-        let slot = series.value_slot();
+        let slot = series.value_slot(as_twin);
         if let Some(Some(c)) = self.value_columns.get(slot) {
-            return Ok(Ok((series_ref, *c)));
+            return Ok(Ok(SampleRefs {
+                series: series_ref,
+                column: *c,
+                as_twin,
+            }));
         }
-        let kind = match value {
-            SampleValue::F64(_) => ColumnKind::Gauge,
-            SampleValue::I64(_) => ColumnKind::Counter,
-            SampleValue::Bool(_) => ColumnKind::Bool,
-            SampleValue::Str(_) => ColumnKind::Keyword,
+        let kind = match (value, as_twin) {
+            (SampleValue::F64(_), false) | (SampleValue::I64(_), true) => ColumnKind::Gauge,
+            (SampleValue::I64(_), false) | (SampleValue::F64(_), true) => ColumnKind::Counter,
+            (SampleValue::Bool(_), _) => ColumnKind::Bool,
+            (SampleValue::Str(_), _) => ColumnKind::Keyword,
         };
-        match self.engine.column(series.value_column(), kind) {
+        match self.engine.column(series.value_column_as(as_twin), kind) {
             Ok(c) => {
                 if let Some(cell) = self.value_columns.get_mut(slot) {
                     *cell = Some(c);
                 }
-                Ok(Ok((series_ref, c)))
+                Ok(Ok(SampleRefs {
+                    series: series_ref,
+                    column: c,
+                    as_twin,
+                }))
             }
             Err(tidemark_dedup::Error::Rejected { reason }) => Ok(Err(rejection_text(&reason))),
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// Where one series' samples go in an index.
+#[derive(Debug, Clone, Copy)]
+struct SampleRefs {
+    /// The series.
+    series: SeriesRef,
+    /// Its value column.
+    column: ColumnRef,
+    /// Whether the index holds the labels with the other numeric type (samples are
+    /// converted: integers to floats, integral floats to integers).
+    as_twin: bool,
+}
+
+/// `v` as an integer when it is one exactly (no fraction, within `i64`).
+fn exact_i64(v: f64) -> Option<i64> {
+    // 2^63 is exactly representable; every float below it in magnitude converts exactly.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    (v.fract() == 0.0 && (-LIMIT..LIMIT).contains(&v)).then_some(v as i64)
 }
