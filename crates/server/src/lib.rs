@@ -8,6 +8,7 @@ pub mod api;
 mod auth;
 pub mod cli;
 mod config;
+mod delete;
 pub mod disk;
 mod error;
 pub mod graphite;

@@ -55,6 +55,10 @@ pub fn routes() -> crate::api::Routes {
             )
             .route(&format!("{prefix}/api/v1/metadata"), get(metadata))
             .route(
+                &format!("{prefix}/api/v1/admin/tsdb/delete_series"),
+                post(crate::delete::delete_series).put(crate::delete::delete_series),
+            )
+            .route(
                 &format!("{prefix}/api/v1/admin/tsdb/snapshot"),
                 post(crate::snapshot::handler).put(crate::snapshot::handler),
             )

@@ -594,7 +594,7 @@ impl<'a> Import<'a> {
 // Export
 
 /// A series chosen for an export: its id, labels (sorted) and estimated samples.
-type Chosen = (Tsid, Labels, u64);
+pub(crate) type Chosen = (Tsid, Labels, u64);
 
 /// `GET|POST /api/v1/export`: the series matching any `match[]` selector with samples
 /// in `[start, end]`, as JSON lines, streamed.
@@ -700,7 +700,7 @@ fn candidates(p: &tidemark::dedup::Postings, selectors: &[Vec<Matcher>]) -> roar
 ///
 /// # Errors
 /// `400` past [`MAX_EXPORT_SERIES`]; read errors.
-fn choose(
+pub(crate) fn choose(
     index: &tidemark::Index,
     selectors: &[Vec<Matcher>],
     start: i64,

@@ -12,6 +12,7 @@ mod body_limits;
 mod cardinality;
 mod crash;
 mod deep_inputs;
+mod delete;
 mod disk_full;
 mod expectations;
 mod line_protocols;

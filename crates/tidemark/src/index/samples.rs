@@ -224,3 +224,35 @@ fn exact_i64(v: f64) -> Option<i64> {
     const LIMIT: f64 = 9_223_372_036_854_775_808.0;
     (v.fract() == 0.0 && (-LIMIT..LIMIT).contains(&v)).then_some(v as i64)
 }
+
+impl Index {
+    /// Deletes the points `ids` (series id and timestamp) in one engine batch, each
+    /// leaving a tombstone that merges purge: the base of Prometheus'
+    /// `delete_series`. Returns how many existed; an absent id is no error.
+    ///
+    /// # Errors
+    /// Engine errors (nothing is acknowledged then).
+    pub fn delete_points(&mut self, ids: &[tidemark_tsid::SyntheticId]) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let ops = ids
+            .iter()
+            .map(|id| tidemark_dedup::Op::Delete(*id))
+            .collect();
+        let mut deleted = 0;
+        for outcome in self.engine.batch(ops)? {
+            let status = match outcome {
+                Outcome::Deleted { .. } => {
+                    deleted += 1;
+                    ItemStatus::Deleted
+                }
+                Outcome::NotFound { .. } => ItemStatus::NotFound,
+                Outcome::Rejected { reason, .. } => ItemStatus::Error(rejection_text(&reason)),
+                other => ItemStatus::Error(format!("unexpected engine outcome {other:?}")),
+            };
+            self.counters.count(&status);
+        }
+        Ok(deleted)
+    }
+}
