@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
 use crate::api::{AppState, blocking};
@@ -162,6 +162,7 @@ pub fn routes() -> crate::api::Routes {
         .route("/_msearch", get(msearch).post(msearch))
         .route("/{index}/_msearch", get(msearch).post(msearch))
         .route("/{index}/_count", get(count_handler).post(count_handler))
+        .route("/{index}/_delete_by_query", post(delete_by_query))
 }
 
 type St = State<Arc<AppState>>;
@@ -1251,6 +1252,109 @@ async fn count_handler(
     Ok(crate::api::respond(
         200,
         json!({"count": result.total, "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0}}),
+        &params,
+    ))
+}
+
+/// Documents found, then deleted, per round of `_delete_by_query`.
+const DELETE_BATCH: usize = 10_000;
+
+/// `POST /<index>/_delete_by_query` with `{"query": …}` (and `max_docs`): the matching
+/// documents found 10,000 at a time under the read lock and deleted by `_id` under the
+/// write lock (tombstones in the fsynced log, purged by merges), until none match.
+/// Answers in Elasticsearch's shape (`total`, `deleted`, `batches`, `failures`). A
+/// document written while it runs and matching is deleted too if a later round finds
+/// it, as Elasticsearch's scroll-based delete may or may not.
+async fn delete_by_query(
+    State(st): St,
+    Caller(who): Caller,
+    Path(index): Path<String>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response> {
+    let params = params(q.as_deref());
+    let handle = one_index(&st, &who, &index)?;
+    let bytes = read_body(&st, &headers, body).await?;
+    let body = http::json_body(&bytes)?;
+    let mut filter = None;
+    let mut max_docs = u64::MAX;
+    if let Value::Object(o) = &body {
+        for (k, v) in o {
+            match k.as_str() {
+                "query" => filter = Some(dsl::query(v, handle.mapping(), now_ms())?),
+                "max_docs" => {
+                    max_docs = v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+                        Error::bad("parsing_exception", "[max_docs] must be a positive integer")
+                    })?;
+                }
+                other => {
+                    return Err(Error::bad(
+                        "parsing_exception",
+                        format!("request does not support [{other}]"),
+                    ));
+                }
+            }
+        }
+    }
+    let Some(filter) = filter else {
+        return Err(Error::bad(
+            "action_request_validation_exception",
+            "Validation Failed: 1: query is missing;",
+        ));
+    };
+    let start = std::time::Instant::now();
+    let (total, deleted, batches) = blocking(move || {
+        let (mut total, mut deleted, mut batches) = (None, 0u64, 0u64);
+        while deleted < max_docs {
+            let size = usize::try_from(max_docs - deleted)
+                .unwrap_or(usize::MAX)
+                .min(DELETE_BATCH);
+            let req = tidemark::SearchRequest {
+                filter: filter.clone(),
+                size,
+                ..tidemark::SearchRequest::default()
+            };
+            let found = handle.read(|i| Ok(i.query(&req)?))?;
+            total.get_or_insert(found.total.min(max_docs));
+            if found.hits.is_empty() {
+                break;
+            }
+            let items = found
+                .hits
+                .into_iter()
+                .map(|h| tidemark::BulkItem::delete(h.id))
+                .collect();
+            let results = handle.exclusive(|i| Ok(i.bulk(items)?))?;
+            batches += 1;
+            let n = results
+                .iter()
+                .filter(|r| matches!(r.status, tidemark::ItemStatus::Deleted))
+                .count() as u64;
+            if n == 0 {
+                break;
+            }
+            deleted += n;
+        }
+        Ok((total.unwrap_or(0), deleted, batches))
+    })
+    .await?;
+    Ok(crate::api::respond(
+        200,
+        json!({
+            "took": start.elapsed().as_millis() as u64,
+            "timed_out": false,
+            "total": total,
+            "deleted": deleted,
+            "batches": batches,
+            "version_conflicts": 0,
+            "noops": 0,
+            "retries": {"bulk": 0, "search": 0},
+            "throttled_millis": 0,
+            "requests_per_second": -1.0,
+            "throttled_until_millis": 0,
+            "failures": [],
+        }),
         &params,
     ))
 }

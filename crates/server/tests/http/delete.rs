@@ -91,3 +91,60 @@ fn delete_series_removes_exactly_the_selected_samples_and_survives_restart_and_m
     let server = TestServer::start(tmp.path(), &[]);
     expect(&server);
 }
+
+#[test]
+fn delete_by_query_deletes_the_matching_documents_and_they_stay_deleted() {
+    use crate::support::{k8s_bulk, k8s_mapping};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut server = TestServer::start(tmp.path(), &[]);
+    let json_post = |s: &TestServer, path: &str, body: &serde_json::Value| {
+        send(
+            "POST",
+            &s.url(path),
+            Some(body.to_string().as_bytes()),
+            &[("content-type", "application/json")],
+        )
+    };
+    let (status, v) = send(
+        "PUT",
+        &server.url("/k8s"),
+        Some(k8s_mapping().to_string().as_bytes()),
+        &[("content-type", "application/json")],
+    );
+    assert_eq!(status, 200, "{v}");
+    // 20 pods x 10 timestamps (10 s apart).
+    let (status, v) = server.bulk("/k8s/_bulk", &k8s_bulk(200, 20, T0, None));
+    assert_eq!(status, 200, "{v}");
+    let pod3_late = serde_json::json!({"query": {"bool": {"filter": [
+        {"term": {"k8s.pod.name": "pod-3"}},
+        {"range": {"@timestamp": {"gte": T0 + 50_000}}}]}}});
+    let count = |s: &TestServer, q: &serde_json::Value| -> u64 {
+        let (status, v) = json_post(s, "/k8s/_count", q);
+        assert_eq!(status, 200, "{v}");
+        v["count"].as_u64().unwrap()
+    };
+    let all = serde_json::json!({"query": {"match_all": {}}});
+    assert_eq!(count(&server, &pod3_late), 5);
+    let (status, v) = json_post(&server, "/k8s/_delete_by_query", &pod3_late);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        (v["total"].as_u64(), v["deleted"].as_u64()),
+        (Some(5), Some(5)),
+        "{v}"
+    );
+    assert_eq!(count(&server, &pod3_late), 0);
+    assert_eq!(count(&server, &all), 195);
+    // max_docs bounds it; no query is a 400.
+    let pod4 = serde_json::json!({"query": {"term": {"k8s.pod.name": "pod-4"}}, "max_docs": 3});
+    let (_, v) = json_post(&server, "/k8s/_delete_by_query", &pod4);
+    assert_eq!(v["deleted"].as_u64(), Some(3), "{v}");
+    let (status, _) = json_post(&server, "/k8s/_delete_by_query", &serde_json::json!({}));
+    assert_eq!(status, 400);
+    server.kill();
+    let server = TestServer::start(tmp.path(), &[]);
+    assert_eq!(count(&server, &all), 192);
+    let (status, v) = json_post(&server, "/k8s/_forcemerge", &serde_json::json!({}));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(count(&server, &all), 192);
+    assert_eq!(count(&server, &pod3_late), 0);
+}
