@@ -28,6 +28,7 @@ mod series_cache;
 mod server;
 pub mod snapshot;
 mod tcp;
+mod tsdb_status;
 mod ui;
 mod vm_api;
 pub mod vm_format;

@@ -64,6 +64,10 @@ pub fn routes() -> crate::api::Routes {
             )
             .route(&format!("{prefix}/api/v1/status/buildinfo"), get(buildinfo))
             .route(
+                &format!("{prefix}/api/v1/status/tsdb"),
+                get(crate::tsdb_status::status_tsdb).post(crate::tsdb_status::status_tsdb),
+            )
+            .route(
                 &format!("{prefix}/api/v1/query_exemplars"),
                 get(exemplars).post(exemplars),
             );

@@ -23,6 +23,7 @@ mod reads;
 mod snapshot;
 mod support;
 mod tenants;
+mod tsdb_status;
 mod ui;
 mod vm_bulk;
 mod writes;

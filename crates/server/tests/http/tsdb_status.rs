@@ -1,0 +1,71 @@
+//! `GET /api/v1/status/tsdb`: series counts by metric name, label and label pair, each
+//! series once however many segments hold it, limited, filtered by `match[]`, and only
+//! over the caller's indices.
+
+use crate::support::{TestServer, send};
+
+#[test]
+fn status_tsdb_counts_series_by_metric_label_and_pair() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = TestServer::start(tmp.path(), &[]);
+    // up: 3 jobs x 2 instances; cpu: 2 hosts; in two requests, refreshed between, and
+    // resent (the same series in two segments and the buffer).
+    let mut lines = String::new();
+    for job in ["a", "b", "c"] {
+        for inst in ["i1", "i2"] {
+            lines.push_str(&format!(
+                "up,job={job},instance={inst} value=1 1764460800000\n"
+            ));
+        }
+    }
+    lines.push_str("cpu,host=h1 usage=1 1764460800000\ncpu,host=h2 usage=1 1764460800000\n");
+    let write = |body: &str| {
+        let (status, v) = send(
+            "POST",
+            &server.url("/write?db=metrics&precision=ms"),
+            Some(body.as_bytes()),
+            &[],
+        );
+        assert_eq!(status, 204, "{v}");
+    };
+    write(&lines);
+    let (status, _) = send("POST", &server.url("/metrics/_refresh"), None, &[]);
+    assert_eq!(status, 200);
+    write(&lines.replace("1764460800000", "1764460860000"));
+    let (status, v) = send("GET", &server.url("/api/v1/status/tsdb"), None, &[]);
+    assert_eq!(status, 200, "{v}");
+    let d = &v["data"];
+    assert_eq!(d["headStats"]["numSeries"], 8, "{v}");
+    assert_eq!(d["seriesCountByMetricName"][0]["name"], "up_value", "{v}");
+    assert_eq!(d["seriesCountByMetricName"][0]["value"], 6, "{v}");
+    assert_eq!(d["seriesCountByMetricName"][1]["value"], 2, "{v}");
+    let by_label = |name: &str| {
+        d["labelValueCountByLabelName"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].as_u64().unwrap())
+    };
+    assert_eq!(by_label("job"), Some(3));
+    assert_eq!(by_label("instance"), Some(2));
+    assert_eq!(by_label("host"), Some(2));
+    // limit, and match[].
+    let (_, v) = send("GET", &server.url("/api/v1/status/tsdb?limit=1"), None, &[]);
+    assert_eq!(
+        v["data"]["seriesCountByMetricName"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let (_, v) = send(
+        "GET",
+        &server.url("/api/v1/status/tsdb?match[]=%7Bjob%3D%22a%22%7D"),
+        None,
+        &[],
+    );
+    assert_eq!(v["data"]["headStats"]["numSeries"], 2, "{v}");
+    let (status, _) = send("GET", &server.url("/api/v1/status/tsdb?limit=0"), None, &[]);
+    assert_eq!(status, 400);
+}
