@@ -116,6 +116,34 @@ pub(crate) fn call(ctx: &mut Ctx<'_>, c: &Call) -> Result<Val> {
             let rows = vector_arg(ctx, &args, 0, name)?;
             Ok(Val::Vector(absent_rows(ctx.n, &rows, e)))
         }
+        "absent_over_time" => {
+            let e = args.first().copied().ok_or_else(|| arity(name))?;
+            let present = range_function("present_over_time").ok_or_else(|| arity(name))?;
+            let mut rows = Vec::new();
+            eval_range_function_each(ctx, "present_over_time", present, &args, &mut |r| {
+                rows.push(r);
+                Ok(())
+            })?;
+            Ok(Val::Vector(absent_rows(ctx.n, &rows, e)))
+        }
+        "minute" | "hour" | "day_of_week" | "day_of_month" | "day_of_year" | "days_in_month"
+        | "month" | "year" => {
+            if args.is_empty() {
+                // `vector(time())`: the step's time, in whole seconds as Go's `Ts/1000`.
+                let vals = (0..ctx.n)
+                    .map(|i| Some(date_field(name, GoTime::from_unix(ctx.ts(i) / 1000))))
+                    .collect();
+                return Ok(Val::Vector(vec![Row {
+                    labels: Vec::new(),
+                    drop_name: false,
+                    vals,
+                }]));
+            }
+            let rows = vector_arg(ctx, &args, 0, name)?;
+            Ok(Val::Vector(map_values(rows, |v| {
+                date_field(name, GoTime::from_unix(go_int64(v)))
+            })))
+        }
         "label_replace" => label_replace(ctx, &args),
         "label_join" => label_join(ctx, &args),
         "histogram_quantile" => histogram_quantile(ctx, &args),
@@ -188,6 +216,96 @@ fn simple_math(name: &str, v: f64) -> f64 {
         "atanh" => v.atanh(),
         "deg" => v.to_degrees(),
         "rad" => v.to_radians(),
+        _ => f64::NAN,
+    }
+}
+
+/// Go's `int64(f)` on amd64 (where Prometheus is built): truncation toward zero, and
+/// the "integer indefinite" `i64::MIN` for NaN, ±Inf and values out of range.
+fn go_int64(f: f64) -> i64 {
+    // 2^63, the first value above `i64::MAX`; below `-2^63` `as` saturates to `i64::MIN`.
+    if f.is_nan() || f >= 9_223_372_036_854_775_808.0 {
+        i64::MIN
+    } else {
+        f as i64
+    }
+}
+
+/// The UTC calendar fields of Go's `time.Unix(sec, 0).UTC()`, computed as Go's `time`
+/// package does (Go 1.23+): seconds since its "absolute zero" (March 1 of year
+/// -292277022400) in wrapping unsigned arithmetic, so that even `i64::MIN` (a NaN
+/// sample) gives the same date Prometheus answers.
+struct GoTime {
+    year: i64,
+    month: u64,
+    day: u64,
+    yday: u64,
+    weekday: u64,
+    hour: u64,
+    minute: u64,
+}
+
+/// Go's `absoluteYears`.
+const GO_ABSOLUTE_YEARS: u64 = 292_277_022_400;
+/// Go's `unixToAbsolute`: Unix seconds to seconds since the absolute zero.
+const GO_UNIX_TO_ABSOLUTE: i64 =
+    62_135_596_800 + (292_277_022_400 * 3_652_425 / 10_000 + 306) * 86_400;
+
+impl GoTime {
+    fn from_unix(sec: i64) -> GoTime {
+        let abs = sec.wrapping_add(GO_UNIX_TO_ABSOLUTE) as u64;
+        let days = abs / 86_400;
+        let clock = abs % 86_400;
+        // Go's `absDays.split`: century, year in century, day in the March-based year.
+        let d = days.wrapping_mul(4).wrapping_add(3);
+        let century = d / 146_097;
+        let cd = (d % 146_097) / 4 * 4 + 3;
+        let cyear = cd / 1461;
+        let ayday = cd % 1461 / 4;
+        let m = 2141 * ayday + 197_913;
+        let (amonth, day) = (m >> 16, 1 + (m & 0xffff) / 2141);
+        let jan_feb = u64::from(ayday >= 306);
+        let year = (century.wrapping_mul(100).wrapping_sub(GO_ABSOLUTE_YEARS) as i64)
+            .wrapping_add(cyear as i64)
+            .wrapping_add(jan_feb as i64);
+        let yday = if jan_feb == 1 {
+            ayday - 306 + 1
+        } else {
+            ayday + 1 + 31 + 28 + u64::from(is_leap(year))
+        };
+        GoTime {
+            year,
+            month: amonth - 12 * jan_feb,
+            day,
+            yday,
+            // March 1 of the absolute year was a Wednesday.
+            weekday: (days + 3) % 7,
+            hour: clock / 3600,
+            minute: clock % 3600 / 60,
+        }
+    }
+}
+
+fn is_leap(year: i64) -> bool {
+    year.rem_euclid(4) == 0 && (year.rem_euclid(100) != 0 || year.rem_euclid(400) == 0)
+}
+
+/// A date function's value (`minute`, `hour`, ..., `year`) of a time.
+fn date_field(name: &str, t: GoTime) -> f64 {
+    match name {
+        "minute" => t.minute as f64,
+        "hour" => t.hour as f64,
+        "day_of_week" => t.weekday as f64,
+        "day_of_month" => t.day as f64,
+        "day_of_year" => t.yday as f64,
+        "days_in_month" => match t.month {
+            2 if is_leap(t.year) => 29.0,
+            2 => 28.0,
+            4 | 6 | 9 | 11 => 30.0,
+            _ => 31.0,
+        },
+        "month" => t.month as f64,
+        "year" => t.year as f64,
         _ => f64::NAN,
     }
 }
