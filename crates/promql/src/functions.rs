@@ -714,7 +714,14 @@ fn eval_range_function_each(
         "delta" => Some((false, false)),
         _ => None,
     };
-    let (ends, param) = (&ends, &param);
+    // predict_linear predicts from the evaluation time, whatever `@` and `offset` say
+    // (Prometheus' `enh.Ts`); the other functions here read only their window.
+    let at: Vec<i64> = if name == "predict_linear" {
+        (0..ctx.n).map(|i| ctx.ts(i)).collect()
+    } else {
+        ends.clone()
+    };
+    let (ends, param, at) = (&ends, &param, &at);
     ctx.map_windows(
         ms,
         !keep_name,
@@ -777,7 +784,7 @@ fn eval_range_function_each(
                 }
                 None => windows
                     .iter()
-                    .zip(ends)
+                    .zip(at)
                     .zip(param)
                     .map(|((&(a, b), &end), &p)| {
                         f(

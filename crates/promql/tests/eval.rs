@@ -600,3 +600,18 @@ fn absent_over_time_answers_where_no_series_has_samples_in_the_window() {
     let v = vector(instant_query(&st, "absent_over_time(g[1m])", 90_000, &opts).unwrap());
     assert_eq!(v, vec![(vec![], 1.0)]);
 }
+
+#[test]
+fn predict_linear_predicts_from_the_evaluation_time_not_the_at_time() {
+    let mut s = MemStorage::new();
+    // x = t in seconds, one sample a minute: slope 1 per second.
+    s.add(
+        labels(&[("__name__", "x")]),
+        (0..=20).map(|i| (i * 60_000, (i * 60) as f64)),
+    );
+    // The regression reads (0 s, 600 s]; the line is extended to 1200 s + 60 s.
+    let (_, v) = one(&s, "predict_linear(x[10m] @ 600, 60)", 1_200_000);
+    assert!((v - 1260.0).abs() < 1e-9, "{v}");
+    let (_, v) = one(&s, "predict_linear(x[10m] offset 10m, 60)", 1_200_000);
+    assert!((v - 1260.0).abs() < 1e-9, "{v}");
+}
