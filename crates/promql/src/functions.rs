@@ -6,8 +6,8 @@ use promql_parser::parser::{Call, Expr, MatrixSelector};
 
 use crate::error::{Error, Result};
 use crate::eval::{
-    Ctx, METRIC_NAME, Row, Slices, Val, WindowInput, is_valid_label_name, nan_last, set_label,
-    without_name,
+    Ctx, METRIC_NAME, Row, Slices, Subquery, Val, WindowInput, is_valid_label_name, nan_last,
+    set_label, window_ranges, without_name,
 };
 use crate::storage::{Labels, WindowAgg};
 
@@ -657,55 +657,64 @@ fn eval_range_function_each(
         Some(p) => scalar_arg(ctx, args, p, name)?,
         None => vec![0.0; ctx.n],
     };
-    let ms: &MatrixSelector = match args.get(matrix_pos).copied().map(unwrap_parens) {
-        Some(Expr::MatrixSelector(ms)) => ms,
-        Some(Expr::Subquery(_)) => return Err(Error::Unsupported("subqueries".into())),
+    let arg = match args.get(matrix_pos).copied().map(unwrap_parens) {
+        Some(Expr::MatrixSelector(ms)) => RangeArg::Selector(ms),
+        Some(Expr::Subquery(sq)) => RangeArg::Subquery(ctx.eval_subquery(sq)?),
         _ => {
             return Err(Error::BadData(format!(
                 "expected type range vector in call to function {name:?}"
             )));
         }
     };
-    let range_ms = i64::try_from(ms.range.as_millis()).unwrap_or(i64::MAX);
+    let (range_ms, ends) = match &arg {
+        RangeArg::Selector(ms) => (
+            i64::try_from(ms.range.as_millis()).unwrap_or(i64::MAX),
+            ctx.window_ends(ms),
+        ),
+        RangeArg::Subquery(sub) => (sub.range, sub.ends.clone()),
+    };
     let range_s = range_ms as f64 / 1000.0;
-    let ends = ctx.window_ends(ms);
     if let Some(need) = window_aggregate_needs(name) {
-        // Through `select_windows`: a store with rollups answers whole buckets there.
         let ends = &ends;
-        return ctx.map_window_aggs(
-            ms,
-            need,
-            true,
-            |windows| {
-                // Sums of raw windows four at a time (the same operations per window).
-                let sums =
-                    matches!(name, "sum_over_time" | "avg_over_time").then(|| window_sums(windows));
-                let vals: Vec<Option<f64>> = windows
+        let map = |windows: &[WindowInput<'_>]| {
+            // Sums of raw windows four at a time (the same operations per window).
+            let sums =
+                matches!(name, "sum_over_time" | "avg_over_time").then(|| window_sums(windows));
+            let vals: Vec<Option<f64>> = windows
+                .iter()
+                .zip(ends)
+                .enumerate()
+                .map(
+                    |(i, (w, &end))| match (w, sums.as_ref().and_then(|s| s.get(i))) {
+                        (WindowInput::Samples(s), Some(&(sum, n))) if n > 0 => {
+                            if name == "sum_over_time" {
+                                Some(sum)
+                            } else if sum.is_infinite() {
+                                avg(s.values())
+                            } else {
+                                Some(sum / n as f64)
+                            }
+                        }
+                        (WindowInput::Samples(s), _) => {
+                            f(*s, end.saturating_sub(range_ms), end, range_s, 0.0)
+                        }
+                        (WindowInput::Agg(a), _) => window_agg_value(name, a),
+                    },
+                )
+                .collect();
+            Some(vals)
+        };
+        return match &arg {
+            // Through `select_windows`: a store with rollups answers whole buckets there.
+            RangeArg::Selector(ms) => ctx.map_window_aggs(ms, need, true, map, sink),
+            RangeArg::Subquery(sub) => each_subquery_series(sub, true, sink, |s, windows| {
+                let inputs: Vec<WindowInput<'_>> = windows
                     .iter()
-                    .zip(ends)
-                    .enumerate()
-                    .map(
-                        |(i, (w, &end))| match (w, sums.as_ref().and_then(|s| s.get(i))) {
-                            (WindowInput::Samples(s), Some(&(sum, n))) if n > 0 => {
-                                if name == "sum_over_time" {
-                                    Some(sum)
-                                } else if sum.is_infinite() {
-                                    avg(s.values())
-                                } else {
-                                    Some(sum / n as f64)
-                                }
-                            }
-                            (WindowInput::Samples(s), _) => {
-                                f(*s, end.saturating_sub(range_ms), end, range_s, 0.0)
-                            }
-                            (WindowInput::Agg(a), _) => window_agg_value(name, a),
-                        },
-                    )
+                    .map(|&(a, b)| WindowInput::Samples(s.window(a, b)))
                     .collect();
-                Some(vals)
-            },
-            sink,
-        );
+                map(&inputs).filter(|vals| vals.iter().any(Option::is_some))
+            }),
+        };
     }
     let keep_name = matches!(name, "last_over_time" | "first_over_time");
     let change = match name {
@@ -722,85 +731,114 @@ fn eval_range_function_each(
         ends.clone()
     };
     let (ends, param, at) = (&ends, &param, &at);
-    ctx.map_windows(
-        ms,
-        !keep_name,
-        |_, samples, windows| {
-            let vals: Vec<Option<f64>> = match change {
-                // The counter resets found once per series, not once per window.
-                Some((counter, rate)) => {
-                    let resets: Vec<usize> = if counter {
-                        samples
-                            .vs
-                            .windows(2)
-                            .enumerate()
-                            .filter(|(_, w)| w[1] < w[0])
-                            .map(|(j, _)| j + 1)
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    // Two passes: each window's change (resets added, in order), then
-                    // the extrapolation in a loop of its own, whose divisions the CPU
-                    // overlaps across windows.
-                    let changes: Vec<Option<Change>> = windows
-                        .iter()
-                        .map(|&(a, b)| {
-                            let w = samples.window(a, b);
-                            if w.len() < 2 {
-                                return None;
-                            }
-                            let (first, last) = (w.first()?, w.last()?);
-                            let mut result = last.1 - first.1;
-                            // Resets inside the window: pairs (j - 1, j) with a < j < b, in order.
-                            let r0 = resets.partition_point(|&j| j <= a);
-                            for &j in resets.get(r0..).unwrap_or(&[]) {
-                                if j >= b {
-                                    break;
-                                }
-                                result += samples.vs.get(j - 1).copied().unwrap_or(0.0);
-                            }
-                            Some((first, last, w.len(), result))
-                        })
-                        .collect();
-                    changes
-                        .iter()
-                        .zip(ends)
-                        .map(|(c, &end)| {
-                            let (first, last, n, result) = (*c)?;
-                            Some(extrapolate_change(
-                                first,
-                                last,
-                                n,
-                                result,
-                                end.saturating_sub(range_ms),
-                                end,
-                                range_s,
-                                counter,
-                                rate,
-                            ))
-                        })
+    let map = |samples: Slices<'_>, windows: &[(usize, usize)]| {
+        let vals: Vec<Option<f64>> = match change {
+            // The counter resets found once per series, not once per window.
+            Some((counter, rate)) => {
+                let resets: Vec<usize> = if counter {
+                    samples
+                        .vs
+                        .windows(2)
+                        .enumerate()
+                        .filter(|(_, w)| w[1] < w[0])
+                        .map(|(j, _)| j + 1)
                         .collect()
-                }
-                None => windows
+                } else {
+                    Vec::new()
+                };
+                // Two passes: each window's change (resets added, in order), then
+                // the extrapolation in a loop of its own, whose divisions the CPU
+                // overlaps across windows.
+                let changes: Vec<Option<Change>> = windows
                     .iter()
-                    .zip(at)
-                    .zip(param)
-                    .map(|((&(a, b), &end), &p)| {
-                        f(
-                            samples.window(a, b),
+                    .map(|&(a, b)| {
+                        let w = samples.window(a, b);
+                        if w.len() < 2 {
+                            return None;
+                        }
+                        let (first, last) = (w.first()?, w.last()?);
+                        let mut result = last.1 - first.1;
+                        // Resets inside the window: pairs (j - 1, j) with a < j < b, in order.
+                        let r0 = resets.partition_point(|&j| j <= a);
+                        for &j in resets.get(r0..).unwrap_or(&[]) {
+                            if j >= b {
+                                break;
+                            }
+                            result += samples.vs.get(j - 1).copied().unwrap_or(0.0);
+                        }
+                        Some((first, last, w.len(), result))
+                    })
+                    .collect();
+                changes
+                    .iter()
+                    .zip(ends)
+                    .map(|(c, &end)| {
+                        let (first, last, n, result) = (*c)?;
+                        Some(extrapolate_change(
+                            first,
+                            last,
+                            n,
+                            result,
                             end.saturating_sub(range_ms),
                             end,
                             range_s,
-                            p,
-                        )
+                            counter,
+                            rate,
+                        ))
                     })
-                    .collect(),
-            };
-            vals.iter().any(Option::is_some).then_some(vals)
-        },
-        sink,
-    )
+                    .collect()
+            }
+            None => windows
+                .iter()
+                .zip(at)
+                .zip(param)
+                .map(|((&(a, b), &end), &p)| {
+                    f(
+                        samples.window(a, b),
+                        end.saturating_sub(range_ms),
+                        end,
+                        range_s,
+                        p,
+                    )
+                })
+                .collect(),
+        };
+        vals.iter().any(Option::is_some).then_some(vals)
+    };
+    match &arg {
+        RangeArg::Selector(ms) => ctx.map_windows(ms, !keep_name, |_, s, w| map(s, w), sink),
+        RangeArg::Subquery(sub) => each_subquery_series(sub, !keep_name, sink, map),
+    }
+}
+
+/// The range vector a range function reads: a range selector's series, read from the
+/// storage, or a subquery's, evaluated.
+enum RangeArg<'e> {
+    Selector(&'e MatrixSelector),
+    Subquery(Subquery),
+}
+
+/// Maps each series of a subquery's result as `map_windows` maps a selector's: `map`
+/// gets its samples and, per outer step, the index range of its window; each row that
+/// has a value goes to `sink` (its name dropped when `drop_name` or when the inner
+/// expression dropped it).
+fn each_subquery_series(
+    sub: &Subquery,
+    drop_name: bool,
+    sink: &mut dyn FnMut(Row) -> Result<()>,
+    map: impl Fn(Slices<'_>, &[(usize, usize)]) -> Option<Vec<Option<f64>>>,
+) -> Result<()> {
+    for s in &sub.series {
+        let windows = window_ranges(&s.ts, &sub.ends, sub.range);
+        if let Some(vals) = map(Slices::new(&s.ts, &s.vs), &windows) {
+            sink(Row {
+                labels: s.labels.clone(),
+                drop_name: drop_name || s.drop_name,
+                vals,
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// For the functions a window's aggregates answer: whether they use its `(sum, min,

@@ -130,7 +130,7 @@ fn unsupported_features_are_named() {
     let s = counters();
     let opts = QueryOptions::default();
     for (q, what) in [
-        ("rate(c[5m:1m])", "subqueries"),
+        ("sort_by_label(c, \"job\")", "sort_by_label"),
         ("limitk(1, c)", "limitk"),
         ("mad_over_time(c[5m])", "mad_over_time"),
     ] {
@@ -614,4 +614,103 @@ fn predict_linear_predicts_from_the_evaluation_time_not_the_at_time() {
     assert!((v - 1260.0).abs() < 1e-9, "{v}");
     let (_, v) = one(&s, "predict_linear(x[10m] offset 10m, 60)", 1_200_000);
     assert!((v - 1260.0).abs() < 1e-9, "{v}");
+}
+
+#[test]
+fn subqueries_evaluate_at_multiples_of_their_step() {
+    // c{job="a"} = 10 per 15 s: 180 at 270 s, 200 at 300 s.
+    let s = counters();
+    let opts = QueryOptions::default();
+    let v = |q: &str, t: i64| one(&s, q, t).1;
+    // At 310 s, [1m:30s] reads the steps in (250 s, 310 s] that are multiples of 30 s.
+    assert_eq!(v("count_over_time(c{job=\"a\"}[1m:30s])", 310_000), 2.0);
+    assert_eq!(v("min_over_time(c{job=\"a\"}[1m:30s])", 310_000), 180.0);
+    assert_eq!(v("max_over_time(c{job=\"a\"}[1m:30s])", 310_000), 200.0);
+    // The window is left-open: at 300 s, 240 s is out, 255..300 s in.
+    assert_eq!(v("count_over_time(c{job=\"a\"}[1m:15s])", 300_000), 4.0);
+    // rate over 170, 180, 190, 200 at 255..300 s, extrapolated to 60 s: 40 / 60.
+    assert!((v("rate(c{job=\"a\"}[1m:15s])", 300_000) - 2.0 / 3.0).abs() < 1e-12);
+    // Without a step: 1 minute (60..300 s).
+    assert_eq!(v("count_over_time(c{job=\"a\"}[5m:])", 300_000), 5.0);
+    // offset moves the windows: (190 s, 250 s] holds 210 s and 240 s.
+    assert_eq!(
+        v("max_over_time(c{job=\"a\"}[1m:30s] offset 1m)", 310_000),
+        160.0
+    );
+    // Nested: the max over 2 minutes of a constant rate.
+    let (l, x) = one(&s, "max_over_time(rate(c{job=\"a\"}[1m])[2m:1m])", 300_000);
+    assert!((x - 2.0 / 3.0).abs() < 1e-12, "{x}");
+    assert_eq!(l, labels(&[("job", "a")]), "rate dropped the name");
+    // absent_over_time of a subquery: no labels.
+    assert_eq!(
+        vector(instant_query(&s, "absent_over_time(nope{job=\"a\"}[1m:])", 0, &opts).unwrap()),
+        vec![(vec![], 1.0)]
+    );
+    // @ fixes the subquery's time; last_over_time keeps the name.
+    let m = api::data_json(
+        &range_query(
+            &s,
+            "last_over_time(c{job=\"a\"}[1m:30s] @ 120)",
+            0,
+            600_000,
+            300_000,
+            &opts,
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        m["result"][0]["metric"],
+        json!({"__name__": "c", "job": "a"})
+    );
+    assert_eq!(
+        m["result"][0]["values"],
+        json!([[0, "80"], [300, "80"], [600, "80"]])
+    );
+    // `@ start()` inside a subquery is the query's start, not the subquery's.
+    let m = api::data_json(
+        &range_query(
+            &s,
+            "max_over_time((c{job=\"a\"} @ start())[1m:30s])",
+            300_000,
+            600_000,
+            300_000,
+            &opts,
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        m["result"][0]["values"],
+        json!([[300, "200"], [600, "200"]])
+    );
+}
+
+#[test]
+fn subqueries_as_results_and_their_limits() {
+    let s = counters();
+    let opts = QueryOptions::default();
+    // An instant query of a subquery answers its samples in the window.
+    match instant_query(&s, "c{job=\"a\"}[1m:30s]", 310_000, &opts).unwrap() {
+        QueryValue::Matrix(m) => {
+            assert_eq!(m.len(), 1);
+            assert_eq!(m[0].labels, labels(&[("__name__", "c"), ("job", "a")]));
+            assert_eq!(m[0].points, vec![(270_000, 180.0), (300_000, 200.0)]);
+        }
+        other => panic!("expected a matrix, got {other:?}"),
+    }
+    let err = range_query(&s, "c[1m:30s]", 0, 60_000, 30_000, &opts).unwrap_err();
+    assert_eq!(err.error_type(), "bad_data", "{err}");
+    // Too many inner steps is the points limit, before anything is evaluated.
+    let err = instant_query(&s, "count_over_time(c[1000d:1ms])", 0, &opts).unwrap_err();
+    assert!(matches!(err, Error::TooManyPoints { .. }), "{err}");
+    // Extreme ranges, steps and times answer or fail, never panic.
+    for q in [
+        "count_over_time(c[100000w:1ms])",
+        "count_over_time(c[100000w:100000w])",
+        "count_over_time(c[1ms:100000w] offset -100000w)",
+        "count_over_time(c[100000w:1ms] @ 9999999999)",
+    ] {
+        for t in [i64::MIN / 2, -1, 0, i64::MAX / 2] {
+            let _ = instant_query(&s, q, t, &opts);
+        }
+    }
 }
