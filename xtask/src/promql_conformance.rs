@@ -154,7 +154,8 @@ struct EvalCase {
 fn run_file(name: &str, text: &str, failures: &mut String) -> Tally {
     let lines: Vec<&str> = text.lines().collect();
     let mut storage = MemStorage::new();
-    // Metric names loaded with native histogram values: evals naming them are skipped.
+    // Metric names loaded with native histogram values or start timestamps
+    // (`name@st`): evals naming them are skipped.
     let mut histogram_metrics: Vec<String> = Vec::new();
     let mut tally = Tally::default();
     let mut i = 0;
@@ -180,7 +181,11 @@ fn run_file(name: &str, text: &str, failures: &mut String) -> Tally {
             while i < lines.len() && !lines[i].trim().is_empty() {
                 let l = lines[i].trim();
                 if !l.starts_with('#') {
-                    let metric_name = l.split(['{', ' ', '\t']).next().unwrap_or("").to_owned();
+                    let metric_name = l
+                        .split(['{', ' ', '\t', '@'])
+                        .next()
+                        .unwrap_or("")
+                        .to_owned();
                     match parse_series_line(l) {
                         Some((labels, vals)) => {
                             if nhcb && metric_name.ends_with("_bucket") {
@@ -216,7 +221,7 @@ fn run_file(name: &str, text: &str, failures: &mut String) -> Tally {
                 Err(reason) => Outcome::Skip(reason),
                 Ok(case) => {
                     if histogram_metrics.iter().any(|m| mentions(&case.query, m)) {
-                        Outcome::Skip("native histograms".into())
+                        Outcome::Skip("native histograms or start timestamps".into())
                     } else {
                         run_case(&storage, &case)
                     }
@@ -384,6 +389,11 @@ fn parse_series_line(line: &str) -> Option<(Labels, Vec<Option<f64>>)> {
 }
 
 fn parse_metric(text: &str) -> Option<Labels> {
+    // `{}`: a series without labels (`vector(1)`, `absent(...)`, `year()`), which is
+    // not a selector the parser reads.
+    if text == "{}" {
+        return Some(Labels::new());
+    }
     let expr = tidemark_promql::parse(text).ok()?;
     let Expr::VectorSelector(vs) = expr else {
         return None;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use promql_parser::label::{MatchOp, Matcher};
 use promql_parser::parser::{
     AggregateExpr, AtModifier, BinModifier, BinaryExpr, Call, Expr, LabelModifier, MatrixSelector,
-    Offset, VectorMatchCardinality, VectorSelector,
+    Offset, SubqueryExpr, VectorMatchCardinality, VectorSelector,
 };
 
 use crate::error::{Error, Result};
@@ -18,6 +18,27 @@ use crate::value::{InstantSample, QueryValue, RangeSeries};
 
 /// The label holding the metric name.
 pub const METRIC_NAME: &str = "__name__";
+
+/// A subquery's step when it names none (`x[5m:]`): Prometheus' default global
+/// evaluation interval.
+const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
+
+/// A subquery's result: its series' samples at its own steps, and the selector times
+/// of the outer steps whose windows `(t - range, t]` read them.
+pub(crate) struct Subquery {
+    pub(crate) series: Vec<SubquerySeries>,
+    pub(crate) ends: Vec<i64>,
+    pub(crate) range: i64,
+}
+
+/// One series of a subquery's result.
+pub(crate) struct SubquerySeries {
+    pub(crate) labels: Labels,
+    /// Whether the inner expression dropped its name (delayed removal).
+    pub(crate) drop_name: bool,
+    pub(crate) ts: Vec<i64>,
+    pub(crate) vs: Vec<f64>,
+}
 
 /// Limits and settings of one query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,6 +239,10 @@ pub(crate) struct Ctx<'a> {
     storage: &'a dyn Storage,
     pub(crate) start: i64,
     pub(crate) end: i64,
+    /// The query's start and end, what `@ start()` and `@ end()` mean (also inside a
+    /// subquery, whose steps are its own).
+    query_start: i64,
+    query_end: i64,
     pub(crate) step: i64,
     pub(crate) n: usize,
     opts: QueryOptions,
@@ -311,6 +336,8 @@ impl<'a> Ctx<'a> {
             storage,
             start,
             end,
+            query_start: start,
+            query_end: end,
             step: step.max(1),
             n,
             opts: *opts,
@@ -337,8 +364,8 @@ impl<'a> Ctx<'a> {
     fn selector_time(&self, at: &Option<AtModifier>, offset: &Option<Offset>, i: usize) -> i64 {
         let t = match at {
             None => self.ts(i),
-            Some(AtModifier::Start) => self.start,
-            Some(AtModifier::End) => self.end,
+            Some(AtModifier::Start) => self.query_start,
+            Some(AtModifier::End) => self.query_end,
             Some(AtModifier::At(t)) => system_time_ms(t),
         };
         t.saturating_sub(offset_ms(offset))
@@ -461,7 +488,7 @@ impl<'a> Ctx<'a> {
             },
             Expr::VectorSelector(vs) => Ok(Val::Vector(self.eval_vector_selector(vs, false)?)),
             Expr::MatrixSelector(ms) => self.eval_matrix_literal(ms),
-            Expr::Subquery(_) => Err(Error::Unsupported("subqueries".into())),
+            Expr::Subquery(sq) => self.eval_subquery_literal(sq),
             Expr::Extension(_) => Err(Error::Unsupported("extension expressions".into())),
             Expr::Aggregate(a) => self.eval_aggregate(a),
             Expr::Binary(b) => self.eval_binary(b),
@@ -547,6 +574,121 @@ impl<'a> Ctx<'a> {
             Ok(())
         })?;
         Ok(Val::Matrix(out))
+    }
+
+    /// A subquery as a query result (instant queries only): each series' samples at the
+    /// subquery's steps in `(t - range, t]`.
+    fn eval_subquery_literal(&mut self, sq: &SubqueryExpr) -> Result<Val> {
+        if self.n != 1 {
+            return Err(Error::BadData(
+                "invalid expression type \"range vector\" for range query, must be Scalar or instant Vector".into(),
+            ));
+        }
+        let sub = self.eval_subquery(sq)?;
+        let mut out = Vec::new();
+        for s in &sub.series {
+            let windows = window_ranges(&s.ts, &sub.ends, sub.range);
+            if let Some(&(a, b)) = windows.first()
+                && a < b
+            {
+                out.push(RangeSeries {
+                    labels: if s.drop_name {
+                        without_name(&s.labels)
+                    } else {
+                        s.labels.clone()
+                    },
+                    points: s
+                        .ts
+                        .iter()
+                        .copied()
+                        .zip(s.vs.iter().copied())
+                        .take(b)
+                        .skip(a)
+                        .collect(),
+                });
+            }
+        }
+        Ok(Val::Matrix(out))
+    }
+
+    /// Evaluates a subquery `expr[range:step]` as Prometheus does: `expr` as a range
+    /// query whose steps are the multiples of `step` (default 1 minute, Prometheus'
+    /// default evaluation interval) after the first selector time minus `range`, up to
+    /// the last selector time (`@` and `offset` of the subquery applied). The windows
+    /// `(t - range, t]` at the selector times `ends` are the caller's.
+    pub(crate) fn eval_subquery(&mut self, sq: &SubqueryExpr) -> Result<Subquery> {
+        let range = duration_ms(&sq.range);
+        let step = sq
+            .step
+            .as_ref()
+            .map_or(DEFAULT_SUBQUERY_STEP_MS, duration_ms)
+            .max(1);
+        let ends: Vec<i64> = (0..self.n)
+            .map(|i| self.selector_time(&sq.at, &sq.offset, i))
+            .collect();
+        let lo = ends.iter().copied().min().unwrap_or(self.start);
+        let hi = ends.iter().copied().max().unwrap_or(self.end);
+        // The first multiple of the step after `lo - range` (Go's truncating division).
+        let from = lo.saturating_sub(range);
+        let mut start = from / step * step;
+        if start <= from {
+            start = start.saturating_add(step);
+        }
+        let mut sub = Subquery {
+            series: Vec::new(),
+            ends,
+            range,
+        };
+        if start > hi {
+            return Ok(sub);
+        }
+        let n = (hi.saturating_sub(start) / step).saturating_add(1);
+        if usize::try_from(n).map_or(true, |n| n > self.opts.max_points) {
+            return Err(Error::TooManyPoints {
+                limit: self.opts.max_points,
+            });
+        }
+        let mut inner = Ctx::new(self.storage, start, hi, step, &self.opts);
+        inner.query_start = self.query_start;
+        inner.query_end = self.query_end;
+        inner.deadline = self.deadline;
+        inner.series_read = self.series_read;
+        inner.points_read = self.points_read;
+        let val = inner.eval(&sq.expr);
+        self.series_read = inner.series_read;
+        self.points_read = inner.points_read;
+        let rows = match val? {
+            Val::Vector(rows) => rows,
+            _ => {
+                return Err(Error::BadData(
+                    "subquery is only allowed on instant vector".into(),
+                ));
+            }
+        };
+        let mut held = 0usize;
+        for r in rows {
+            let (ts, vs): (Vec<i64>, Vec<f64>) = r
+                .vals
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| v.map(|v| (inner.ts(i), v)))
+                .unzip();
+            held = held.saturating_add(ts.len());
+            if held > self.opts.max_points {
+                return Err(Error::TooManyPoints {
+                    limit: self.opts.max_points,
+                });
+            }
+            if !ts.is_empty() {
+                sub.series.push(SubquerySeries {
+                    labels: r.labels,
+                    drop_name: r.drop_name,
+                    ts,
+                    vs,
+                });
+            }
+        }
+        Ok(sub)
     }
 
     /// The selector time of `vs` (its `@` and `offset` applied) at every step.

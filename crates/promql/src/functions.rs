@@ -6,8 +6,8 @@ use promql_parser::parser::{Call, Expr, MatrixSelector};
 
 use crate::error::{Error, Result};
 use crate::eval::{
-    Ctx, METRIC_NAME, Row, Slices, Val, WindowInput, is_valid_label_name, nan_last, set_label,
-    without_name,
+    Ctx, METRIC_NAME, Row, Slices, Subquery, Val, WindowInput, is_valid_label_name, nan_last,
+    set_label, window_ranges, without_name,
 };
 use crate::storage::{Labels, WindowAgg};
 
@@ -116,6 +116,34 @@ pub(crate) fn call(ctx: &mut Ctx<'_>, c: &Call) -> Result<Val> {
             let rows = vector_arg(ctx, &args, 0, name)?;
             Ok(Val::Vector(absent_rows(ctx.n, &rows, e)))
         }
+        "absent_over_time" => {
+            let e = args.first().copied().ok_or_else(|| arity(name))?;
+            let present = range_function("present_over_time").ok_or_else(|| arity(name))?;
+            let mut rows = Vec::new();
+            eval_range_function_each(ctx, "present_over_time", present, &args, &mut |r| {
+                rows.push(r);
+                Ok(())
+            })?;
+            Ok(Val::Vector(absent_rows(ctx.n, &rows, e)))
+        }
+        "minute" | "hour" | "day_of_week" | "day_of_month" | "day_of_year" | "days_in_month"
+        | "month" | "year" => {
+            if args.is_empty() {
+                // `vector(time())`: the step's time, in whole seconds as Go's `Ts/1000`.
+                let vals = (0..ctx.n)
+                    .map(|i| Some(date_field(name, GoTime::from_unix(ctx.ts(i) / 1000))))
+                    .collect();
+                return Ok(Val::Vector(vec![Row {
+                    labels: Vec::new(),
+                    drop_name: false,
+                    vals,
+                }]));
+            }
+            let rows = vector_arg(ctx, &args, 0, name)?;
+            Ok(Val::Vector(map_values(rows, |v| {
+                date_field(name, GoTime::from_unix(go_int64(v)))
+            })))
+        }
         "label_replace" => label_replace(ctx, &args),
         "label_join" => label_join(ctx, &args),
         "histogram_quantile" => histogram_quantile(ctx, &args),
@@ -188,6 +216,96 @@ fn simple_math(name: &str, v: f64) -> f64 {
         "atanh" => v.atanh(),
         "deg" => v.to_degrees(),
         "rad" => v.to_radians(),
+        _ => f64::NAN,
+    }
+}
+
+/// Go's `int64(f)` on amd64 (where Prometheus is built): truncation toward zero, and
+/// the "integer indefinite" `i64::MIN` for NaN, ±Inf and values out of range.
+fn go_int64(f: f64) -> i64 {
+    // 2^63, the first value above `i64::MAX`; below `-2^63` `as` saturates to `i64::MIN`.
+    if f.is_nan() || f >= 9_223_372_036_854_775_808.0 {
+        i64::MIN
+    } else {
+        f as i64
+    }
+}
+
+/// The UTC calendar fields of Go's `time.Unix(sec, 0).UTC()`, computed as Go's `time`
+/// package does (Go 1.23+): seconds since its "absolute zero" (March 1 of year
+/// -292277022400) in wrapping unsigned arithmetic, so that even `i64::MIN` (a NaN
+/// sample) gives the same date Prometheus answers.
+struct GoTime {
+    year: i64,
+    month: u64,
+    day: u64,
+    yday: u64,
+    weekday: u64,
+    hour: u64,
+    minute: u64,
+}
+
+/// Go's `absoluteYears`.
+const GO_ABSOLUTE_YEARS: u64 = 292_277_022_400;
+/// Go's `unixToAbsolute`: Unix seconds to seconds since the absolute zero.
+const GO_UNIX_TO_ABSOLUTE: i64 =
+    62_135_596_800 + (292_277_022_400 * 3_652_425 / 10_000 + 306) * 86_400;
+
+impl GoTime {
+    fn from_unix(sec: i64) -> GoTime {
+        let abs = sec.wrapping_add(GO_UNIX_TO_ABSOLUTE) as u64;
+        let days = abs / 86_400;
+        let clock = abs % 86_400;
+        // Go's `absDays.split`: century, year in century, day in the March-based year.
+        let d = days.wrapping_mul(4).wrapping_add(3);
+        let century = d / 146_097;
+        let cd = (d % 146_097) / 4 * 4 + 3;
+        let cyear = cd / 1461;
+        let ayday = cd % 1461 / 4;
+        let m = 2141 * ayday + 197_913;
+        let (amonth, day) = (m >> 16, 1 + (m & 0xffff) / 2141);
+        let jan_feb = u64::from(ayday >= 306);
+        let year = (century.wrapping_mul(100).wrapping_sub(GO_ABSOLUTE_YEARS) as i64)
+            .wrapping_add(cyear as i64)
+            .wrapping_add(jan_feb as i64);
+        let yday = if jan_feb == 1 {
+            ayday - 306 + 1
+        } else {
+            ayday + 1 + 31 + 28 + u64::from(is_leap(year))
+        };
+        GoTime {
+            year,
+            month: amonth - 12 * jan_feb,
+            day,
+            yday,
+            // March 1 of the absolute year was a Wednesday.
+            weekday: (days + 3) % 7,
+            hour: clock / 3600,
+            minute: clock % 3600 / 60,
+        }
+    }
+}
+
+fn is_leap(year: i64) -> bool {
+    year.rem_euclid(4) == 0 && (year.rem_euclid(100) != 0 || year.rem_euclid(400) == 0)
+}
+
+/// A date function's value (`minute`, `hour`, ..., `year`) of a time.
+fn date_field(name: &str, t: GoTime) -> f64 {
+    match name {
+        "minute" => t.minute as f64,
+        "hour" => t.hour as f64,
+        "day_of_week" => t.weekday as f64,
+        "day_of_month" => t.day as f64,
+        "day_of_year" => t.yday as f64,
+        "days_in_month" => match t.month {
+            2 if is_leap(t.year) => 29.0,
+            2 => 28.0,
+            4 | 6 | 9 | 11 => 30.0,
+            _ => 31.0,
+        },
+        "month" => t.month as f64,
+        "year" => t.year as f64,
         _ => f64::NAN,
     }
 }
@@ -539,55 +657,64 @@ fn eval_range_function_each(
         Some(p) => scalar_arg(ctx, args, p, name)?,
         None => vec![0.0; ctx.n],
     };
-    let ms: &MatrixSelector = match args.get(matrix_pos).copied().map(unwrap_parens) {
-        Some(Expr::MatrixSelector(ms)) => ms,
-        Some(Expr::Subquery(_)) => return Err(Error::Unsupported("subqueries".into())),
+    let arg = match args.get(matrix_pos).copied().map(unwrap_parens) {
+        Some(Expr::MatrixSelector(ms)) => RangeArg::Selector(ms),
+        Some(Expr::Subquery(sq)) => RangeArg::Subquery(ctx.eval_subquery(sq)?),
         _ => {
             return Err(Error::BadData(format!(
                 "expected type range vector in call to function {name:?}"
             )));
         }
     };
-    let range_ms = i64::try_from(ms.range.as_millis()).unwrap_or(i64::MAX);
+    let (range_ms, ends) = match &arg {
+        RangeArg::Selector(ms) => (
+            i64::try_from(ms.range.as_millis()).unwrap_or(i64::MAX),
+            ctx.window_ends(ms),
+        ),
+        RangeArg::Subquery(sub) => (sub.range, sub.ends.clone()),
+    };
     let range_s = range_ms as f64 / 1000.0;
-    let ends = ctx.window_ends(ms);
     if let Some(need) = window_aggregate_needs(name) {
-        // Through `select_windows`: a store with rollups answers whole buckets there.
         let ends = &ends;
-        return ctx.map_window_aggs(
-            ms,
-            need,
-            true,
-            |windows| {
-                // Sums of raw windows four at a time (the same operations per window).
-                let sums =
-                    matches!(name, "sum_over_time" | "avg_over_time").then(|| window_sums(windows));
-                let vals: Vec<Option<f64>> = windows
+        let map = |windows: &[WindowInput<'_>]| {
+            // Sums of raw windows four at a time (the same operations per window).
+            let sums =
+                matches!(name, "sum_over_time" | "avg_over_time").then(|| window_sums(windows));
+            let vals: Vec<Option<f64>> = windows
+                .iter()
+                .zip(ends)
+                .enumerate()
+                .map(
+                    |(i, (w, &end))| match (w, sums.as_ref().and_then(|s| s.get(i))) {
+                        (WindowInput::Samples(s), Some(&(sum, n))) if n > 0 => {
+                            if name == "sum_over_time" {
+                                Some(sum)
+                            } else if sum.is_infinite() {
+                                avg(s.values())
+                            } else {
+                                Some(sum / n as f64)
+                            }
+                        }
+                        (WindowInput::Samples(s), _) => {
+                            f(*s, end.saturating_sub(range_ms), end, range_s, 0.0)
+                        }
+                        (WindowInput::Agg(a), _) => window_agg_value(name, a),
+                    },
+                )
+                .collect();
+            Some(vals)
+        };
+        return match &arg {
+            // Through `select_windows`: a store with rollups answers whole buckets there.
+            RangeArg::Selector(ms) => ctx.map_window_aggs(ms, need, true, map, sink),
+            RangeArg::Subquery(sub) => each_subquery_series(sub, true, sink, |s, windows| {
+                let inputs: Vec<WindowInput<'_>> = windows
                     .iter()
-                    .zip(ends)
-                    .enumerate()
-                    .map(
-                        |(i, (w, &end))| match (w, sums.as_ref().and_then(|s| s.get(i))) {
-                            (WindowInput::Samples(s), Some(&(sum, n))) if n > 0 => {
-                                if name == "sum_over_time" {
-                                    Some(sum)
-                                } else if sum.is_infinite() {
-                                    avg(s.values())
-                                } else {
-                                    Some(sum / n as f64)
-                                }
-                            }
-                            (WindowInput::Samples(s), _) => {
-                                f(*s, end.saturating_sub(range_ms), end, range_s, 0.0)
-                            }
-                            (WindowInput::Agg(a), _) => window_agg_value(name, a),
-                        },
-                    )
+                    .map(|&(a, b)| WindowInput::Samples(s.window(a, b)))
                     .collect();
-                Some(vals)
-            },
-            sink,
-        );
+                map(&inputs).filter(|vals| vals.iter().any(Option::is_some))
+            }),
+        };
     }
     let keep_name = matches!(name, "last_over_time" | "first_over_time");
     let change = match name {
@@ -596,86 +723,122 @@ fn eval_range_function_each(
         "delta" => Some((false, false)),
         _ => None,
     };
-    let (ends, param) = (&ends, &param);
-    ctx.map_windows(
-        ms,
-        !keep_name,
-        |_, samples, windows| {
-            let vals: Vec<Option<f64>> = match change {
-                // The counter resets found once per series, not once per window.
-                Some((counter, rate)) => {
-                    let resets: Vec<usize> = if counter {
-                        samples
-                            .vs
-                            .windows(2)
-                            .enumerate()
-                            .filter(|(_, w)| w[1] < w[0])
-                            .map(|(j, _)| j + 1)
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    // Two passes: each window's change (resets added, in order), then
-                    // the extrapolation in a loop of its own, whose divisions the CPU
-                    // overlaps across windows.
-                    let changes: Vec<Option<Change>> = windows
-                        .iter()
-                        .map(|&(a, b)| {
-                            let w = samples.window(a, b);
-                            if w.len() < 2 {
-                                return None;
-                            }
-                            let (first, last) = (w.first()?, w.last()?);
-                            let mut result = last.1 - first.1;
-                            // Resets inside the window: pairs (j - 1, j) with a < j < b, in order.
-                            let r0 = resets.partition_point(|&j| j <= a);
-                            for &j in resets.get(r0..).unwrap_or(&[]) {
-                                if j >= b {
-                                    break;
-                                }
-                                result += samples.vs.get(j - 1).copied().unwrap_or(0.0);
-                            }
-                            Some((first, last, w.len(), result))
-                        })
-                        .collect();
-                    changes
-                        .iter()
-                        .zip(ends)
-                        .map(|(c, &end)| {
-                            let (first, last, n, result) = (*c)?;
-                            Some(extrapolate_change(
-                                first,
-                                last,
-                                n,
-                                result,
-                                end.saturating_sub(range_ms),
-                                end,
-                                range_s,
-                                counter,
-                                rate,
-                            ))
-                        })
+    // predict_linear predicts from the evaluation time, whatever `@` and `offset` say
+    // (Prometheus' `enh.Ts`); the other functions here read only their window.
+    let at: Vec<i64> = if name == "predict_linear" {
+        (0..ctx.n).map(|i| ctx.ts(i)).collect()
+    } else {
+        ends.clone()
+    };
+    let (ends, param, at) = (&ends, &param, &at);
+    let map = |samples: Slices<'_>, windows: &[(usize, usize)]| {
+        let vals: Vec<Option<f64>> = match change {
+            // The counter resets found once per series, not once per window.
+            Some((counter, rate)) => {
+                let resets: Vec<usize> = if counter {
+                    samples
+                        .vs
+                        .windows(2)
+                        .enumerate()
+                        .filter(|(_, w)| w[1] < w[0])
+                        .map(|(j, _)| j + 1)
                         .collect()
-                }
-                None => windows
+                } else {
+                    Vec::new()
+                };
+                // Two passes: each window's change (resets added, in order), then
+                // the extrapolation in a loop of its own, whose divisions the CPU
+                // overlaps across windows.
+                let changes: Vec<Option<Change>> = windows
+                    .iter()
+                    .map(|&(a, b)| {
+                        let w = samples.window(a, b);
+                        if w.len() < 2 {
+                            return None;
+                        }
+                        let (first, last) = (w.first()?, w.last()?);
+                        let mut result = last.1 - first.1;
+                        // Resets inside the window: pairs (j - 1, j) with a < j < b, in order.
+                        let r0 = resets.partition_point(|&j| j <= a);
+                        for &j in resets.get(r0..).unwrap_or(&[]) {
+                            if j >= b {
+                                break;
+                            }
+                            result += samples.vs.get(j - 1).copied().unwrap_or(0.0);
+                        }
+                        Some((first, last, w.len(), result))
+                    })
+                    .collect();
+                changes
                     .iter()
                     .zip(ends)
-                    .zip(param)
-                    .map(|((&(a, b), &end), &p)| {
-                        f(
-                            samples.window(a, b),
+                    .map(|(c, &end)| {
+                        let (first, last, n, result) = (*c)?;
+                        Some(extrapolate_change(
+                            first,
+                            last,
+                            n,
+                            result,
                             end.saturating_sub(range_ms),
                             end,
                             range_s,
-                            p,
-                        )
+                            counter,
+                            rate,
+                        ))
                     })
-                    .collect(),
-            };
-            vals.iter().any(Option::is_some).then_some(vals)
-        },
-        sink,
-    )
+                    .collect()
+            }
+            None => windows
+                .iter()
+                .zip(at)
+                .zip(param)
+                .map(|((&(a, b), &end), &p)| {
+                    f(
+                        samples.window(a, b),
+                        end.saturating_sub(range_ms),
+                        end,
+                        range_s,
+                        p,
+                    )
+                })
+                .collect(),
+        };
+        vals.iter().any(Option::is_some).then_some(vals)
+    };
+    match &arg {
+        RangeArg::Selector(ms) => ctx.map_windows(ms, !keep_name, |_, s, w| map(s, w), sink),
+        RangeArg::Subquery(sub) => each_subquery_series(sub, !keep_name, sink, map),
+    }
+}
+
+/// The range vector a range function reads: a range selector's series, read from the
+/// storage, or a subquery's, evaluated.
+enum RangeArg<'e> {
+    Selector(&'e MatrixSelector),
+    Subquery(Subquery),
+}
+
+/// Maps each series of a subquery's result as `map_windows` maps a selector's: `map`
+/// gets its samples and, per outer step, the index range of its window; each row that
+/// has a value goes to `sink` (its name dropped when `drop_name` or when the inner
+/// expression dropped it).
+fn each_subquery_series(
+    sub: &Subquery,
+    drop_name: bool,
+    sink: &mut dyn FnMut(Row) -> Result<()>,
+    map: impl Fn(Slices<'_>, &[(usize, usize)]) -> Option<Vec<Option<f64>>>,
+) -> Result<()> {
+    for s in &sub.series {
+        let windows = window_ranges(&s.ts, &sub.ends, sub.range);
+        if let Some(vals) = map(Slices::new(&s.ts, &s.vs), &windows) {
+            sink(Row {
+                labels: s.labels.clone(),
+                drop_name: drop_name || s.drop_name,
+                vals,
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// For the functions a window's aggregates answer: whether they use its `(sum, min,

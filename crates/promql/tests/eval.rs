@@ -130,7 +130,7 @@ fn unsupported_features_are_named() {
     let s = counters();
     let opts = QueryOptions::default();
     for (q, what) in [
-        ("rate(c[5m:1m])", "subqueries"),
+        ("sort_by_label(c, \"job\")", "sort_by_label"),
         ("limitk(1, c)", "limitk"),
         ("mad_over_time(c[5m])", "mad_over_time"),
     ] {
@@ -449,6 +449,268 @@ fn streamed_topk_equals_the_materialized_one() {
             let a = instant_query(&s, streamed, t, &opts).unwrap();
             let b = instant_query(&s, materialized, t, &opts).unwrap();
             assert_eq!(format!("{a:?}"), format!("{b:?}"), "{streamed} at {t}");
+        }
+    }
+}
+
+/// The value of the single sample of an instant query (a vector of one or a scalar).
+fn one(s: &MemStorage, q: &str, t: i64) -> (Vec<(String, String)>, f64) {
+    let v = vector(instant_query(s, q, t, &QueryOptions::default()).unwrap());
+    assert_eq!(v.len(), 1, "{q}: {v:?}");
+    v.into_iter().next().unwrap()
+}
+
+#[test]
+fn date_functions_read_sample_values_as_utc_unix_seconds() {
+    let s = MemStorage::new();
+    // 2006-01-02 22:04:05 UTC, a Monday.
+    for (f, want) in [
+        ("year", 2006.0),
+        ("month", 1.0),
+        ("day_of_month", 2.0),
+        ("day_of_year", 2.0),
+        ("day_of_week", 1.0),
+        ("hour", 22.0),
+        ("minute", 4.0),
+        ("days_in_month", 31.0),
+    ] {
+        let q = format!("{f}(vector(1136239445))");
+        assert_eq!(one(&s, &q, 0), (vec![], want), "{q}");
+    }
+    for (q, want) in [
+        // 2016-02-29 23:59:59 and 2016-03-01 00:00:00 (a leap year).
+        ("days_in_month(vector(1456790399))", 29.0),
+        ("day_of_year(vector(1456790399))", 60.0),
+        ("month(vector(1456790400))", 3.0),
+        ("days_in_month(vector(1485907200))", 28.0),
+        ("day_of_year(vector(1483191420))", 366.0),
+        // Before 1970: 1969-12-31 23:59:59, a Wednesday.
+        ("year(vector(-1))", 1969.0),
+        ("day_of_week(vector(-1))", 3.0),
+        ("day_of_year(vector(-1))", 365.0),
+        ("minute(vector(-1))", 59.0),
+        // Fractions truncate toward zero (Go's int64): -0.5 is 1970-01-01, a Thursday.
+        ("day_of_week(vector(-0.5))", 4.0),
+        ("hour(vector(3599.9))", 0.0),
+        // NaN and ±Inf are Go's int64 "indefinite" (math.MinInt64), which Go's
+        // time.Unix(..).UTC() reads as 292277026596-12-04 15:30:08, a Sunday.
+        ("year(vector(NaN))", 292_277_026_596.0),
+        ("month(vector(Inf))", 12.0),
+        ("day_of_month(vector(-Inf))", 4.0),
+        ("day_of_year(vector(NaN))", 339.0),
+        ("day_of_week(vector(NaN))", 0.0),
+        ("hour(vector(NaN))", 15.0),
+        ("minute(vector(1e300))", 30.0),
+        ("days_in_month(vector(NaN))", 31.0),
+    ] {
+        assert_eq!(one(&s, q, 0), (vec![], want), "{q}");
+    }
+}
+
+#[test]
+fn date_functions_drop_the_name_and_default_to_the_step_time() {
+    let mut s = MemStorage::new();
+    s.add(
+        labels(&[("__name__", "boot_time"), ("job", "a")]),
+        [(0, 1_136_239_445.0)],
+    );
+    let opts = QueryOptions::default();
+    assert_eq!(
+        one(&s, "hour(boot_time)", 60_000),
+        (labels(&[("job", "a")]), 22.0)
+    );
+    // Without an argument: `vector(time())`, in whole seconds truncated toward zero.
+    assert_eq!(one(&s, "year()", 0), (vec![], 1970.0));
+    assert_eq!(one(&s, "day_of_week()", 0), (vec![], 4.0));
+    assert_eq!(one(&s, "minute()", -1_500), (vec![], 59.0));
+    assert_eq!(one(&s, "minute()", 119_999), (vec![], 1.0));
+    let m = api::data_json(&range_query(&s, "hour()", 0, 7_200_000, 3_600_000, &opts).unwrap());
+    assert_eq!(m["result"][0]["metric"], json!({}));
+    assert_eq!(
+        m["result"][0]["values"],
+        json!([[0, "0"], [3600, "1"], [7200, "2"]])
+    );
+    // Delayed name removal: the name goes, so two metrics of equal labels collide.
+    s.add(
+        labels(&[("__name__", "start_time"), ("job", "a")]),
+        [(0, 0.0)],
+    );
+    let err = instant_query(&s, "year({job=\"a\"})", 60_000, &opts).unwrap_err();
+    assert!(err.to_string().contains("same labelset"), "{err}");
+}
+
+#[test]
+fn absent_over_time_answers_where_no_series_has_samples_in_the_window() {
+    let mut s = MemStorage::new();
+    // Samples every minute from 0 to 10 m, then nothing.
+    for path in ["/foo", "/bar"] {
+        s.add(
+            labels(&[("__name__", "req"), ("path", path), ("instance", "i1")]),
+            (0..=10).map(|i| (i * 60_000, i as f64)),
+        );
+    }
+    let opts = QueryOptions::default();
+    let at = |q: &str, t: i64| vector(instant_query(&s, q, t, &opts).unwrap());
+    assert_eq!(at("absent_over_time(req[5m])", 5 * 60_000), vec![]);
+    // At 15 m the window (10 m, 15 m] is empty (left-open: the sample at 10 m is out).
+    assert_eq!(
+        at("absent_over_time(req[5m])", 15 * 60_000),
+        vec![(vec![], 1.0)]
+    );
+    assert_eq!(at("absent_over_time(req[6m])", 15 * 60_000), vec![]);
+    // Labels from the equality matchers only, a label matched twice left out.
+    assert_eq!(
+        at("absent_over_time(nope{job=\"x\", path!=\"/\"}[1m])", 0),
+        vec![(labels(&[("job", "x")]), 1.0)]
+    );
+    assert_eq!(
+        at(
+            "absent_over_time(nope{h=\"a\", h=\"b\", instance=\"i9\"}[1m])",
+            0
+        ),
+        vec![(labels(&[("instance", "i9")]), 1.0)]
+    );
+    assert_eq!(
+        at("absent_over_time({instance=\"i1\"}[5m])", 21 * 60_000),
+        vec![(labels(&[("instance", "i1")]), 1.0)]
+    );
+    // A range query: 1 only at the steps whose window is empty.
+    let m = api::data_json(
+        &range_query(
+            &s,
+            "absent_over_time(req{path=\"/foo\"}[2m])",
+            600_000,
+            900_000,
+            60_000,
+            &opts,
+        )
+        .unwrap(),
+    );
+    assert_eq!(m["result"][0]["metric"], json!({"path": "/foo"}));
+    assert_eq!(
+        m["result"][0]["values"],
+        json!([[720, "1"], [780, "1"], [840, "1"], [900, "1"]])
+    );
+    // Stale markers are not samples.
+    let mut st = MemStorage::new();
+    st.add(
+        labels(&[("__name__", "g")]),
+        [(0, 1.0), (60_000, f64::from_bits(STALE_NAN_BITS))],
+    );
+    let v = vector(instant_query(&st, "absent_over_time(g[1m])", 90_000, &opts).unwrap());
+    assert_eq!(v, vec![(vec![], 1.0)]);
+}
+
+#[test]
+fn predict_linear_predicts_from_the_evaluation_time_not_the_at_time() {
+    let mut s = MemStorage::new();
+    // x = t in seconds, one sample a minute: slope 1 per second.
+    s.add(
+        labels(&[("__name__", "x")]),
+        (0..=20).map(|i| (i * 60_000, (i * 60) as f64)),
+    );
+    // The regression reads (0 s, 600 s]; the line is extended to 1200 s + 60 s.
+    let (_, v) = one(&s, "predict_linear(x[10m] @ 600, 60)", 1_200_000);
+    assert!((v - 1260.0).abs() < 1e-9, "{v}");
+    let (_, v) = one(&s, "predict_linear(x[10m] offset 10m, 60)", 1_200_000);
+    assert!((v - 1260.0).abs() < 1e-9, "{v}");
+}
+
+#[test]
+fn subqueries_evaluate_at_multiples_of_their_step() {
+    // c{job="a"} = 10 per 15 s: 180 at 270 s, 200 at 300 s.
+    let s = counters();
+    let opts = QueryOptions::default();
+    let v = |q: &str, t: i64| one(&s, q, t).1;
+    // At 310 s, [1m:30s] reads the steps in (250 s, 310 s] that are multiples of 30 s.
+    assert_eq!(v("count_over_time(c{job=\"a\"}[1m:30s])", 310_000), 2.0);
+    assert_eq!(v("min_over_time(c{job=\"a\"}[1m:30s])", 310_000), 180.0);
+    assert_eq!(v("max_over_time(c{job=\"a\"}[1m:30s])", 310_000), 200.0);
+    // The window is left-open: at 300 s, 240 s is out, 255..300 s in.
+    assert_eq!(v("count_over_time(c{job=\"a\"}[1m:15s])", 300_000), 4.0);
+    // rate over 170, 180, 190, 200 at 255..300 s, extrapolated to 60 s: 40 / 60.
+    assert!((v("rate(c{job=\"a\"}[1m:15s])", 300_000) - 2.0 / 3.0).abs() < 1e-12);
+    // Without a step: 1 minute (60..300 s).
+    assert_eq!(v("count_over_time(c{job=\"a\"}[5m:])", 300_000), 5.0);
+    // offset moves the windows: (190 s, 250 s] holds 210 s and 240 s.
+    assert_eq!(
+        v("max_over_time(c{job=\"a\"}[1m:30s] offset 1m)", 310_000),
+        160.0
+    );
+    // Nested: the max over 2 minutes of a constant rate.
+    let (l, x) = one(&s, "max_over_time(rate(c{job=\"a\"}[1m])[2m:1m])", 300_000);
+    assert!((x - 2.0 / 3.0).abs() < 1e-12, "{x}");
+    assert_eq!(l, labels(&[("job", "a")]), "rate dropped the name");
+    // absent_over_time of a subquery: no labels.
+    assert_eq!(
+        vector(instant_query(&s, "absent_over_time(nope{job=\"a\"}[1m:])", 0, &opts).unwrap()),
+        vec![(vec![], 1.0)]
+    );
+    // @ fixes the subquery's time; last_over_time keeps the name.
+    let m = api::data_json(
+        &range_query(
+            &s,
+            "last_over_time(c{job=\"a\"}[1m:30s] @ 120)",
+            0,
+            600_000,
+            300_000,
+            &opts,
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        m["result"][0]["metric"],
+        json!({"__name__": "c", "job": "a"})
+    );
+    assert_eq!(
+        m["result"][0]["values"],
+        json!([[0, "80"], [300, "80"], [600, "80"]])
+    );
+    // `@ start()` inside a subquery is the query's start, not the subquery's.
+    let m = api::data_json(
+        &range_query(
+            &s,
+            "max_over_time((c{job=\"a\"} @ start())[1m:30s])",
+            300_000,
+            600_000,
+            300_000,
+            &opts,
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        m["result"][0]["values"],
+        json!([[300, "200"], [600, "200"]])
+    );
+}
+
+#[test]
+fn subqueries_as_results_and_their_limits() {
+    let s = counters();
+    let opts = QueryOptions::default();
+    // An instant query of a subquery answers its samples in the window.
+    match instant_query(&s, "c{job=\"a\"}[1m:30s]", 310_000, &opts).unwrap() {
+        QueryValue::Matrix(m) => {
+            assert_eq!(m.len(), 1);
+            assert_eq!(m[0].labels, labels(&[("__name__", "c"), ("job", "a")]));
+            assert_eq!(m[0].points, vec![(270_000, 180.0), (300_000, 200.0)]);
+        }
+        other => panic!("expected a matrix, got {other:?}"),
+    }
+    let err = range_query(&s, "c[1m:30s]", 0, 60_000, 30_000, &opts).unwrap_err();
+    assert_eq!(err.error_type(), "bad_data", "{err}");
+    // Too many inner steps is the points limit, before anything is evaluated.
+    let err = instant_query(&s, "count_over_time(c[1000d:1ms])", 0, &opts).unwrap_err();
+    assert!(matches!(err, Error::TooManyPoints { .. }), "{err}");
+    // Extreme ranges, steps and times answer or fail, never panic.
+    for q in [
+        "count_over_time(c[100000w:1ms])",
+        "count_over_time(c[100000w:100000w])",
+        "count_over_time(c[1ms:100000w] offset -100000w)",
+        "count_over_time(c[100000w:1ms] @ 9999999999)",
+    ] {
+        for t in [i64::MIN / 2, -1, 0, i64::MAX / 2] {
+            let _ = instant_query(&s, q, t, &opts);
         }
     }
 }

@@ -203,10 +203,14 @@ fn errors_use_the_prometheus_format() {
     assert_eq!(status, 400);
     assert_eq!(resp["status"], "error");
     assert_eq!(resp["errorType"], "bad_data");
-    let (status, resp) = get(&s, "/api/v1/query", &[("query", "rate(requests[5m:1m])")]);
+    let (status, resp) = get(
+        &s,
+        "/api/v1/query",
+        &[("query", "mad_over_time(requests[5m])")],
+    );
     assert_eq!(status, 400);
     assert!(
-        resp["error"].as_str().unwrap().contains("subqueries"),
+        resp["error"].as_str().unwrap().contains("mad_over_time"),
         "{resp}"
     );
     let (status, resp) = get(
