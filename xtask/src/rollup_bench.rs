@@ -240,7 +240,7 @@ pub fn run(args: &[String]) -> Result<()> {
     ));
     md.push_str(&format!(
         "Measured {} with `cargo xtask rollup-bench --days {} --series {} --reps {}` \
-         (release build, 2 shared cores): {} k8s-shaped points ({} pod series, one point every \
+         ({} build, {} cores): {} k8s-shaped points ({} pod series, one point every \
          10 s, {} days, generated on the fly), ingested into a partitioned index \
          (`--partition 1d --rollups 5m,1h`) in {:.1} s, partitions sealed as the stream moved \
          past them. The query is `Index::aggregate` of `{}` (`avg`, `min`, `max`, `sum`, \
@@ -250,6 +250,12 @@ pub fn run(args: &[String]) -> Result<()> {
         a.days,
         a.series,
         a.reps,
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         total,
         a.series,
         a.days,
