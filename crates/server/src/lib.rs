@@ -16,6 +16,7 @@ mod gunzip;
 pub mod http;
 pub mod line_protocol;
 mod metrics;
+pub mod multi;
 pub mod opentsdb;
 pub mod otlp;
 pub mod prom_api;

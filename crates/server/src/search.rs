@@ -158,7 +158,10 @@ pub fn routes() -> crate::api::Routes {
     crate::api::Routes::new()
         .route("/_mget", get(mget).post(mget))
         .route("/{index}/_mget", get(mget).post(mget))
+        .route("/_search", get(search_handler).post(search_handler))
         .route("/{index}/_search", get(search_handler).post(search_handler))
+        .route("/_count", get(count_handler).post(count_handler))
+        .route("/_resolve/index/{expr}", get(resolve_index))
         .route("/_msearch", get(msearch).post(msearch))
         .route("/{index}/_msearch", get(msearch).post(msearch))
         .route("/{index}/_count", get(count_handler).post(count_handler))
@@ -797,13 +800,8 @@ pub mod dsl {
                             return Err(unsupported(format!("[terms.{k}]")));
                         }
                     }
-                    if let Some(order) = spec.get("order")
-                        && order != &serde_json::json!({"_count": "desc"})
-                    {
-                        return Err(unsupported(format!(
-                            "[terms] order {order} (only by _count desc)"
-                        )));
-                    }
+                    // Orders other than `_count` desc are sorted by `crate::multi`.
+                    crate::multi::TermsOrder::parse(spec.get("order"))?;
                     let size = spec.get("size").and_then(Value::as_u64).unwrap_or(10);
                     Agg::Terms {
                         field: field()?,
@@ -1047,7 +1045,7 @@ fn merge_params(mut body: Value, params: &HashMap<String, String>) -> Result<Val
     Ok(body)
 }
 
-/// The one index a search names (patterns must resolve to exactly one).
+/// The one index a request names (patterns must resolve to exactly one).
 fn one_index(st: &AppState, who: &Principal, name: &str) -> Result<Arc<crate::IndexHandle>> {
     let handles = st.registry.scope(who).resolve(name)?;
     match handles.len() {
@@ -1058,32 +1056,94 @@ fn one_index(st: &AppState, who: &Principal, name: &str) -> Result<Arc<crate::In
         0 => Err(Error::no_index(name)),
         n => Err(Error::bad(
             "illegal_argument_exception",
-            format!(
-                "[{name}] matches {n} indices: searching several indices at once is not supported by Tidemark"
-            ),
+            format!("[{name}] matches {n} indices: this request takes one index in Tidemark"),
         )),
     }
+}
+
+/// The indices a search or count names, through the caller's scope: a comma list,
+/// wildcards and `_all` (visible indices only). With `ignore_unavailable`, a part that
+/// names a missing or forbidden index is skipped. An expression over several indices
+/// may match none (an empty answer); an explicit name must exist.
+fn search_indices(
+    st: &AppState,
+    who: &Principal,
+    expr: &str,
+    params: &HashMap<String, String>,
+) -> Result<Vec<Arc<crate::IndexHandle>>> {
+    let scope = st.registry.scope(who);
+    let lenient = params
+        .get("ignore_unavailable")
+        .is_some_and(|v| v != "false");
+    let handles = if lenient {
+        let mut out = std::collections::BTreeMap::new();
+        for part in expr.split(',') {
+            if let Ok(hs) = scope.resolve(part) {
+                for h in hs {
+                    out.insert(h.name().to_owned(), h);
+                }
+            }
+        }
+        out.into_values().collect()
+    } else {
+        scope.resolve(expr)?
+    };
+    if handles.is_empty() && !lenient && !crate::registry::Scope::is_multi(expr) {
+        return Err(Error::no_index(expr));
+    }
+    Ok(handles)
+}
+
+/// The index expression of a route: the path's, or every index the caller may see.
+fn expr_of(index: Option<Path<String>>) -> String {
+    index.map_or_else(|| "_all".to_owned(), |Path(i)| i)
 }
 
 async fn search_handler(
     State(st): St,
     Caller(who): Caller,
-    Path(index): Path<String>,
+    index: Option<Path<String>>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
+    let index = expr_of(index);
     let params = params(q.as_deref());
-    // The index is resolved before the body is read: an unknown or foreign index is a
-    // 404 whatever the body.
-    one_index(&st, &who, &index)?;
+    // The indices are resolved before the body is read: an unknown or foreign index is
+    // a 404 (or 403) whatever the body.
+    search_indices(&st, &who, &index, &params)?;
     let bytes = read_body(&st, &headers, body).await?;
     let out = search_value(&st, &who, &index, &params, http::json_body(&bytes)?).await?;
     Ok(crate::api::respond(200, out, &params))
 }
 
-/// One search of `index` with the URL `params` and the request `body`: the response
-/// body of `_search`, or of one item of `_msearch`.
+/// A hit's JSON.
+fn hit_json(index: &str, hit: tidemark::Hit, filter: &SourceFilter) -> Value {
+    let mut o = Map::new();
+    o.insert("_index".into(), json!(index));
+    o.insert("_id".into(), json!(hit.id));
+    o.insert("_score".into(), Value::Null);
+    let source = filter.apply(protocol::source_of(hit.doc));
+    if !source.is_null() {
+        o.insert("_source".into(), source);
+    }
+    o.insert("sort".into(), json!([hit.ts_millis]));
+    Value::Object(o)
+}
+
+/// What the indices of one search answered, merged.
+struct Answer {
+    shards: usize,
+    total: u64,
+    hits: Vec<(String, tidemark::Hit)>,
+    aggs: Vec<(String, tidemark::AggOutput)>,
+    expired: Vec<(i64, i64)>,
+}
+
+/// One search of the indices `index` names with the URL `params` and the request
+/// `body`: the response body of `_search`, or of one item of `_msearch`. One index is
+/// asked the request as it is; several (or a `terms` order the façade does not sort
+/// by) go through [`crate::multi`].
 async fn search_value(
     st: &Arc<AppState>,
     who: &Principal,
@@ -1091,7 +1151,7 @@ async fn search_value(
     params: &HashMap<String, String>,
     body: Value,
 ) -> Result<Value> {
-    let handle = one_index(st, who, index)?;
+    let handles = search_indices(st, who, index, params)?;
     let body = merge_params(body, params)?;
     let start = std::time::Instant::now();
     let filter = match params.get("_source") {
@@ -1101,48 +1161,74 @@ async fn search_value(
     let total_as_int = params
         .get("rest_total_hits_as_int")
         .is_some_and(|v| v != "false");
-    let req = dsl::search(&body, handle.mapping(), now_ms())?;
-    let name = handle.name().to_owned();
-    let result = blocking(move || handle.read(|i| Ok(i.query(&req)?))).await?;
-    let hits: Vec<Value> = result
+    let now = now_ms();
+    let aggs_json = body.get("aggs").or_else(|| body.get("aggregations"));
+    let answer = match handles.as_slice() {
+        [] => {
+            // No index: the request is still checked, and its aggregations answer empty.
+            let mapping = tidemark::label_mapping()?;
+            let req = dsl::search(&body, &mapping, now)?;
+            let plan = crate::multi::plan(&req.aggs, aggs_json)?;
+            Answer {
+                shards: 0,
+                total: 0,
+                hits: Vec::new(),
+                aggs: crate::multi::merge(&plan, &[])?,
+                expired: Vec::new(),
+            }
+        }
+        [one] => {
+            let req = dsl::search(&body, one.mapping(), now)?;
+            let plan = crate::multi::plan(&req.aggs, aggs_json)?;
+            if crate::multi::needs_merge(&plan) {
+                several(&handles, &body, plan, now).await?
+            } else {
+                let handle = Arc::clone(one);
+                let name = handle.name().to_owned();
+                let result = blocking(move || handle.read(|i| Ok(i.query(&req)?))).await?;
+                Answer {
+                    shards: 1,
+                    total: result.total,
+                    hits: result.hits.into_iter().map(|h| (name.clone(), h)).collect(),
+                    aggs: result.aggs,
+                    expired: result.expired,
+                }
+            }
+        }
+        [first, ..] => {
+            let req = dsl::search(&body, first.mapping(), now)?;
+            let plan = crate::multi::plan(&req.aggs, aggs_json)?;
+            several(&handles, &body, plan, now).await?
+        }
+    };
+    let hits: Vec<Value> = answer
         .hits
         .into_iter()
-        .map(|h| {
-            let mut o = Map::new();
-            o.insert("_index".into(), json!(name));
-            o.insert("_id".into(), json!(h.id));
-            o.insert("_score".into(), Value::Null);
-            let source = filter.apply(protocol::source_of(h.doc));
-            if !source.is_null() {
-                o.insert("_source".into(), source);
-            }
-            o.insert("sort".into(), json!([h.ts_millis]));
-            Value::Object(o)
-        })
+        .map(|(name, h)| hit_json(&name, h, &filter))
         .collect();
     let total = if total_as_int {
-        json!(result.total)
+        json!(answer.total)
     } else {
-        json!({"value": result.total, "relation": "eq"})
+        json!({"value": answer.total, "relation": "eq"})
     };
     let mut out = json!({
         "took": start.elapsed().as_millis() as u64,
         "timed_out": false,
-        "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+        "_shards": {"total": answer.shards, "successful": answer.shards, "skipped": 0, "failed": 0},
         "hits": {"total": total, "max_score": null, "hits": hits},
     });
-    if !result.expired.is_empty() {
+    if !answer.expired.is_empty() {
         // Not Elasticsearch's: time the answer leaves out because retention dropped its
         // raw documents and no kept rollup answers there.
-        out["tidemark_expired"] = json!(result
+        out["tidemark_expired"] = json!(answer
             .expired
             .iter()
             .map(|(a, b)| json!({"from": tidemark::format_time(*a), "to": tidemark::format_time(*b), "from_ms": a, "to_ms": b}))
             .collect::<Vec<_>>());
     }
-    if !result.aggs.is_empty() {
+    if !answer.aggs.is_empty() {
         let mut aggs = Map::new();
-        for (n, a) in &result.aggs {
+        for (n, a) in &answer.aggs {
             aggs.insert(n.clone(), agg_json(a));
         }
         out["aggregations"] = Value::Object(aggs);
@@ -1150,11 +1236,69 @@ async fn search_value(
     Ok(out)
 }
 
+/// The search over `handles` (one or more), merged: each index asked the same request
+/// parsed against its own mapping, widened for an exact merge; hits merged in the
+/// request's order (by timestamp, then index name, then `_id`), `from` and `size`
+/// applied after the merge.
+async fn several(
+    handles: &[Arc<crate::IndexHandle>],
+    body: &Value,
+    plan: Vec<(String, crate::multi::Spec)>,
+    now: i64,
+) -> Result<Answer> {
+    let many = handles.len() > 1;
+    let mut asks = Vec::with_capacity(handles.len());
+    let (mut from, mut size, mut order) = (0, 0, tidemark::Order::Asc);
+    for h in handles {
+        let mut req = dsl::search(body, h.mapping(), now)?;
+        if many {
+            req.filter = crate::multi::prune(req.filter, h.mapping());
+        }
+        req.aggs = crate::multi::widen(&req.aggs, h.mapping(), many)?;
+        (from, size, order) = (req.from, req.size, req.order);
+        req.size = req.from.saturating_add(req.size);
+        req.from = 0;
+        asks.push((Arc::clone(h), req));
+    }
+    let results = blocking(move || {
+        asks.into_iter()
+            .map(|(h, req)| Ok((h.name().to_owned(), h.read(|i| Ok(i.query(&req)?))?)))
+            .collect::<Result<Vec<_>>>()
+    })
+    .await?;
+    let mut total = 0u64;
+    let mut hits = Vec::new();
+    let mut aggs = Vec::with_capacity(results.len());
+    let mut expired = Vec::new();
+    for (name, r) in results {
+        total = total.saturating_add(r.total);
+        hits.extend(r.hits.into_iter().map(|h| (name.clone(), h)));
+        aggs.push(r.aggs);
+        expired.extend(r.expired);
+    }
+    let key = |(n, h): &(String, tidemark::Hit)| (h.ts_millis, n.clone(), h.id.clone());
+    match order {
+        tidemark::Order::Asc => hits.sort_by_key(key),
+        tidemark::Order::Desc => hits.sort_by_key(|x| std::cmp::Reverse(key(x))),
+    }
+    let hits = hits.into_iter().skip(from).take(size).collect();
+    expired.sort_unstable();
+    expired.dedup();
+    Ok(Answer {
+        shards: handles.len(),
+        total,
+        hits,
+        aggs: crate::multi::merge(&plan, &aggs)?,
+        expired,
+    })
+}
+
 /// `_msearch` (`POST /_msearch`, `POST /<index>/_msearch`): NDJSON pairs of a header
-/// (`{"index": "…"}`, or `{}` for the path's index) and a search body, as Grafana's
-/// Elasticsearch data source sends them; each search answers in `responses`, in order,
-/// with its own `status`, and one that fails answers its error there without failing
-/// the others, as Elasticsearch does.
+/// (`{"index": "…"}` — a name, a comma list, wildcards, a list — or `{}` for the path's
+/// index, or every index the caller may see; `ignore_unavailable`) and a search body,
+/// as Grafana's Elasticsearch data source sends them; each search answers in
+/// `responses`, in order, with its own `status`, and one that fails answers its error
+/// there without failing the others, as Elasticsearch does.
 async fn msearch(
     State(st): St,
     Caller(who): Caller,
@@ -1163,8 +1307,7 @@ async fn msearch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
-    // `/_msearch` and `/{index}/_msearch` alike: the path's index, when there is one.
-    let default_index = default_index.map(|Path(i)| i);
+    let default_index = expr_of(default_index);
     let params = params(q.as_deref());
     let bytes = read_body(&st, &headers, body).await?;
     let start = std::time::Instant::now();
@@ -1182,22 +1325,20 @@ async fn msearch(
         };
         let body = http::json_body(body_line.as_bytes())?;
         let index = match header.get("index") {
-            Some(Value::String(i)) => Some(i.clone()),
-            Some(Value::Array(a)) => Some(
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
+            Some(Value::String(i)) => i.clone(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(","),
             _ => default_index.clone(),
         };
-        let answer = match index {
-            None => Err(Error::bad(
-                "action_request_validation_exception",
-                "an _msearch header names no index and the path has none",
-            )),
-            Some(index) => search_value(&st, &who, &index, &params, body).await,
-        };
+        let mut item_params = params.clone();
+        if let Some(v) = header.get("ignore_unavailable") {
+            let on = v == &Value::Bool(true) || v.as_str() == Some("true");
+            item_params.insert("ignore_unavailable".into(), on.to_string());
+        }
+        let answer = search_value(&st, &who, &index, &item_params, body).await;
         responses.push(match answer {
             Ok(mut v) => {
                 v["status"] = json!(200);
@@ -1213,16 +1354,19 @@ async fn msearch(
     Ok(crate::api::respond(200, out, &params))
 }
 
+/// `_count` over the indices the path names (or every index the caller may see): the
+/// query parsed against each index's own mapping, the counts summed.
 async fn count_handler(
     State(st): St,
     Caller(who): Caller,
-    Path(index): Path<String>,
+    index: Option<Path<String>>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response> {
+    let index = expr_of(index);
     let params = params(q.as_deref());
-    let handle = one_index(&st, &who, &index)?;
+    let handles = search_indices(&st, &who, &index, &params)?;
     let bytes = read_body(&st, &headers, body).await?;
     let body = http::json_body(&bytes)?;
     if params.contains_key("q") {
@@ -1231,27 +1375,65 @@ async fn count_handler(
             "the [q] URL parameter is not supported by Tidemark: send a query body",
         ));
     }
-    let mut req = tidemark::SearchRequest {
-        size: 0,
-        ..tidemark::SearchRequest::default()
-    };
-    if let Value::Object(o) = &body {
-        for (k, v) in o {
-            match k.as_str() {
-                "query" => req.filter = dsl::query(v, handle.mapping(), now_ms())?,
-                other => {
-                    return Err(Error::bad(
-                        "parsing_exception",
-                        format!("request does not support [{other}]"),
-                    ));
+    let now = now_ms();
+    let many = handles.len() > 1;
+    let mut asks = Vec::with_capacity(handles.len());
+    for h in &handles {
+        let mut req = tidemark::SearchRequest {
+            size: 0,
+            ..tidemark::SearchRequest::default()
+        };
+        if let Value::Object(o) = &body {
+            for (k, v) in o {
+                match k.as_str() {
+                    "query" => req.filter = dsl::query(v, h.mapping(), now)?,
+                    other => {
+                        return Err(Error::bad(
+                            "parsing_exception",
+                            format!("request does not support [{other}]"),
+                        ));
+                    }
                 }
             }
         }
+        if many {
+            req.filter = crate::multi::prune(req.filter, h.mapping());
+        }
+        asks.push((Arc::clone(h), req));
     }
-    let result = blocking(move || handle.read(|i| Ok(i.query(&req)?))).await?;
+    let n = asks.len();
+    let count = blocking(move || {
+        let mut total = 0u64;
+        for (h, req) in asks {
+            total = total.saturating_add(h.read(|i| Ok(i.query(&req)?))?.total);
+        }
+        Ok(total)
+    })
+    .await?;
     Ok(crate::api::respond(
         200,
-        json!({"count": result.total, "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0}}),
+        json!({"count": count, "_shards": {"total": n, "successful": n, "skipped": 0, "failed": 0}}),
+        &params,
+    ))
+}
+
+/// `GET /_resolve/index/<expr>`: the caller's indices the expression names, as
+/// Elasticsearch lists them (no aliases or data streams in Tidemark).
+async fn resolve_index(
+    State(st): St,
+    Caller(who): Caller,
+    Path(expr): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Response> {
+    let params = params(q.as_deref());
+    let handles = search_indices(&st, &who, &expr, &params)?;
+    let indices: Vec<Value> = handles
+        .iter()
+        .map(|h| json!({"name": h.name(), "attributes": ["open"]}))
+        .collect();
+    Ok(crate::api::respond(
+        200,
+        json!({"indices": indices, "aliases": [], "data_streams": []}),
         &params,
     ))
 }

@@ -18,6 +18,7 @@ mod expectations;
 mod line_protocols;
 mod metrics;
 mod monitoring;
+mod multi_search;
 mod protocol_auth;
 mod reads;
 mod snapshot;

@@ -224,7 +224,7 @@ fn unsupported_clauses_are_400s_naming_them() {
             "time_zone",
         ),
         (
-            json!({"aggs": {"t": {"terms": {"field": "k8s.pod.name", "order": {"_key": "asc"}}}}}),
+            json!({"aggs": {"t": {"terms": {"field": "k8s.pod.name", "order": {"m": "desc"}}, "aggs": {"m": {"max": {"field": "k8s.pod.cpu.utilization"}}}}}}),
             "order",
         ),
         (json!({"highlight": {}}), "[highlight]"),
