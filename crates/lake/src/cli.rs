@@ -96,19 +96,11 @@ pub fn run(cli: &ExportArgs) -> Result<()> {
         .with_context(|| format!("exporting {} to {}", cli.index.display(), cli.to.display()))?;
     let mut out = std::io::stdout().lock();
     if cli.json {
-        writeln!(out, "{}", report_json(&report))?;
+        writeln!(out, "{}", report.to_json())?;
     } else {
         write_report(&mut out, &report)?;
     }
     Ok(())
-}
-
-fn rate(rows: u64, seconds: f64) -> f64 {
-    if seconds > 0.0 {
-        rows as f64 / seconds
-    } else {
-        0.0
-    }
 }
 
 /// `raw` for the raw rows' table, `rollup 5m` for a rollup table.
@@ -163,33 +155,6 @@ fn write_report(out: &mut impl Write, r: &ExportReport) -> std::io::Result<()> {
             0.0
         },
         r.seconds,
-        rate(r.rows(), r.seconds)
+        r.rows_per_second()
     )
-}
-
-fn report_json(r: &ExportReport) -> serde_json::Value {
-    serde_json::json!({
-        "partitions": r.partitions.iter().map(|p| serde_json::json!({
-            "table": p.rollup_ms.map_or_else(|| ".".to_owned(), rollup_table_dir),
-            "rollup_ms": p.rollup_ms,
-            "start": format_time(p.start_ms),
-            "start_ms": p.start_ms,
-            "generation": p.generation,
-            "rows": p.rows,
-            "bytes": p.bytes,
-            "row_groups": p.row_groups,
-            "file": p.file,
-            "replaced": p.replaced,
-            "version": p.version,
-            "skipped": p.version.is_none(),
-            "seconds": p.seconds,
-        })).collect::<Vec<_>>(),
-        "committed": r.committed(),
-        "skipped": r.skipped(),
-        "rows": r.rows(),
-        "files": r.files(),
-        "bytes": r.bytes(),
-        "seconds": r.seconds,
-        "rows_per_second": rate(r.rows(), r.seconds),
-    })
 }

@@ -97,6 +97,48 @@ impl ExportReport {
     pub fn skipped(&self) -> usize {
         self.partitions.len() - self.committed()
     }
+
+    /// Rows written a second (0 when no time passed).
+    pub fn rows_per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.rows() as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// The report as JSON, as `tidemark export --json` prints it and the server's
+    /// `POST /<index>/_tidemark/export` answers it: per partition its table (`.` for the
+    /// raw rows, `_rollups/<resolution>`), `start` (RFC 3339) and `start_ms`,
+    /// `generation`, `rows`, `bytes`, `row_groups`, `file`, `replaced`, `version` and
+    /// `skipped`, then the totals (`committed`, `skipped`, `rows`, `files`, `bytes`,
+    /// `seconds`, `rows_per_second`).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "partitions": self.partitions.iter().map(|p| serde_json::json!({
+                "table": p.rollup_ms.map_or_else(|| ".".to_owned(), rollup_table_dir),
+                "rollup_ms": p.rollup_ms,
+                "start": tidemark::format_time(p.start_ms),
+                "start_ms": p.start_ms,
+                "generation": p.generation,
+                "rows": p.rows,
+                "bytes": p.bytes,
+                "row_groups": p.row_groups,
+                "file": p.file,
+                "replaced": p.replaced,
+                "version": p.version,
+                "skipped": p.version.is_none(),
+                "seconds": p.seconds,
+            })).collect::<Vec<_>>(),
+            "committed": self.committed(),
+            "skipped": self.skipped(),
+            "rows": self.rows(),
+            "files": self.files(),
+            "bytes": self.bytes(),
+            "seconds": self.seconds,
+            "rows_per_second": self.rows_per_second(),
+        })
+    }
 }
 
 /// Progress of an export, for a progress line.

@@ -44,6 +44,8 @@ pub struct AppState {
     pub(crate) http_stats: crate::selfmon::HttpStats,
     /// What the Graphite and OpenTSDB TCP listeners did, for `GET /metrics`.
     pub(crate) tcp_stats: crate::tcp::TcpStats,
+    /// What the lake exports did, for `GET /metrics`.
+    pub(crate) lake_stats: crate::lake::LakeStats,
 }
 
 type St = State<Arc<AppState>>;
@@ -123,6 +125,7 @@ fn all_routes() -> Routes {
         .merge(crate::prom_api::routes())
         .merge(crate::vm_api::routes())
         .merge(crate::ui::routes())
+        .merge(crate::lake::routes())
 }
 
 /// The path of every route the server serves, as written in the router (`{index}`,

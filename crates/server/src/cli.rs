@@ -66,6 +66,14 @@ pub struct ServeArgs {
     /// (default: the metrics index).
     #[arg(long)]
     pub opentsdb_index: Option<String>,
+    /// The root of the Parquet lakes: `POST /<index>/_tidemark/export` writes only
+    /// inside it (`<lake-dir>/<index>` by default).
+    #[arg(long)]
+    pub lake_dir: Option<PathBuf>,
+    /// Export each time-partitioned index's newly sealed partitions to
+    /// `<lake-dir>/<index>` in the background (needs --lake-dir).
+    #[arg(long)]
+    pub lake_auto: bool,
 }
 
 impl ServeArgs {
@@ -121,6 +129,12 @@ impl ServeArgs {
         }
         if let Some(i) = &self.opentsdb_index {
             config.opentsdb_index = i.clone();
+        }
+        if let Some(d) = &self.lake_dir {
+            config.lake_dir = Some(d.clone());
+        }
+        if self.lake_auto {
+            config.lake_auto = true;
         }
         config.check()?;
         Ok(config)

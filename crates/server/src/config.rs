@@ -145,6 +145,15 @@ pub struct Config {
     /// after the first of them arrived, or once 256 KiB of lines are waiting, or when
     /// the connection ends.
     pub tcp_flush_interval_ms: u64,
+    /// The root of the Parquet lakes (`--lake-dir`): `POST /<index>/_tidemark/export`
+    /// writes only inside it (`lake_dir/<index>` by default), and `lake_auto` exports to
+    /// `lake_dir/<index>`. Unset, the default, the endpoint answers `400`.
+    pub lake_dir: Option<PathBuf>,
+    /// Export each time-partitioned index's newly sealed partitions to `lake_dir/<index>`
+    /// in the background (`--lake-auto`; needs `lake_dir`; off by default).
+    pub lake_auto: bool,
+    /// Seconds between two passes of `lake_auto` over the indices (10).
+    pub lake_interval_secs: u64,
 }
 
 /// A user for basic authentication, allowed the indices matching `indices`.
@@ -206,6 +215,9 @@ impl Default for Config {
             tcp_max_line_bytes: 64 * 1024,
             tcp_max_connections: 1024,
             tcp_flush_interval_ms: 1000,
+            lake_dir: None,
+            lake_auto: false,
+            lake_interval_secs: 10,
         }
     }
 }
@@ -327,6 +339,15 @@ impl Config {
                 crate::protocol::check_index_name(index)
                     .map_err(|e| Error::config(key, e.reason()))?;
             }
+        }
+        if self.lake_auto && self.lake_dir.is_none() {
+            return Err(Error::config(
+                "lake_auto",
+                "needs lake_dir (--lake-dir DIR)",
+            ));
+        }
+        if self.lake_interval_secs == 0 {
+            return Err(Error::config("lake_interval_secs", "must be positive"));
         }
         if self.tcp_max_line_bytes < 64 {
             return Err(Error::config("tcp_max_line_bytes", "must be at least 64"));

@@ -54,6 +54,9 @@ pub enum Error {
     /// The façade failed.
     #[error(transparent)]
     Tidemark(#[from] tidemark::Error),
+    /// An export to the Parquet lake failed.
+    #[error(transparent)]
+    Lake(#[from] tidemark_lake::Error),
 }
 
 /// Seconds a client is told to wait (`Retry-After`) before retrying a write refused by
@@ -142,6 +145,16 @@ impl Error {
                 tidemark::Error::NoIndex { .. } => (404, "index_not_found_exception"),
                 tidemark::Error::Engine(tidemark::dedup::Error::InvalidConfig { .. }) => {
                     (400, "illegal_argument_exception")
+                }
+                _ => (500, "exception"),
+            },
+            Error::Lake(e) => match e {
+                tidemark_lake::Error::NotPartitioned { .. }
+                | tidemark_lake::Error::NoSuchPartition { .. }
+                | tidemark_lake::Error::InvalidOption { .. } => (400, "illegal_argument_exception"),
+                tidemark_lake::Error::ColumnConflict { .. }
+                | tidemark_lake::Error::CommitConflict { .. } => {
+                    (409, "version_conflict_engine_exception")
                 }
                 _ => (500, "exception"),
             },

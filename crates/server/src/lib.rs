@@ -14,6 +14,7 @@ mod error;
 pub mod graphite;
 mod gunzip;
 pub mod http;
+mod lake;
 pub mod line_protocol;
 mod metrics;
 pub mod multi;

@@ -249,9 +249,46 @@ fn render(st: &AppState, indices: &[(String, &'static str, tidemark::IndexStats)
     }
 
     tcp_families(&mut out, &st.tcp_stats);
+    lake_families(&mut out, &st.lake_stats);
     index_families(&mut out, indices);
     process_families(&mut out);
     out.text
+}
+
+/// The lake exports' counters (by mode: `request` for `POST /<index>/_tidemark/export`,
+/// `auto` for `lake_auto`; never by index).
+fn lake_families(out: &mut Exposition, stats: &crate::lake::LakeStats) {
+    use std::sync::atomic::Ordering::Relaxed;
+    out.family(
+        "tidemark_lake_partitions_exported_total",
+        "counter",
+        "Partitions committed to a Parquet lake (skipped ones, already there, are not counted).",
+    );
+    for (mode, n) in [
+        ("request", &stats.request_partitions),
+        ("auto", &stats.auto_partitions),
+    ] {
+        out.sample(
+            "tidemark_lake_partitions_exported_total",
+            &[("mode", mode)],
+            n.load(Relaxed) as f64,
+        );
+    }
+    out.family(
+        "tidemark_lake_export_failures_total",
+        "counter",
+        "Exports to a Parquet lake that failed (an automatic one is retried at its next pass).",
+    );
+    for (mode, n) in [
+        ("request", &stats.request_failures),
+        ("auto", &stats.auto_failures),
+    ] {
+        out.sample(
+            "tidemark_lake_export_failures_total",
+            &[("mode", mode)],
+            n.load(Relaxed) as f64,
+        );
+    }
 }
 
 /// The Graphite and OpenTSDB listeners' counters (by protocol, never by index).

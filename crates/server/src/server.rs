@@ -53,9 +53,14 @@ impl Server {
     /// # Errors
     /// [`Error::Config`], I/O errors on the data directory, an index that does not open,
     /// [`Error::Net`] when the address cannot be bound.
-    pub async fn bind(config: Config) -> Result<Server> {
+    pub async fn bind(mut config: Config) -> Result<Server> {
         config.check()?;
         std::fs::create_dir_all(&config.data).map_err(Error::io(&config.data))?;
+        if let Some(lake) = &config.lake_dir {
+            std::fs::create_dir_all(lake).map_err(Error::io(lake))?;
+            let real = lake.canonicalize().map_err(Error::io(lake))?;
+            config.lake_dir = Some(real);
+        }
         let data = config.data.clone();
         let flood = config.flood_stage();
         let per_hour =
@@ -111,6 +116,7 @@ impl Server {
             series_cache: Default::default(),
             http_stats: Default::default(),
             tcp_stats: Default::default(),
+            lake_stats: Default::default(),
         });
         Ok(Server {
             state,
@@ -161,6 +167,12 @@ impl Server {
         for l in lines {
             line_tasks.spawn(l.run(Arc::clone(&state), stopping.clone()));
         }
+        let lake_auto = state.config.lake_auto.then(|| {
+            tokio::spawn(crate::lake::auto_export(
+                Arc::clone(&state),
+                stopping.clone(),
+            ))
+        });
         let app = router(Arc::clone(&state));
         let graceful = GracefulShutdown::new();
         let timeout = state.config.client_timeout();
@@ -206,6 +218,15 @@ impl Server {
         .is_err()
         {
             tracing::warn!("requests still in flight after the shutdown timeout");
+        }
+        if let Some(task) = lake_auto {
+            // An export under way finishes (it holds an index's read lock) before the
+            // indices close.
+            if tokio::time::timeout(wait, task).await.is_err() {
+                tracing::warn!(
+                    "the automatic lake export is still running after the shutdown timeout"
+                );
+            }
         }
         let st = Arc::clone(&state);
         let _ = tokio::task::spawn_blocking(move || st.registry.close_all()).await;

@@ -15,6 +15,7 @@ mod deep_inputs;
 mod delete;
 mod disk_full;
 mod expectations;
+mod lake;
 mod line_protocols;
 mod metrics;
 mod monitoring;

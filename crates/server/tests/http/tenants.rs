@@ -402,6 +402,10 @@ fn no_tenant_sees_another_tenants_data_on_any_route() {
         for name in ["alice-lp", "alice-nosuch"] {
             let (st, text) = call(&s, &auth, "GET", &format!("/{name}/_search"), None, &[]);
             assert_eq!(st, 403, "{name}: {text}");
+            // An export is refused before anything else is looked at.
+            let export = format!("/{name}/_tidemark/export");
+            let (st, text) = call(&s, &auth, "POST", &export, Some(b"{}"), &[]);
+            assert_eq!(st, 403, "{name}: {text}");
         }
         // Writes to Alice's indices are refused on every protocol.
         let (st, text) = call(
