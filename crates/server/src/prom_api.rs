@@ -353,6 +353,49 @@ fn selection(
     Ok((selectors, start, end))
 }
 
+/// `limit`: at most this many entries (Prometheus 2.49's parameter; 0 or absent: all).
+fn limit_param(params: &[(String, String)]) -> Result<usize, PromError> {
+    match param(params, "limit") {
+        None | Some("" | "0") => Ok(usize::MAX),
+        Some(t) => t.parse::<usize>().map_err(|_| {
+            PromError::BadData(format!("invalid limit {t:?}: not a non-negative integer"))
+        }),
+    }
+}
+
+/// Label names (`name` None) or the values of label `name`, sorted, straight from each
+/// index's dimension index, without listing series: so the metric browser's calls
+/// answer at any cardinality. Only without `match[]` and when every index read is
+/// label-keyed (a mapped index's metric names are its fields, which the series path
+/// names); `None` otherwise.
+fn from_postings(
+    storage: &RegistryStorage,
+    selectors: &[Vec<Matcher>],
+    name: Option<&str>,
+    start: i64,
+    end: i64,
+) -> Option<Result<Vec<String>, PromError>> {
+    if !selectors.is_empty() || !storage.indices.iter().all(|h| h.mapping().is_label_keyed()) {
+        return None;
+    }
+    // The façade's ranges are half-open; the API's are inclusive.
+    let (from, to) = (Some(start), Some(end.saturating_add(1)));
+    let mut out = std::collections::BTreeSet::new();
+    for h in &storage.indices {
+        let read = h.read(|index| {
+            match name {
+                None => out.extend(index.labels(from, to)?),
+                Some(n) => out.extend(index.label_values(n, from, to)?.into_iter().map(|(v, _)| v)),
+            }
+            Ok(())
+        });
+        if let Err(e) = read {
+            return Some(Err(PromError::Storage(e.reason())));
+        }
+    }
+    Some(Ok(out.into_iter().collect()))
+}
+
 async fn series(
     State(st): St,
     Caller(who): Caller,
@@ -384,9 +427,16 @@ async fn labels(
     let result = async {
         let params = all_params(&st, raw, &headers, body).await?;
         let (sel, start, end) = selection(&params, false)?;
+        let limit = limit_param(&params)?;
         let storage = RegistryStorage::new(&st, &who);
         run_blocking(move || {
-            let n = tidemark_promql::label_names(&storage, &sel, start, end, MAX_METADATA_SERIES)?;
+            let mut n = match from_postings(&storage, &sel, None, start, end) {
+                Some(n) => n?,
+                None => {
+                    tidemark_promql::label_names(&storage, &sel, start, end, MAX_METADATA_SERIES)?
+                }
+            };
+            n.truncate(limit);
             Ok(json!(n))
         })
         .await
@@ -406,16 +456,21 @@ async fn label_values(
     let result = async {
         let params = all_params(&st, raw, &headers, body).await?;
         let (sel, start, end) = selection(&params, false)?;
+        let limit = limit_param(&params)?;
         let storage = RegistryStorage::new(&st, &who);
         run_blocking(move || {
-            let v = tidemark_promql::label_values(
-                &storage,
-                &name,
-                &sel,
-                start,
-                end,
-                MAX_METADATA_SERIES,
-            )?;
+            let mut v = match from_postings(&storage, &sel, Some(&name), start, end) {
+                Some(v) => v?,
+                None => tidemark_promql::label_values(
+                    &storage,
+                    &name,
+                    &sel,
+                    start,
+                    end,
+                    MAX_METADATA_SERIES,
+                )?,
+            };
+            v.truncate(limit);
             Ok(json!(v))
         })
         .await

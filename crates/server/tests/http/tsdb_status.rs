@@ -69,3 +69,59 @@ fn status_tsdb_counts_series_by_metric_label_and_pair() {
     let (status, _) = send("GET", &server.url("/api/v1/status/tsdb?limit=0"), None, &[]);
     assert_eq!(status, 400);
 }
+
+#[test]
+fn label_apis_answer_past_the_series_limit_from_the_dimension_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = TestServer::start(tmp.path(), &[]);
+    // 100,001 series: one more than the series path lists (in two requests: one may
+    // hold 100,000).
+    for range in [0..50_000, 50_000..100_001] {
+        let mut body = String::with_capacity(2 << 20);
+        for i in range {
+            body.push_str(&format!("req,pod=p{i} n=1 1764460800000\n"));
+        }
+        let (status, v) = send(
+            "POST",
+            &server.url("/write?db=metrics&precision=ms"),
+            Some(body.as_bytes()),
+            &[],
+        );
+        assert_eq!(status, 204, "{v}");
+    }
+    let (status, v) = send("GET", &server.url("/api/v1/labels"), None, &[]);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["data"], serde_json::json!(["__name__", "pod"]), "{v}");
+    let (status, v) = send(
+        "GET",
+        &server.url("/api/v1/label/__name__/values"),
+        None,
+        &[],
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["data"], serde_json::json!(["req_n"]), "{v}");
+    let (status, v) = send(
+        "GET",
+        &server.url("/api/v1/label/pod/values?limit=3"),
+        None,
+        &[],
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["data"], serde_json::json!(["p0", "p1", "p10"]), "{v}");
+    let (status, v) = send("GET", &server.url("/api/v1/label/pod/values"), None, &[]);
+    assert_eq!(status, 200);
+    assert_eq!(v["data"].as_array().unwrap().len(), 100_001);
+    // Outside the data's time: nothing.
+    let (_, v) = send("GET", &server.url("/api/v1/labels?end=1000"), None, &[]);
+    assert_eq!(v["data"], serde_json::json!([]), "{v}");
+    // With match[], the series path (and its limit) answers.
+    let (status, _) = send(
+        "GET",
+        &server.url("/api/v1/label/pod/values?match[]=req_n"),
+        None,
+        &[],
+    );
+    assert_eq!(status, 422);
+    let (status, v) = send("GET", &server.url("/api/v1/labels?limit=x"), None, &[]);
+    assert_eq!(status, 400, "{v}");
+}
