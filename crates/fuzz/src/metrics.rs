@@ -62,9 +62,24 @@ pub fn remote_write_proto(raw: &[u8]) {
         ));
         Ok(())
     });
+    // The metadata walk never panics, and sees no more entries than field 3 holds.
+    let mut metadata = 0usize;
+    let meta_walked = remote_write::for_each_metadata(raw, |m| {
+        metadata += 1;
+        assert!(
+            !m.family.is_empty(),
+            "an entry without a family name was passed on"
+        );
+    });
     let Ok(req) = WriteRequest::decode(raw) else {
         return;
     };
+    if meta_walked.is_ok() {
+        assert!(
+            metadata <= req.metadata.len(),
+            "more metadata entries than field 3 holds"
+        );
+    }
     if walked.is_ok() {
         assert_eq!(seen.len(), req.timeseries.len(), "series count differs");
         for ((ts, got), ok) in req.timeseries.iter().zip(&seen).zip(&checks) {

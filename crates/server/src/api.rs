@@ -46,6 +46,8 @@ pub struct AppState {
     pub(crate) tcp_stats: crate::tcp::TcpStats,
     /// What the lake exports did, for `GET /metrics`.
     pub(crate) lake_stats: crate::lake::LakeStats,
+    /// Metric metadata from remote write, for `GET /api/v1/metadata`.
+    pub(crate) prom_metadata: crate::prom_metadata::MetadataStore,
 }
 
 type St = State<Arc<AppState>>;

@@ -21,6 +21,7 @@ pub mod multi;
 pub mod opentsdb;
 pub mod otlp;
 pub mod prom_api;
+mod prom_metadata;
 pub mod protocol;
 mod registry;
 pub mod remote_write;

@@ -465,9 +465,27 @@ async fn remote_write(
             };
             batch.push_float_samples(&series, &ts.samples, &what)
         })?;
-        Ok(batch.samples)
+        let mut metadata = Vec::new();
+        remote_write::for_each_metadata(&raw, |m| {
+            metadata.push((
+                m.family.to_owned(),
+                (m.kind.to_owned(), m.help.to_owned(), m.unit.to_owned()),
+            ));
+        })?;
+        Ok((batch.samples, metadata))
     })
     .await?;
+    let (items, metadata) = items;
+    if !metadata.is_empty() {
+        // Only into an index the caller may write, created as samples would create it.
+        who.check(&name)?;
+        let dir = st.registry.root().join(crate::INDICES_DIR).join(&name);
+        if dir.is_dir() {
+            let st2 = Arc::clone(&st);
+            let n = name.clone();
+            blocking(move || st2.prom_metadata.record(&n, &dir, metadata)).await?;
+        }
+    }
     let tally = store(&st, &who, name, items).await?;
     if tally.rejected > 0 {
         return Err(rejected(&tally));

@@ -490,8 +490,20 @@ async fn metadata(State(st): St, Caller(who): Caller, RawQuery(raw): RawQuery) -
     let only = param(&params, "metric").map(tidemark_promql::label_safe);
     let mut out = Map::new();
     for h in st.registry.scope(&who).list() {
+        // A label-keyed index's metadata is what Prometheus sent with remote write.
+        if h.mapping().is_label_keyed() {
+            let dir = st.registry.root().join(crate::INDICES_DIR).join(h.name());
+            for (family, (ty, help, unit)) in st.prom_metadata.get(h.name(), &dir) {
+                if only.as_ref().is_some_and(|o| *o != family) {
+                    continue;
+                }
+                out.entry(family)
+                    .or_insert_with(|| json!([{"type": ty, "help": help, "unit": unit}]));
+            }
+            continue;
+        }
         // A label-keyed index's fields are its value columns, not metric names.
-        if !matches!(h.mapping().mode(), IndexMode::TimeSeries) || h.mapping().is_label_keyed() {
+        if !matches!(h.mapping().mode(), IndexMode::TimeSeries) {
             continue;
         }
         for f in h.mapping().fields() {

@@ -179,6 +179,73 @@ pub fn for_each_series<'a>(
     Ok(())
 }
 
+/// One `prometheus.MetricMetadata` (field 3 of a `WriteRequest`): the metric family's
+/// type, help and unit, as Prometheus sends them beside the samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataView<'a> {
+    /// Field 2: the metric family name.
+    pub family: &'a str,
+    /// Field 1: the type as Prometheus names it (`counter`, `gauge`, `histogram`,
+    /// `gaugehistogram`, `summary`, `info`, `stateset`, `unknown`).
+    pub kind: &'static str,
+    /// Field 4.
+    pub help: &'a str,
+    /// Field 5.
+    pub unit: &'a str,
+}
+
+/// Calls `f` for each metadata entry (field 3) of `raw`, a decompressed `WriteRequest`;
+/// entries without a family name are skipped.
+///
+/// # Errors
+/// `400` for bytes that are not a `WriteRequest`.
+pub fn for_each_metadata<'a>(raw: &'a [u8], mut f: impl FnMut(MetadataView<'a>)) -> Result<()> {
+    let bad = |why: String| {
+        Error::bad(
+            "parse_exception",
+            format!("the body is not a valid prometheus.WriteRequest: {why}"),
+        )
+    };
+    let mut req = Pb::new(raw);
+    while let Some((field, wire)) = req.key().map_err(bad)? {
+        if (field, wire) != (3, WIRE_LEN) {
+            req.skip(wire).map_err(bad)?;
+            continue;
+        }
+        let mut m = Pb::new(req.bytes().map_err(bad)?);
+        let mut view = MetadataView {
+            family: "",
+            kind: "unknown",
+            help: "",
+            unit: "",
+        };
+        while let Some((field, wire)) = m.key().map_err(bad)? {
+            match (field, wire) {
+                (1, WIRE_VARINT) => {
+                    view.kind = match m.varint().map_err(bad)? {
+                        1 => "counter",
+                        2 => "gauge",
+                        3 => "histogram",
+                        4 => "gaugehistogram",
+                        5 => "summary",
+                        6 => "info",
+                        7 => "stateset",
+                        _ => "unknown",
+                    };
+                }
+                (2, WIRE_LEN) => view.family = m.text("metric_family_name").map_err(bad)?,
+                (4, WIRE_LEN) => view.help = m.text("help").map_err(bad)?,
+                (5, WIRE_LEN) => view.unit = m.text("unit").map_err(bad)?,
+                _ => m.skip(wire).map_err(bad)?,
+            }
+        }
+        if !view.family.is_empty() {
+            f(view);
+        }
+    }
+    Ok(())
+}
+
 /// How many `timeseries` entries (field 1) `raw` holds, found by skipping each by its
 /// length: one varint read per series, nothing inside them decoded.
 ///

@@ -117,6 +117,7 @@ impl Server {
             http_stats: Default::default(),
             tcp_stats: Default::default(),
             lake_stats: Default::default(),
+            prom_metadata: Default::default(),
         });
         Ok(Server {
             state,

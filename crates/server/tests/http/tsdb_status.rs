@@ -125,3 +125,67 @@ fn label_apis_answer_past_the_series_limit_from_the_dimension_index() {
     let (status, v) = send("GET", &server.url("/api/v1/labels?limit=x"), None, &[]);
     assert_eq!(status, 400, "{v}");
 }
+
+/// A `prometheus.MetricMetadata` message, from its field numbers.
+fn metadata(kind: u8, family: &str, help: &str, unit: &str) -> Vec<u8> {
+    let mut out = vec![0x08, kind];
+    for (tag, text) in [(0x12u8, family), (0x22, help), (0x2a, unit)] {
+        out.push(tag);
+        out.push(u8::try_from(text.len()).unwrap());
+        out.extend_from_slice(text.as_bytes());
+    }
+    out
+}
+
+#[test]
+fn metadata_sent_with_remote_write_is_kept_and_answered() {
+    use tidemark_server::remote_write::{self, WriteRequest};
+    let tmp = tempfile::tempdir().unwrap();
+    let server = TestServer::start(tmp.path(), &[]);
+    let req = |meta: Vec<Vec<u8>>| {
+        remote_write::encode(&WriteRequest {
+            timeseries: vec![crate::metrics::series(
+                "req_total",
+                "api",
+                &[(1_764_460_800_000, 1.0)],
+            )],
+            metadata: meta,
+        })
+    };
+    let headers = [
+        ("content-type", "application/x-protobuf"),
+        ("content-encoding", "snappy"),
+        ("x-prometheus-remote-write-version", "0.1.0"),
+    ];
+    let post = |body: &[u8]| {
+        let (status, v) = send("POST", &server.url("/api/v1/write"), Some(body), &headers);
+        assert_eq!(status, 204, "{v}");
+    };
+    // The first request creates the index; the next carries metadata (Prometheus sends
+    // it every minute).
+    post(&req(Vec::new()));
+    post(&req(vec![
+        metadata(1, "req_total", "Requests served.", ""),
+        metadata(2, "temp", "Temperature.", "celsius"),
+    ]));
+    let (status, v) = send("GET", &server.url("/api/v1/metadata"), None, &[]);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        v["data"]["req_total"],
+        serde_json::json!([{"type": "counter", "help": "Requests served.", "unit": ""}]),
+        "{v}"
+    );
+    assert_eq!(v["data"]["temp"][0]["unit"], "celsius", "{v}");
+    let (_, v) = send(
+        "GET",
+        &server.url("/api/v1/metadata?metric=temp"),
+        None,
+        &[],
+    );
+    assert_eq!(v["data"].as_object().unwrap().len(), 1, "{v}");
+    // Kept across a restart.
+    drop(server);
+    let server = TestServer::start(tmp.path(), &[]);
+    let (_, v) = send("GET", &server.url("/api/v1/metadata"), None, &[]);
+    assert_eq!(v["data"]["req_total"][0]["type"], "counter", "{v}");
+}
