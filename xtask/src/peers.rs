@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
-use tidemark_datagen::{Dataset, Dim, MetricVal, Options, Record};
+use tidemark_datagen::exposition::{escape_tag, field_name, labels, sanitize};
+use tidemark_datagen::{Dataset, MetricVal, Options, Record};
 
 /// Command-line options.
 #[derive(Debug, Clone, PartialEq)]
@@ -203,23 +204,6 @@ pub(crate) fn parse_args(args: &[String]) -> Result<Args> {
 // ---------------------------------------------------------------------------------------
 // The dataset, its bodies and its truth.
 
-/// A sample as sent: metric name (sanitized `ds_field`), labels, timestamp, value.
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect()
-}
-
-/// A metric path as a line-protocol field: `k8s.pod.cpu.usage_ns` → `pod_cpu_usage_ns`
-/// (the measurement, the dataset name, is its prefix: `k8s_pod_cpu_usage_ns`).
-fn field_name(path: &str) -> String {
-    let p = path
-        .strip_prefix("k8s.")
-        .or_else(|| path.strip_prefix("metrics."))
-        .unwrap_or(path);
-    sanitize(p)
-}
-
 /// Whether a retry is sent with another value (deterministic in the seed and the point).
 fn changed(seed: u64, start_millis: i64, r: &Record, rate: f64) -> bool {
     if !r.duplicate || rate <= 0.0 {
@@ -292,33 +276,6 @@ fn dataset(a: &Args, start_millis: i64) -> Result<Dataset> {
         .late_rate(a.late_rate)
         .start_millis(start_millis);
     Dataset::by_name(&a.dataset, opts).ok_or_else(|| anyhow!("unknown dataset {}", a.dataset))
-}
-
-/// One point's labels (sanitized dimension names, values as text), sorted by name.
-fn labels(r: &Record) -> Vec<(String, String)> {
-    let mut l: Vec<(String, String)> = r
-        .dims
-        .iter()
-        .map(|(p, d)| {
-            let v = match d {
-                Dim::Keyword(s) => s.clone(),
-                Dim::Int(i) => i.to_string(),
-            };
-            (sanitize(p), v)
-        })
-        .filter(|(_, v)| !v.is_empty())
-        .collect();
-    l.sort();
-    l
-}
-
-fn escape_tag(s: &str, out: &mut String) {
-    for c in s.chars() {
-        if matches!(c, ',' | '=' | ' ' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
 }
 
 /// One line of Influx line protocol (millisecond timestamps).

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use tidemark_datagen::{Dataset, Dim, MetricVal, Options, Record};
+use tidemark_datagen::exposition::{escape_tag, field_name, labels};
+use tidemark_datagen::{Dataset, MetricVal, Options, Record};
 use tidemark_server::remote_write::{Label, Sample, TimeSeries, WriteRequest, encode};
 use tidemark_server::{Config, Server};
 
@@ -180,49 +181,10 @@ fn counts(base: &str) -> Result<Counts> {
     Ok(c)
 }
 
-/// A metric path as a line-protocol field and label name: `k8s.pod.cpu.usage_ns` →
-/// `pod_cpu_usage_ns` (the measurement, `k8s`, is the metric name's prefix).
-fn field_name(path: &str) -> String {
-    sanitize(path.strip_prefix("k8s.").unwrap_or(path))
-}
-
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect()
-}
-
-/// The record's labels, sorted, empty values left out (as Prometheus does).
-fn labels(r: &Record) -> Vec<(String, String)> {
-    let mut l: Vec<(String, String)> = r
-        .dims
-        .iter()
-        .map(|(p, d)| {
-            let v = match d {
-                Dim::Keyword(s) => s.clone(),
-                Dim::Int(i) => i.to_string(),
-            };
-            (sanitize(p), v)
-        })
-        .filter(|(_, v)| !v.is_empty())
-        .collect();
-    l.sort();
-    l
-}
-
 fn metric_f64(v: MetricVal) -> f64 {
     match v {
         MetricVal::Gauge(g) => g,
         MetricVal::Counter(c) => c as f64,
-    }
-}
-
-fn escape_tag(s: &str, out: &mut String) {
-    for c in s.chars() {
-        if matches!(c, ',' | '=' | ' ' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
     }
 }
 

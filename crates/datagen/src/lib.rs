@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 mod dataset;
+pub mod exposition;
 mod json;
 mod rng;
 

@@ -16,7 +16,6 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tidemark::tsid::SyntheticId;
-use tidemark_promql::Matcher;
 
 use crate::api::{AppState, blocking};
 use crate::error::{Error, Result};
@@ -38,22 +37,8 @@ pub(crate) async fn delete_series(
     let params = crate::prom_api::all_params(&st, raw, &headers, body)
         .await
         .map_err(|e| bad(e.to_string()))?;
-    let selectors: Vec<Vec<Matcher>> = params
-        .iter()
-        .filter(|(k, _)| k == "match[]")
-        .map(|(_, v)| tidemark_promql::selector_matchers(v))
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|e| bad(e.to_string()))?;
-    if selectors.is_empty() {
-        return Err(bad("no match[] parameter: name the series to delete".into()));
-    }
-    let time = |name: &str, default: i64| -> Result<i64> {
-        match crate::prom_api::param(&params, name) {
-            None | Some("") => Ok(default),
-            Some(t) => tidemark_promql::api::parse_time(name, t).map_err(|e| bad(e.to_string())),
-        }
-    };
-    let (start, end) = (time("start", i64::MIN / 2)?, time("end", i64::MAX / 2)?);
+    let (selectors, start, end) =
+        crate::prom_api::selection(&params, true).map_err(|e| bad(e.to_string()))?;
     if start > end {
         return Err(bad("start is after end".into()));
     }

@@ -336,7 +336,7 @@ async fn query_range(
 }
 
 /// `match[]`, `start` and `end` of the metadata endpoints.
-fn selection(
+pub(crate) fn selection(
     params: &[(String, String)],
     need_match: bool,
 ) -> Result<(Vec<Vec<Matcher>>, i64, i64), PromError> {

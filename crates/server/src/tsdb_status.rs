@@ -13,7 +13,6 @@ use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Value, json};
-use tidemark_promql::Matcher;
 
 use crate::api::{AppState, blocking};
 use crate::error::Error;
@@ -64,12 +63,8 @@ pub(crate) async fn status_tsdb(
                 .filter(|n| (1..=MAX_LIMIT).contains(n))
                 .ok_or_else(|| bad(format!("limit {t:?} is not a number from 1 to {MAX_LIMIT}")))?,
         };
-        let selectors: Vec<Vec<Matcher>> = params
-            .iter()
-            .filter(|(k, _)| k == "match[]")
-            .map(|(_, v)| tidemark_promql::selector_matchers(v))
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| bad(e.to_string()))?;
+        let (selectors, _, _) =
+            crate::prom_api::selection(&params, false).map_err(|e| bad(e.to_string()))?;
         let handles: Vec<_> = st
             .registry
             .scope(&who)

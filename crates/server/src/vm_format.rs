@@ -69,7 +69,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn expect(&mut self, b: u8) -> Result<(), String> {
+    fn eat(&mut self, b: u8) -> Result<(), String> {
         self.skip_ws();
         if self.peek() == Some(b) {
             self.pos += 1;
@@ -81,7 +81,7 @@ impl<'a> Cursor<'a> {
 
     /// A JSON string, unescaped.
     fn string(&mut self) -> Result<String, String> {
-        self.expect(b'"')?;
+        self.eat(b'"')?;
         let mut out = String::new();
         loop {
             let start = self.pos;
@@ -169,7 +169,7 @@ impl<'a> Cursor<'a> {
         &mut self,
         mut item: impl FnMut(&mut Self) -> Result<(), String>,
     ) -> Result<(), String> {
-        self.expect(b'[')?;
+        self.eat(b'[')?;
         self.skip_ws();
         if self.peek() == Some(b']') {
             self.pos += 1;
@@ -220,7 +220,7 @@ pub fn parse_json_line(line: &str, out: &mut JsonLine) -> Result<(), String> {
     out.timestamps.clear();
     let mut c = Cursor::new(line);
     let (mut metric, mut values, mut timestamps) = (false, false, false);
-    c.expect(b'{')?;
+    c.eat(b'{')?;
     c.skip_ws();
     if c.peek() == Some(b'}') {
         c.pos += 1;
@@ -228,7 +228,7 @@ pub fn parse_json_line(line: &str, out: &mut JsonLine) -> Result<(), String> {
         loop {
             c.skip_ws();
             let key = c.string()?;
-            c.expect(b':')?;
+            c.eat(b':')?;
             c.skip_ws();
             let seen = match key.as_str() {
                 "metric" => &mut metric,
@@ -246,7 +246,7 @@ pub fn parse_json_line(line: &str, out: &mut JsonLine) -> Result<(), String> {
             *seen = true;
             match key.as_str() {
                 "metric" => {
-                    c.expect(b'{')?;
+                    c.eat(b'{')?;
                     c.skip_ws();
                     if c.peek() == Some(b'}') {
                         c.pos += 1;
@@ -254,7 +254,7 @@ pub fn parse_json_line(line: &str, out: &mut JsonLine) -> Result<(), String> {
                         loop {
                             c.skip_ws();
                             let name = c.string()?;
-                            c.expect(b':')?;
+                            c.eat(b':')?;
                             c.skip_ws();
                             if c.peek() != Some(b'"') {
                                 return Err(c.err(&format!(
@@ -564,7 +564,7 @@ pub fn parse_prom_line(line: &str, out: &mut PromSample) -> Result<bool, String>
             }
             let label = c.name(false, "label name")?;
             c.skip_blanks();
-            c.expect(b'=')?;
+            c.eat(b'=')?;
             c.skip_blanks();
             let value = c.label_value()?;
             out.labels.push((label, value));
