@@ -280,8 +280,15 @@ fn bulk_file_with_all_four_actions() {
     let (_tmp, dir) = k8s_index();
     let docs = fixture("k8s.ndjson");
     run(&["ingest", &dir, docs.to_str().unwrap()], 0);
-    let bulk = fixture("k8s.bulk");
-    // The file holds four deliberate errors, so the exit status is 1.
+    // The fixture is a request Elasticsearch accepts, with two items that fail alone;
+    // a file also reports lines the server would refuse the whole request for (an
+    // unknown action, a delete without `_id`), each as its own error, so four errors
+    // and exit status 1.
+    let bulk_tmp = tempfile::tempdir().unwrap();
+    let bulk = bulk_tmp.path().join("k8s.bulk");
+    let mut text = std::fs::read(fixture("k8s.bulk")).unwrap();
+    text.extend_from_slice(b"{\"upsert\": {}}\n{\"k8s\":{}}\n{\"delete\":{}}\n");
+    std::fs::write(&bulk, text).unwrap();
     let summary = run_json(
         &[
             "ingest",

@@ -50,14 +50,15 @@ pub fn bulk(data: &[u8]) {
     let Ok(mut parser) = DocParser::new(m) else {
         return;
     };
-    let items = protocol::split_bulk(data, Some("fuzz"));
+    // A refused request (a malformed or invalid action line) applies nothing.
+    let items = protocol::split_bulk(data, Some("fuzz")).unwrap_or_default();
     let mut last_line = 0;
     for item in items {
         assert!(item.line > last_line, "bulk items out of line order");
         last_line = item.line;
         assert!(
-            item.error.is_none() || item.doc.is_none(),
-            "a failed action kept its document line"
+            item.doc.is_some() || item.action == Action::Delete,
+            "an item without its document line was accepted"
         );
         let Some(doc) = item.doc else { continue };
         check_doc_line(&mut parser, doc);
@@ -243,17 +244,16 @@ pub fn ingest(data: &[u8]) {
         assert!(summary.items >= summary.created + summary.errors);
     }
     let mut parser = index.parser();
+    // The server refuses a request with a malformed action line whole: nothing applied.
     let prepared: Vec<PreparedItem> = protocol::split_bulk(data, None)
+        .unwrap_or_default()
         .into_iter()
-        .map(|item| match (&item.error, item.doc) {
-            (Some((_, reason)), _) => {
-                PreparedItem::failed(item.line, item.action, item.id, reason.clone())
-            }
-            (None, None) => match item.id {
+        .map(|item| match item.doc {
+            None => match item.id {
                 Some(id) if item.action == Action::Delete => PreparedItem::delete(item.line, id),
                 id => PreparedItem::failed(item.line, item.action, id, "no document".into()),
             },
-            (None, Some(doc)) => match serde_json::from_slice::<Value>(doc) {
+            Some(doc) => match serde_json::from_slice::<Value>(doc) {
                 Ok(value) => PreparedItem::from_item(
                     &mut parser,
                     BulkItem {

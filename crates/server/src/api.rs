@@ -581,19 +581,6 @@ fn plan(registry: &Registry, who: &Principal, lines: Vec<BulkLine<'_>>) -> Plan 
     for (slot, line) in lines.into_iter().enumerate() {
         let name = line.index.clone().unwrap_or_default();
         plan.names[slot] = name.clone();
-        if let Some((kind, reason)) = &line.error {
-            plan.outcomes[slot] = Some((
-                name,
-                ItemOutcome::Refused {
-                    action: line.action,
-                    id: line.id.clone(),
-                    status: 400,
-                    kind,
-                    reason: reason.clone(),
-                },
-            ));
-            continue;
-        }
         if name.is_empty() {
             let e = Error::bad(
                 "action_request_validation_exception",
@@ -791,7 +778,7 @@ async fn bulk(
     let st2 = Arc::clone(&st);
     let plan = blocking(move || {
         let bytes = http::decode_body(&st2, &headers, raw)?;
-        let lines = protocol::split_bulk(&bytes, index.as_deref());
+        let lines = protocol::split_bulk(&bytes, index.as_deref())?;
         Ok(plan(&st2.registry, &who, lines))
     })
     .await?;
@@ -875,7 +862,6 @@ async fn single(
             index: Some(index),
             id,
             doc: (action != Action::Delete).then_some(&bytes[..]),
-            error: None,
         };
         Ok(plan(&st2.registry, &who, vec![line]))
     })

@@ -340,7 +340,7 @@ pub fn error_body(status: u16, kind: &str, reason: &str) -> Value {
 pub struct BulkLine<'a> {
     /// The 1-based line of the action.
     pub line: u64,
-    /// The action (`create` for an unreadable action line).
+    /// The action.
     pub action: Action,
     /// `_index` from the action, else the path's index.
     pub index: Option<String>,
@@ -348,47 +348,59 @@ pub struct BulkLine<'a> {
     pub id: Option<String>,
     /// The document line (create, index, update).
     pub doc: Option<&'a [u8]>,
-    /// Why the action line could not be read: `(error type, reason)`.
-    pub error: Option<(&'static str, String)>,
 }
 
-/// Reads an action line: `(action, _index, _id)`.
+/// Why an action line cannot be read: malformed (the whole request is refused with
+/// `illegal_argument_exception`), or well-formed but invalid (collected, then refused
+/// with `action_request_validation_exception`).
+enum ActionError {
+    Malformed(String),
+    Invalid(String),
+}
+
+/// Reads the action line on line `n`: `(action, _index, _id)`.
 fn read_action(
+    n: u64,
     text: &[u8],
-) -> std::result::Result<(Action, Option<String>, Option<String>), String> {
+) -> std::result::Result<(Action, Option<String>, Option<String>), ActionError> {
     // What most shippers send: no metadata at all.
     match text.trim_ascii() {
         b"{\"create\":{}}" => return Ok((Action::Create, None, None)),
         b"{\"index\":{}}" => return Ok((Action::Index, None, None)),
         _ => {}
     }
-    let v: Map<String, Value> =
-        serde_json::from_slice(text).map_err(|e| format!("Malformed action/metadata line: {e}"))?;
+    let malformed = |why: String| {
+        ActionError::Malformed(format!("Malformed action/metadata line [{n}], {why}"))
+    };
+    let v: Map<String, Value> = serde_json::from_slice(text)
+        .map_err(|e| malformed(format!("expected a JSON object: {e}")))?;
     let mut it = v.into_iter();
     let (Some((name, meta)), None) = (it.next(), it.next()) else {
-        return Err("Malformed action/metadata line: expected exactly one action".to_owned());
+        return Err(malformed("expected exactly one action".to_owned()));
     };
     let action = Action::parse(&name).ok_or_else(|| {
-        format!("Action/metadata line contains an unknown parameter [{name}]: expected create, index, delete or update")
+        malformed(format!(
+            "expected field [create, delete, index, update] but found [{name}]"
+        ))
     })?;
     let Value::Object(meta) = meta else {
-        return Err(format!(
-            "Malformed action/metadata line: [{name}] must hold an object"
-        ));
+        return Err(malformed(format!("[{name}] must hold an object")));
     };
-    let text_of = |key: &str| -> std::result::Result<Option<String>, String> {
+    let text_of = |key: &str| -> std::result::Result<Option<String>, ActionError> {
         match meta.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(format!("`{key}` must be a string, found {other}")),
+            Some(other) => Err(malformed(format!(
+                "[{key}] must be a string, found {other}"
+            ))),
         }
     };
     let index = text_of("_index")?;
     let id = text_of("_id")?;
     if id.is_none() && matches!(action, Action::Delete | Action::Update) {
-        return Err(format!(
-            "Validation Failed: 1: an id is required for a {name} operation;"
-        ));
+        return Err(ActionError::Invalid(format!(
+            "id is missing for the {name} on line {n}"
+        )));
     }
     Ok((action, index, id))
 }
@@ -442,69 +454,71 @@ fn looks_like_action(line: &[u8]) -> bool {
         && matches!(serde_json::from_slice::<Map<String, Value>>(line), Ok(m) if m.len() == 1 && m.keys().all(|k| Action::parse(k).is_some()))
 }
 
-/// Splits a `_bulk` body into items. A malformed action line becomes an item with an
-/// error (its document line, if one follows, is skipped); the other items are read as
-/// usual, so the rest of the request is still applied.
-pub fn split_bulk<'a>(body: &'a [u8], default_index: Option<&str>) -> Vec<BulkLine<'a>> {
+/// Splits a `_bulk` body into items, or refuses the whole request as Elasticsearch
+/// does: a malformed action line (not a JSON object, not one of `create`, `delete`,
+/// `index`, `update`, metadata of the wrong type) is a `400 illegal_argument_exception`
+/// naming its line; an action without its `_id` (delete, update) or without its
+/// document line is a `400 action_request_validation_exception` listing every such
+/// item. Nothing of a refused request is applied. A document that cannot be parsed
+/// is not the splitter's business: it fails alone, later, as its own item.
+pub fn split_bulk<'a>(body: &'a [u8], default_index: Option<&str>) -> Result<Vec<BulkLine<'a>>> {
     // About 500 bytes an item (an action line and a document) for metrics documents.
     let mut out = Vec::with_capacity(body.len() / 256 + 1);
+    let mut invalid: Vec<String> = Vec::new();
     let mut lines = lines_of(body)
         .enumerate()
         .map(|(i, l)| (i as u64 + 1, l.strip_suffix(b"\r").unwrap_or(l)))
         .filter(|(_, l)| !is_blank(l))
         .peekable();
     while let Some((n, line)) = lines.next() {
-        match read_action(line) {
-            Ok((action, index, id)) => {
-                let index = index.or_else(|| default_index.map(str::to_owned));
-                let doc = if action == Action::Delete {
-                    None
-                } else {
-                    match lines.peek() {
-                        Some((_, next)) if !looks_like_action(next) => lines.next().map(|(_, l)| l),
-                        _ => {
-                            out.push(BulkLine {
-                                line: n,
-                                action,
-                                index,
-                                id,
-                                doc: None,
-                                error: Some((
-                                    "action_request_validation_exception",
-                                    format!("Validation Failed: 1: the {} action on line {n} has no document line;", action.name()),
-                                )),
-                            });
-                            continue;
-                        }
-                    }
-                };
-                out.push(BulkLine {
-                    line: n,
-                    action,
-                    index,
-                    id,
-                    doc,
-                    error: None,
-                });
+        let (action, index, id) = match read_action(n, line) {
+            Ok(read) => read,
+            Err(ActionError::Malformed(reason)) => {
+                return Err(Error::bad("illegal_argument_exception", reason));
             }
-            Err(reason) => {
-                if let Some((_, next)) = lines.peek()
-                    && !looks_like_action(next)
+            Err(ActionError::Invalid(reason)) => {
+                // Its document line, if one follows, is not an action to read.
+                if lines
+                    .peek()
+                    .is_some_and(|(_, next)| !looks_like_action(next))
                 {
                     lines.next();
                 }
-                out.push(BulkLine {
-                    line: n,
-                    action: Action::Create,
-                    index: default_index.map(str::to_owned),
-                    id: None,
-                    doc: None,
-                    error: Some(("illegal_argument_exception", format!("{reason} (line {n})"))),
-                });
+                invalid.push(reason);
+                continue;
             }
-        }
+        };
+        let index = index.or_else(|| default_index.map(str::to_owned));
+        let doc = if action == Action::Delete {
+            None
+        } else {
+            match lines.peek() {
+                Some((_, next)) if !looks_like_action(next) => lines.next().map(|(_, l)| l),
+                _ => {
+                    invalid.push(format!(
+                        "the {} action on line {n} has no document line",
+                        action.name()
+                    ));
+                    continue;
+                }
+            }
+        };
+        out.push(BulkLine {
+            line: n,
+            action,
+            index,
+            id,
+            doc,
+        });
     }
-    out
+    if !invalid.is_empty() {
+        let mut reason = String::from("Validation Failed: ");
+        for (i, why) in invalid.iter().enumerate() {
+            reason.push_str(&format!("{}: {why};", i + 1));
+        }
+        return Err(Error::bad("action_request_validation_exception", reason));
+    }
+    Ok(out)
 }
 
 /// The outcome of one bulk item, ready to be shaped as Elasticsearch does.
@@ -931,18 +945,40 @@ mod tests {
     }
 
     #[test]
-    fn splits_bulk_and_survives_malformed_lines() {
-        let body = b"{\"create\":{\"_index\":\"a\"}}\n{\"x\":1}\n{not json\n{\"y\":2}\n{\"delete\":{\"_id\":\"i\"}}\n{\"index\":{}}\n{\"z\":3}\n";
-        let items = split_bulk(body, Some("p"));
+    fn splits_bulk_into_items() {
+        let body = b"{\"create\":{\"_index\":\"a\"}}\n{\"x\":1}\n{\"create\":{}}\n{not json\n{\"delete\":{\"_id\":\"i\"}}\n{\"index\":{}}\n{\"z\":3}\n";
+        let items = split_bulk(body, Some("p")).unwrap();
         assert_eq!(items.len(), 4);
         assert_eq!(items[0].index.as_deref(), Some("a"));
         assert_eq!(items[0].doc, Some(&b"{\"x\":1}"[..]));
-        assert!(items[1].error.is_some());
-        assert_eq!(items[1].line, 3);
+        // A document that is not JSON is a document: its item fails later, alone.
+        assert_eq!(items[1].doc, Some(&b"{not json"[..]));
         assert_eq!(items[2].action, Action::Delete);
         assert_eq!(items[2].index.as_deref(), Some("p"));
         assert_eq!(items[3].doc, Some(&b"{\"z\":3}"[..]));
         assert_eq!(items[3].line, 6);
+    }
+
+    #[test]
+    fn a_malformed_action_line_refuses_the_request() {
+        for (body, line) in [
+            (
+                &b"{\"create\":{}}\n{\"a\":1}\n{\"upsert\":{}}\n{\"a\":1}\n"[..],
+                3,
+            ),
+            (b"\n{nope\n", 2),
+            (b"{\"create\":{\"_id\":5}}\n{}\n", 1),
+            (b"{\"create\":[]}\n{}\n", 1),
+            (b"{\"create\":{},\"index\":{}}\n{}\n", 1),
+        ] {
+            let e = split_bulk(body, Some("p")).unwrap_err();
+            assert_eq!(e.status_and_kind(), (400, "illegal_argument_exception"));
+            assert!(
+                e.reason().contains(&format!("line [{line}]")),
+                "{}",
+                e.reason()
+            );
+        }
     }
 
     #[test]
@@ -1013,17 +1049,27 @@ mod tests {
         assert!(!looks_like_action(b"{\"in\\\"dex\": {}}"));
         assert!(!looks_like_action(b"not json"));
         assert_eq!(
-            read_action(b"{\"create\":{}}\r").map(|a| a.0),
-            Ok(Action::Create)
+            read_action(1, b"{\"create\":{}}\r").ok().map(|a| a.0),
+            Some(Action::Create)
         );
     }
 
     #[test]
-    fn bulk_actions_without_documents_or_ids_fail_alone() {
-        let items = split_bulk(b"{\"create\":{}}\n{\"update\":{}}\n{\"doc\":{}}\n", None);
-        assert_eq!(items.len(), 2);
-        assert!(items[0].error.is_some());
-        assert!(items[1].error.is_some());
+    fn actions_without_documents_or_ids_refuse_the_request_listing_each() {
+        let e = split_bulk(b"{\"create\":{}}\n{\"update\":{}}\n{\"doc\":{}}\n", None).unwrap_err();
+        assert_eq!(
+            e.status_and_kind(),
+            (400, "action_request_validation_exception")
+        );
+        let reason = e.reason();
+        assert!(
+            reason.contains("1: the create action on line 1 has no document line;"),
+            "{reason}"
+        );
+        assert!(
+            reason.contains("2: id is missing for the update on line 2;"),
+            "{reason}"
+        );
     }
 
     #[test]

@@ -92,7 +92,7 @@ fn the_fixture_bulk_gives_elasticsearch_item_shapes() {
 }
 
 #[test]
-fn malformed_lines_fail_alone() {
+fn malformed_documents_fail_alone_and_a_malformed_action_refuses_the_request() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::start(dir.path(), &[]);
     assert_eq!(s.put_json("/k8s", &k8s_mapping()).0, 200);
@@ -102,12 +102,11 @@ fn malformed_lines_fail_alone() {
     body.extend_from_slice(
         b"{\"create\":{}}\n{\"@timestamp\": \"never\", \"k8s\": {\"pod\": {\"name\": \"x\"}}}\n",
     );
-    body.extend_from_slice(b"{\"explode\":{}}\n{\"a\":1}\n");
     body.extend_from_slice(&good);
     let (status, resp) = s.bulk("/k8s/_bulk", &body);
     assert_eq!(status, 200);
     assert_eq!(resp["errors"], true);
-    assert_eq!(statuses(&resp), vec![400, 400, 400, 201, 201]);
+    assert_eq!(statuses(&resp), vec![400, 400, 201, 201]);
     assert_eq!(
         resp["items"][0]["create"]["error"]["type"],
         "document_parsing_exception"
@@ -116,14 +115,41 @@ fn malformed_lines_fail_alone() {
         resp["items"][1]["create"]["error"]["type"],
         "document_parsing_exception"
     );
-    assert_eq!(
-        resp["items"][2]["create"]["error"]["type"],
-        "illegal_argument_exception"
-    );
-    // A body that is not JSON at all: still one error per line, never a 5xx.
-    let (status, resp) = s.bulk("/k8s/_bulk", b"\x00\x01garbage\n\xff\xfe\n");
-    assert_eq!(status, 200);
-    assert!(statuses(&resp).iter().all(|&st| st == 400));
+    // A malformed action line refuses the whole request, as in Elasticsearch: nothing
+    // of it is stored, and the answer names the line.
+    let count = |s: &TestServer| s.get("/k8s/_count").1["count"].as_u64().unwrap();
+    assert_eq!(count(&s), 2);
+    let fresh = k8s_bulk(2, 2, 1_764_470_800_000, None);
+    for (bad, line, kind) in [
+        (
+            &b"{\"explode\":{}}\n{\"a\":1}\n"[..],
+            5,
+            "illegal_argument_exception",
+        ),
+        (
+            b"\x00\x01garbage\n\xff\xfe\n",
+            5,
+            "illegal_argument_exception",
+        ),
+        (
+            b"{\"delete\":{}}\n",
+            5,
+            "action_request_validation_exception",
+        ),
+    ] {
+        let mut body = fresh.clone();
+        body.extend_from_slice(bad);
+        let (status, resp) = s.bulk("/k8s/_bulk", &body);
+        assert_eq!(status, 400, "{resp}");
+        assert_eq!(resp["error"]["type"], kind, "{resp}");
+        assert_eq!(resp["error"]["root_cause"][0]["type"], kind, "{resp}");
+        let reason = resp["error"]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!("line {line}")) || reason.contains(&format!("line [{line}]")),
+            "{reason}"
+        );
+    }
+    assert_eq!(count(&s), 2, "a refused request stored nothing");
     // Malformed JSON bodies elsewhere are 400s.
     let (status, resp) = send(
         "PUT",
