@@ -37,7 +37,7 @@ pub use mapping::{
 };
 pub use query::{
     Agg, AggOutput, Bucket, BucketKey, CalendarUnit, DEFAULT_MAX_BUCKETS, Filter, Hit, Interval,
-    MetricKind, SearchRequest, SearchResult,
+    MetricKind, SearchAfter, SearchRequest, SearchResult,
 };
 pub use read::SeriesHit;
 pub use search::{

@@ -331,6 +331,38 @@ pub struct SearchRequest {
     /// The most buckets the aggregations' answer may hold (see [`DEFAULT_MAX_BUCKETS`],
     /// the default); more is [`Error::TooManyBuckets`], never a shortened answer.
     pub max_buckets: u64,
+    /// Hits start after this position in the hit order (Elasticsearch's
+    /// `search_after`); `total` and the aggregations still cover every match.
+    pub search_after: Option<SearchAfter>,
+}
+
+/// A position in the hit order, `(timestamp, _id)` ascending or descending: the hits
+/// of a [`SearchRequest`] with `search_after` are those strictly after it. With `id`
+/// `None` the position is before every hit at `ts_millis`, so all of them come after
+/// it. Since `(timestamp, _id)` is unique, paging with the last hit of each page as the
+/// next cursor neither skips nor repeats a hit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchAfter {
+    /// The timestamp of the position.
+    pub ts_millis: i64,
+    /// The `_id` at that timestamp (`None`: before every hit there).
+    pub id: Option<String>,
+}
+
+impl SearchAfter {
+    /// Whether a hit at `(ts, id)` comes after this position in `order`.
+    pub fn admits(&self, order: Order, ts: i64, id: &str) -> bool {
+        match order {
+            Order::Asc => {
+                ts > self.ts_millis
+                    || (ts == self.ts_millis && self.id.as_deref().is_none_or(|c| id > c))
+            }
+            Order::Desc => {
+                ts < self.ts_millis
+                    || (ts == self.ts_millis && self.id.as_deref().is_none_or(|c| id < c))
+            }
+        }
+    }
 }
 
 impl Default for SearchRequest {
@@ -344,6 +376,7 @@ impl Default for SearchRequest {
             rollup: None,
             raw_only: false,
             max_buckets: DEFAULT_MAX_BUCKETS,
+            search_after: None,
         }
     }
 }
@@ -1396,6 +1429,9 @@ impl Index {
     /// [`Error::TooManyBuckets`] when the aggregations' answer would hold more than
     /// [`SearchRequest::max_buckets`] buckets; segment read errors.
     pub fn query(&self, req: &SearchRequest) -> Result<SearchResult> {
+        if let Some(after) = &req.search_after {
+            return self.query_after(req, after);
+        }
         let mapping = self.mapping();
         let filter = compile(&req.filter, mapping)?;
         for (_, a) in &req.aggs {
@@ -1425,6 +1461,61 @@ impl Index {
         if !want_hits && !filter.needs_id() && filter.on_time_and_dims() {
             return self.query_columns(req, &filter, from, to);
         }
+        self.query_rows(req, &filter, from, to, None)
+    }
+
+    /// A `search_after` page: `total` and the aggregations from the whole query (read
+    /// as a query without hits, by column where it can), the hits from the part of the
+    /// time range at and beyond the cursor only, so paging through a range reads each
+    /// row about once for its hits.
+    fn query_after(&self, req: &SearchRequest, after: &SearchAfter) -> Result<SearchResult> {
+        if req.rollup.is_some() {
+            return Err(Error::Query {
+                reason: "search_after pages raw documents: page rollup hits with from and size"
+                    .into(),
+            });
+        }
+        let head = SearchRequest {
+            size: 0,
+            from: 0,
+            search_after: None,
+            ..req.clone()
+        };
+        let mut out = self.query(&head)?;
+        if req.size == 0 {
+            return Ok(out);
+        }
+        let filter = compile(&req.filter, self.mapping())?;
+        let (mut from, mut to) = filter.time_bounds();
+        match req.order {
+            Order::Asc => from = from.max(after.ts_millis),
+            Order::Desc => to = to.min(after.ts_millis),
+        }
+        if from <= to {
+            let tail = SearchRequest {
+                aggs: Vec::new(),
+                search_after: None,
+                ..req.clone()
+            };
+            let page = self.query_rows(&tail, &filter, from, to, Some(after))?;
+            out.hits = page.hits;
+            out.rows_scanned = out.rows_scanned.saturating_add(page.rows_scanned);
+        }
+        Ok(out)
+    }
+
+    /// The row-by-row query over `[from, to]`: every matching row counted and
+    /// aggregated, the page of hits kept (those after `cursor` only, when given).
+    fn query_rows(
+        &self,
+        req: &SearchRequest,
+        filter: &Compiled,
+        from: i64,
+        to: i64,
+        cursor: Option<&SearchAfter>,
+    ) -> Result<SearchResult> {
+        let mapping = self.mapping();
+        let want_hits = req.size > 0;
         let keep = req.from.saturating_add(req.size);
         let needs_id = filter.needs_id() || want_hits;
         let mut aggs = Aggs::new(req, mapping)?;
@@ -1462,7 +1553,7 @@ impl Index {
                     failure = Some(e);
                     return;
                 }
-                if want_hits {
+                if want_hits && cursor.is_none_or(|c| c.admits(req.order, p.ts_millis, &id)) {
                     if let Some((segment, row)) = stored
                         && !segment.extra_columns().is_empty()
                     {
@@ -1482,7 +1573,7 @@ impl Index {
                     }
                 }
             };
-        self.scan_compiled(&filter, from, to, &mut on_row)?;
+        self.scan_compiled(filter, from, to, &mut on_row)?;
         if let Some(e) = failure {
             return Err(e);
         }
