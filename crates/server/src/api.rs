@@ -48,6 +48,8 @@ pub struct AppState {
     pub(crate) lake_stats: crate::lake::LakeStats,
     /// Metric metadata from remote write, for `GET /api/v1/metadata`.
     pub(crate) prom_metadata: crate::prom_metadata::MetadataStore,
+    /// Open points in time and scrolls.
+    pub(crate) pits: crate::pit::Pits,
 }
 
 type St = State<Arc<AppState>>;

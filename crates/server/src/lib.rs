@@ -20,6 +20,7 @@ mod metrics;
 pub mod multi;
 pub mod opentsdb;
 pub mod otlp;
+mod pit;
 pub mod prom_api;
 mod prom_metadata;
 pub mod protocol;

@@ -168,6 +168,19 @@ impl IndexHandle {
         }
     }
 
+    /// An index that takes no writes (a point in time's copy): searches, gets and
+    /// stats only; a write is refused as to a closed index.
+    pub(crate) fn frozen(name: String, index: Index) -> IndexHandle {
+        IndexHandle {
+            name,
+            parser: index.parser(),
+            index: Arc::new(RwLock::new(Some(index))),
+            state: Arc::new(Mutex::new(IndexState::Open)),
+            tx: Mutex::new(None),
+            thread: Mutex::new(None),
+        }
+    }
+
     /// The index name.
     pub fn name(&self) -> &str {
         &self.name

@@ -166,6 +166,7 @@ pub fn routes() -> crate::api::Routes {
         .route("/{index}/_msearch", get(msearch).post(msearch))
         .route("/{index}/_count", get(count_handler).post(count_handler))
         .route("/{index}/_delete_by_query", post(delete_by_query))
+        .merge(crate::pit::routes())
 }
 
 type St = State<Arc<AppState>>;
@@ -1013,7 +1014,7 @@ fn now_ms() -> i64 {
 }
 
 /// Merges the URL parameters `size`, `from`, `sort` into a search body; refuses `q`.
-fn merge_params(mut body: Value, params: &HashMap<String, String>) -> Result<Value> {
+pub(crate) fn merge_params(mut body: Value, params: &HashMap<String, String>) -> Result<Value> {
     if params.contains_key("scroll") {
         return Err(Error::bad(
             "illegal_argument_exception",
@@ -1094,6 +1095,17 @@ fn search_indices(
     Ok(handles)
 }
 
+/// The indices `expr` names for `who` (see [`search_indices`]), for the point-in-time
+/// and scroll routes.
+pub(crate) fn indices_of(
+    st: &AppState,
+    who: &Principal,
+    expr: &str,
+    params: &HashMap<String, String>,
+) -> Result<Vec<Arc<crate::IndexHandle>>> {
+    search_indices(st, who, expr, params)
+}
+
 /// The index expression of a route: the path's, or every index the caller may see.
 fn expr_of(index: Option<Path<String>>) -> String {
     index.map_or_else(|| "_all".to_owned(), |Path(i)| i)
@@ -1113,22 +1125,88 @@ async fn search_handler(
     // a 404 (or 403) whatever the body.
     search_indices(&st, &who, &index, &params)?;
     let bytes = read_body(&st, &headers, body).await?;
-    let out = search_value(&st, &who, &index, &params, http::json_body(&bytes)?).await?;
+    let body = http::json_body(&bytes)?;
+    let out = match params.get("scroll") {
+        Some(keep) => {
+            let keep = crate::pit::keep_alive(keep)?;
+            crate::pit::scroll_first(&st, &who, &index, &params, body, keep).await?
+        }
+        None => search_value(&st, &who, &index, &params, body).await?,
+    };
     Ok(crate::api::respond(200, out, &params))
 }
 
-/// A hit's JSON.
-fn hit_json(index: &str, hit: tidemark::Hit, filter: &SourceFilter) -> Value {
+/// A hit's JSON. With `tiebreak` (a point in time or `search_after` search) its `sort`
+/// is `[timestamp, "<index>/<_id>"]`, the total order to send back as `search_after`.
+fn hit_json(index: &str, hit: tidemark::Hit, filter: &SourceFilter, tiebreak: bool) -> Value {
     let mut o = Map::new();
     o.insert("_index".into(), json!(index));
+    let sort = if tiebreak {
+        json!([hit.ts_millis, format!("{index}/{}", hit.id)])
+    } else {
+        json!([hit.ts_millis])
+    };
     o.insert("_id".into(), json!(hit.id));
     o.insert("_score".into(), Value::Null);
     let source = filter.apply(protocol::source_of(hit.doc));
     if !source.is_null() {
         o.insert("_source".into(), source);
     }
-    o.insert("sort".into(), json!([hit.ts_millis]));
+    o.insert("sort".into(), sort);
     Value::Object(o)
+}
+
+/// A `search_after` position as a request sends it back: `(timestamp, index, _id)`.
+type After = (i64, String, String);
+
+/// Reads `search_after`: `[timestamp, "<index>/<_id>"]`, as the hits of a point in time
+/// or `search_after` search carry in `sort`.
+fn read_search_after(v: &Value) -> Result<After> {
+    let bad = |why: &str| {
+        Error::bad(
+            "illegal_argument_exception",
+            format!(
+                "[search_after] {why}: send back the [sort] values of the last hit, [timestamp, \"<index>/<_id>\"] (hits of a search with a point in time or search_after carry both; the _id breaks ties between series at one timestamp, so a page neither skips nor repeats a hit)"
+            ),
+        )
+    };
+    let Some(list) = v.as_array() else {
+        return Err(bad("must be an array"));
+    };
+    let [ts, key] = list.as_slice() else {
+        return Err(bad(&format!("has {} values, 2 expected", list.len())));
+    };
+    let ts = match ts {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| bad("must start with the timestamp in epoch milliseconds"))?;
+    let (index, id) = key
+        .as_str()
+        .and_then(|k| k.split_once('/'))
+        .ok_or_else(|| bad("must end with \"<index>/<_id>\""))?;
+    Ok((ts, index.to_owned(), id.to_owned()))
+}
+
+/// The façade's cursor for index `name` from a cursor over several indices, whose hits
+/// are ordered by `(timestamp, index, _id)`: in the cursor's own index, after its
+/// `_id`; in an index that sorts before it, after its whole timestamp; after it,
+/// from its timestamp on (mirrored for a descending order).
+fn cursor_for(name: &str, order: tidemark::Order, after: &After) -> tidemark::SearchAfter {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    use tidemark::{Order, SearchAfter};
+    let (ts, index, id) = after;
+    let at = |ts_millis: i64, id: Option<&String>| SearchAfter {
+        ts_millis,
+        id: id.cloned(),
+    };
+    match (order, name.cmp(index.as_str())) {
+        (_, Equal) => at(*ts, Some(id)),
+        (Order::Asc, Less) => at(ts.saturating_add(1), None),
+        (Order::Asc, Greater) | (Order::Desc, Less) => at(*ts, None),
+        (Order::Desc, Greater) => at(ts.saturating_sub(1), None),
+    }
 }
 
 /// What the indices of one search answered, merged.
@@ -1141,9 +1219,8 @@ struct Answer {
 }
 
 /// One search of the indices `index` names with the URL `params` and the request
-/// `body`: the response body of `_search`, or of one item of `_msearch`. One index is
-/// asked the request as it is; several (or a `terms` order the façade does not sort
-/// by) go through [`crate::multi`].
+/// `body`: the response body of `_search`, or of one item of `_msearch`. A body with a
+/// `pit` reads that point in time's copies instead (and may not name indices).
 async fn search_value(
     st: &Arc<AppState>,
     who: &Principal,
@@ -1151,8 +1228,64 @@ async fn search_value(
     params: &HashMap<String, String>,
     body: Value,
 ) -> Result<Value> {
-    let handles = search_indices(st, who, index, params)?;
     let body = merge_params(body, params)?;
+    match body.get("pit") {
+        Some(pit) => {
+            if index != "_all" {
+                return Err(Error::bad(
+                    "action_request_validation_exception",
+                    "Validation Failed: 1: [indices] cannot be used with point in time. Do not specify any index with point in time.;",
+                ));
+            }
+            let id = pit
+                .get("id")
+                .and_then(Value::as_str)
+                .ok_or_else(|| Error::bad("parsing_exception", "[pit] needs an [id]"))?;
+            let keep = pit
+                .get("keep_alive")
+                .and_then(Value::as_str)
+                .map(crate::pit::keep_alive)
+                .transpose()?;
+            let id = id.to_owned();
+            let pit = st.pits.get(&id, who, keep)?;
+            search_on(&pit.indices, params, body, Some(&id)).await
+        }
+        None => {
+            let handles = search_indices(st, who, index, params)?;
+            search_on(&handles, params, body, None).await
+        }
+    }
+}
+
+/// The search of `body` (URL parameters already merged in) over `handles`; `pit_id`
+/// names the point in time they belong to, if any, answered back as `pit_id`.
+/// One index is asked the request as it is; several (or a `terms` order the façade
+/// does not sort by) go through [`crate::multi`].
+pub(crate) async fn search_on(
+    handles: &[Arc<crate::IndexHandle>],
+    params: &HashMap<String, String>,
+    mut body: Value,
+    pit_id: Option<&str>,
+) -> Result<Value> {
+    let mut after = None;
+    if let Value::Object(o) = &mut body {
+        o.remove("pit");
+        if let Some(v) = o.remove("search_after") {
+            after = Some(read_search_after(&v)?);
+            let from = o.get("from").map(|f| match f {
+                Value::String(t) => t.parse::<i64>().ok(),
+                other => other.as_i64(),
+            });
+            if from.is_some_and(|f| f != Some(0) && f != Some(-1)) {
+                return Err(Error::bad(
+                    "illegal_argument_exception",
+                    "[from] parameter must be set to 0 when [search_after] is used",
+                ));
+            }
+            o.remove("from");
+        }
+    }
+    let tiebreak = pit_id.is_some() || after.is_some();
     let start = std::time::Instant::now();
     let filter = match params.get("_source") {
         Some(_) => SourceFilter::from_params(params),
@@ -1163,7 +1296,7 @@ async fn search_value(
         .is_some_and(|v| v != "false");
     let now = now_ms();
     let aggs_json = body.get("aggs").or_else(|| body.get("aggregations"));
-    let answer = match handles.as_slice() {
+    let answer = match handles {
         [] => {
             // No index: the request is still checked, and its aggregations answer empty.
             let mapping = tidemark::label_mapping()?;
@@ -1178,10 +1311,11 @@ async fn search_value(
             }
         }
         [one] => {
-            let req = dsl::search(&body, one.mapping(), now)?;
+            let mut req = dsl::search(&body, one.mapping(), now)?;
+            req.search_after = after.as_ref().map(|a| cursor_for(one.name(), req.order, a));
             let plan = crate::multi::plan(&req.aggs, aggs_json)?;
             if crate::multi::needs_merge(&plan) {
-                several(&handles, &body, plan, now).await?
+                several(handles, &body, plan, now, after.as_ref()).await?
             } else {
                 let handle = Arc::clone(one);
                 let name = handle.name().to_owned();
@@ -1198,13 +1332,13 @@ async fn search_value(
         [first, ..] => {
             let req = dsl::search(&body, first.mapping(), now)?;
             let plan = crate::multi::plan(&req.aggs, aggs_json)?;
-            several(&handles, &body, plan, now).await?
+            several(handles, &body, plan, now, after.as_ref()).await?
         }
     };
     let hits: Vec<Value> = answer
         .hits
         .into_iter()
-        .map(|(name, h)| hit_json(&name, h, &filter))
+        .map(|(name, h)| hit_json(&name, h, &filter, tiebreak))
         .collect();
     let total = if total_as_int {
         json!(answer.total)
@@ -1226,6 +1360,9 @@ async fn search_value(
             .map(|(a, b)| json!({"from": tidemark::format_time(*a), "to": tidemark::format_time(*b), "from_ms": a, "to_ms": b}))
             .collect::<Vec<_>>());
     }
+    if let Some(id) = pit_id {
+        out["pit_id"] = json!(id);
+    }
     if !answer.aggs.is_empty() {
         let mut aggs = Map::new();
         for (n, a) in &answer.aggs {
@@ -1245,6 +1382,7 @@ async fn several(
     body: &Value,
     plan: Vec<(String, crate::multi::Spec)>,
     now: i64,
+    after: Option<&After>,
 ) -> Result<Answer> {
     let many = handles.len() > 1;
     let mut asks = Vec::with_capacity(handles.len());
@@ -1255,6 +1393,7 @@ async fn several(
             req.filter = crate::multi::prune(req.filter, h.mapping());
         }
         req.aggs = crate::multi::widen(&req.aggs, h.mapping(), many)?;
+        req.search_after = after.map(|a| cursor_for(h.name(), req.order, a));
         (from, size, order) = (req.from, req.size, req.order);
         req.size = req.from.saturating_add(req.size);
         req.from = 0;

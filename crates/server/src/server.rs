@@ -68,6 +68,11 @@ impl Server {
         let label_partitions = config.metrics_partitions()?;
         let (registry, cluster_uuid) = tokio::task::spawn_blocking(move || {
             let uuid = cluster_uuid(&data)?;
+            // Points in time do not outlive the process: copies a killed server left go.
+            let pits = data.join(crate::pit::PIT_DIR);
+            if pits.exists() {
+                std::fs::remove_dir_all(&pits).map_err(Error::io(&pits))?;
+            }
             let mut registry = Registry::open_with(&data, flood, per_hour)?;
             registry.set_label_partitions(label_partitions);
             Ok::<_, Error>((registry, uuid))
@@ -118,6 +123,7 @@ impl Server {
             tcp_stats: Default::default(),
             lake_stats: Default::default(),
             prom_metadata: Default::default(),
+            pits: Default::default(),
         });
         Ok(Server {
             state,
@@ -230,7 +236,11 @@ impl Server {
             }
         }
         let st = Arc::clone(&state);
-        let _ = tokio::task::spawn_blocking(move || st.registry.close_all()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            st.pits.free_all(st.registry.root());
+            st.registry.close_all();
+        })
+        .await;
         tracing::info!("stopped");
         Ok(())
     }

@@ -142,7 +142,7 @@ def main():
             check(hit["hits"]["hits"][0]["_source"]["k8s"]["pod"]["name"] == "pod-07", "search hit")
 
             # What dashboards and scripts call: msearch (one search per header), the
-            # mapping, field capabilities; scroll is refused, never ignored.
+            # mapping, field capabilities.
             m = es.msearch(searches=[
                 {"index": "k8s"}, {"size": 0, "query": {"match_all": {}}},
                 {"index": "nope"}, {"size": 0},
@@ -153,12 +153,24 @@ def main():
             check(mp["k8s"]["mappings"]["properties"]["@timestamp"]["type"] == "date", f"get_mapping: {mp}")
             fc = es.field_caps(index="k8s", fields="k8s.pod.*")
             check(fc["fields"]["k8s.pod.name"]["keyword"]["time_series_dimension"] is True, f"field_caps: {fc}")
-            refused = None
-            try:
-                list(helpers.scan(es, index="k8s", query={"query": {"match_all": {}}}))
-            except Exception as e:  # the client raises BadRequestError
-                refused = str(e)
-            check(refused is not None and "scroll" in refused, f"helpers.scan refused naming scroll: {refused}")
+            # Paging past the result window: helpers.scan (scroll, then clear_scroll)
+            # and a point in time with search_after, each hit once.
+            scanned = [h["_id"] for h in helpers.scan(es, index="k8s", query={"query": {"match_all": {}}}, size=700)]
+            check(len(scanned) == total and len(set(scanned)) == total, f"helpers.scan: {len(scanned)} hits, {len(set(scanned))} distinct")
+            pit = es.open_point_in_time(index="k8s", keep_alive="1m")["id"]
+            es.bulk(operations=[{"create": {"_index": "k8s"}}, next(docs(total + 50_000, 1, "k8s"))["_source"]])
+            seen, after = [], None
+            while True:
+                page = es.search(size=900, pit={"id": pit, "keep_alive": "1m"}, sort=[{"@timestamp": "asc"}], search_after=after)
+                hits = page["hits"]["hits"]
+                if not hits:
+                    break
+                seen += [h["_id"] for h in hits]
+                after = hits[-1]["sort"]
+            check(len(seen) == total and len(set(seen)) == total, f"pit + search_after: {len(seen)} hits, {len(set(seen))} distinct (a write after the pit is not seen)")
+            check(es.close_point_in_time(id=pit)["num_freed"] == 1, "close_point_in_time")
+            check(es.count(index="k8s")["count"] == total + 1, "the live index has the write")
+            es.delete(index="k8s", id=es.search(index="k8s", size=1, sort=[{"@timestamp": "desc"}])["hits"]["hits"][0]["_id"])
         finally:
             stop(proc)
 

@@ -20,6 +20,7 @@ mod line_protocols;
 mod metrics;
 mod monitoring;
 mod multi_search;
+mod pit;
 mod protocol_auth;
 mod reads;
 mod snapshot;
