@@ -145,6 +145,12 @@ pub struct Config {
     /// after the first of them arrived, or once 256 KiB of lines are waiting, or when
     /// the connection ends.
     pub tcp_flush_interval_ms: u64,
+    /// Seconds a TCP line-protocol connection may go without completing a line before
+    /// it is closed (300; its complete lines are written first): an idle or trickling
+    /// connection does not hold one of the `tcp_max_connections` slots for ever.
+    /// Senders that keep a connection open (collectd, carbon relays) reconnect on their
+    /// next write.
+    pub tcp_idle_timeout_secs: u64,
     /// The root of the Parquet lakes (`--lake-dir`): `POST /<index>/_tidemark/export`
     /// writes only inside it (`lake_dir/<index>` by default), and `lake_auto` exports to
     /// `lake_dir/<index>`. Unset, the default, the endpoint answers `400`.
@@ -215,6 +221,7 @@ impl Default for Config {
             tcp_max_line_bytes: 64 * 1024,
             tcp_max_connections: 1024,
             tcp_flush_interval_ms: 1000,
+            tcp_idle_timeout_secs: 300,
             lake_dir: None,
             lake_auto: false,
             lake_interval_secs: 10,
@@ -355,6 +362,9 @@ impl Config {
         if self.tcp_max_connections == 0 {
             return Err(Error::config("tcp_max_connections", "must be positive"));
         }
+        if self.tcp_idle_timeout_secs == 0 {
+            return Err(Error::config("tcp_idle_timeout_secs", "must be positive"));
+        }
         if !(1..=60_000).contains(&self.tcp_flush_interval_ms) {
             return Err(Error::config(
                 "tcp_flush_interval_ms",
@@ -442,6 +452,7 @@ mod tests {
             "tcp_max_line_bytes = 1",
             "tcp_max_connections = 0",
             "tcp_flush_interval_ms = 0",
+            "tcp_idle_timeout_secs = 0",
         ] {
             assert!(Config::from_toml(bad).is_err(), "{bad}");
         }

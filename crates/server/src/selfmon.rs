@@ -299,11 +299,15 @@ fn tcp_families(out: &mut Exposition, stats: &crate::tcp::TcpStats) {
     out.family(
         "tidemark_tcp_connections_total",
         "counter",
-        "Connections to the Graphite and OpenTSDB listeners, accepted or refused (tcp_max_connections).",
+        "Connections to the Graphite and OpenTSDB listeners: accepted, refused (tcp_max_connections), closed idle (tcp_idle_timeout_secs).",
     );
     for p in protocols {
         let s = stats.of(p);
-        for (result, n) in [("accepted", &s.connections), ("refused", &s.refused)] {
+        for (result, n) in [
+            ("accepted", &s.connections),
+            ("refused", &s.refused),
+            ("idle_closed", &s.idle_closed),
+        ] {
             out.sample(
                 "tidemark_tcp_connections_total",
                 &[("protocol", p.name()), ("result", result)],

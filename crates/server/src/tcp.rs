@@ -72,6 +72,8 @@ pub(crate) struct LineStats {
     pub connections: AtomicU64,
     /// Connections closed at once: `tcp_max_connections` were open.
     pub refused: AtomicU64,
+    /// Connections closed for going `tcp_idle_timeout_secs` without completing a line.
+    pub idle_closed: AtomicU64,
     /// Lines read into samples.
     pub lines_ok: AtomicU64,
     /// Lines skipped as malformed, too long or cut by the end of the server.
@@ -254,6 +256,7 @@ enum Event {
     Eof,
     Failed(std::io::Error),
     FlushDue,
+    Idle,
     Stop,
 }
 
@@ -263,6 +266,10 @@ impl Connection {
     async fn serve(mut self, mut stream: TcpStream) {
         let max_line = self.st.config.tcp_max_line_bytes;
         let interval = Duration::from_millis(self.st.config.tcp_flush_interval_ms);
+        let idle = Duration::from_secs(self.st.config.tcp_idle_timeout_secs);
+        // When the connection last completed a line (or opened): bytes that never end
+        // a line do not count, so a trickle cannot hold the slot either.
+        let mut progress = Instant::now();
         let st = Arc::clone(&self.st);
         let stats = st.tcp_stats.of(self.protocol);
         // `buf[..complete]` holds whole lines, each with its newline; the rest is the
@@ -283,6 +290,7 @@ impl Connection {
                         Err(e) => Event::Failed(e),
                     },
                     () = sleep_until(oldest.map(|t| t + interval)) => Event::FlushDue,
+                    () = tokio::time::sleep_until(progress + idle) => Event::Idle,
                     _ = self.shutdown.wait_for(|stop| *stop) => Event::Stop,
                 }
             };
@@ -307,6 +315,25 @@ impl Connection {
                 }
                 Event::Failed(e) => {
                     tracing::debug!(protocol = self.protocol.name(), peer = %self.peer, error = %e, "connection failed");
+                    let lines = take_lines(&mut buf, &mut complete, &mut oldest);
+                    self.flush(&mut stream, lines, &mut too_long).await;
+                    return;
+                }
+                Event::Idle => {
+                    stats.idle_closed.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(
+                        protocol = self.protocol.name(), peer = %self.peer,
+                        idle_secs = idle.as_secs(),
+                        "closing a connection that completed no line for tcp_idle_timeout_secs"
+                    );
+                    if buf.len() > complete {
+                        stats.bad_lines(
+                            self.protocol,
+                            self.peer,
+                            1,
+                            "a line cut by the idle timeout",
+                        );
+                    }
                     let lines = take_lines(&mut buf, &mut complete, &mut oldest);
                     self.flush(&mut stream, lines, &mut too_long).await;
                     return;
@@ -345,6 +372,9 @@ impl Connection {
                 } else if ends {
                     complete = buf.len();
                     oldest.get_or_insert_with(Instant::now);
+                }
+                if ends {
+                    progress = Instant::now();
                 }
             }
             if complete >= FLUSH_BYTES {

@@ -451,3 +451,54 @@ fn with_security_the_listeners_write_only_their_index() {
         "OpenTSDB's error shape: {text}"
     );
 }
+
+#[test]
+fn idle_and_trickling_connections_are_closed_and_free_their_slots() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = "tcp_idle_timeout_secs = 1\ntcp_max_connections = 2\n";
+    let (s, graphite, _) = start(dir.path(), cfg);
+    // One sends a line then goes quiet; one trickles bytes that never end a line.
+    let mut quiet = TcpStream::connect(&graphite).unwrap();
+    quiet
+        .write_all(format!("quiet.one 1 {T0}\n").as_bytes())
+        .unwrap();
+    let mut trickle = TcpStream::connect(&graphite).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // Both slots are taken: a third connection is closed at once.
+    let mut third = TcpStream::connect(&graphite).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(third.read(&mut [0u8; 8]).unwrap_or(0), 0);
+    let start_trickle = Instant::now();
+    let mut closed = false;
+    while start_trickle.elapsed() < Duration::from_secs(10) {
+        if trickle.write_all(b"x").is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(closed, "a trickle that ends no line is closed");
+    assert!(start_trickle.elapsed() < Duration::from_secs(5));
+    quiet
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(
+        quiet.read(&mut [0u8; 8]).unwrap_or(0),
+        0,
+        "the quiet one is closed"
+    );
+    // Its complete line was written, and the slots are free again.
+    assert_eq!(value_at(&s, "quiet_one", T0), 1.0);
+    assert_eq!(
+        counter(&s, &tcp("graphite", "connections", "idle_closed")),
+        2
+    );
+    send_tcp(&graphite, &[format!("after.idle 2 {T0}\n").as_bytes()]);
+    // Two lines and the trickle's cut one, counted bad.
+    wait_written(&s, "graphite", 3);
+    assert_eq!(counter(&s, &tcp("graphite", "lines", "bad")), 1);
+    assert_eq!(value_at(&s, "after_idle", T0), 2.0);
+}
