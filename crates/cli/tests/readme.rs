@@ -120,3 +120,66 @@ fn the_readme_serve_quick_start_runs_as_written() {
     assert!(stdout.contains("\"count\":"), "{stdout}");
     assert!(stdout.contains("per_min"), "{stdout}");
 }
+
+/// The metrics-protocols block, against a server of this build on a free port: each
+/// `curl` runs as written, the second write answers the `400` naming line 2 its
+/// comment promises, line protocol sent again is stored once, and the search finds
+/// both hosts' samples.
+#[test]
+fn the_readme_metrics_protocols_block_runs_as_written() {
+    let lines = block_after("### Metrics protocols");
+    let tmp = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_tidemark"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data"])
+        .arg(tmp.path().join("data"))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let script: String = lines
+        .iter()
+        .map(|l| l.replace("9200", &port.to_string()) + "\n")
+        .collect();
+    assert!(script.matches("curl").count() >= 3, "{script}");
+    // The first write again, exactly as written (its `\` continuation included), then
+    // the count.
+    let at = lines
+        .iter()
+        .position(|l| l.contains("/write?db="))
+        .expect("a line protocol write");
+    let again: String = lines[at..=at + 1]
+        .iter()
+        .map(|l| l.replace("9200", &port.to_string()) + "\n")
+        .collect();
+    let full = format!(
+        "until curl -sf localhost:{port}/-/ready >/dev/null; do sleep 0.2; done\n\
+         {script}echo\n{again}echo\ncurl -s localhost:{port}/telegraf/_count\n"
+    );
+    let out = Command::new("timeout")
+        .args([
+            "60",
+            "bash",
+            "-e",
+            "-c",
+            &format!("set -o pipefail\n{full}"),
+        ])
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{full}\n{stdout}\n{stderr}");
+    assert!(stdout.contains("line 2"), "the 400 names line 2: {stdout}");
+    assert!(
+        stdout.contains(r#""key":"a""#) && stdout.contains(r#""key":"b""#),
+        "both hosts found: {stdout}"
+    );
+    // host a: usage and n; host b: usage. Sent twice, stored once.
+    assert!(stdout.contains(r#""count":3}"#), "{stdout}");
+}
