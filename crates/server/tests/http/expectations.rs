@@ -28,37 +28,6 @@ fn health_probes_answer_without_credentials() {
 }
 
 #[test]
-fn scroll_is_refused_not_ignored() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = TestServer::start(dir.path(), &[]);
-    assert_eq!(s.put_json("/k8s", &k8s_mapping()).0, 200);
-    assert_eq!(
-        s.bulk("/k8s/_bulk", &k8s_bulk(10, 2, 1_764_460_800_000, None))
-            .0,
-        200
-    );
-    let (status, v) = send(
-        "POST",
-        &s.url("/k8s/_search?scroll=1m"),
-        Some(br#"{"size": 2}"#),
-        &[("content-type", "application/json")],
-    );
-    assert_eq!(status, 400, "{v}");
-    let reason = v.pointer("/error/reason").and_then(Value::as_str).unwrap();
-    assert!(reason.contains("[scroll] is not supported"), "{reason}");
-    // Without it the same search pages normally.
-    let (status, v) = s.post_json("/k8s/_search", &json!({"size": 2}));
-    assert_eq!(status, 200, "{v}");
-    assert_eq!(
-        v.pointer("/hits/hits")
-            .and_then(Value::as_array)
-            .unwrap()
-            .len(),
-        2
-    );
-}
-
-#[test]
 fn an_ilm_policy_that_deletes_is_refused_one_that_rolls_over_is_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::start(dir.path(), &[]);
