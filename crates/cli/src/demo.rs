@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use tidemark_datagen::exposition::{escape_tag, field_name, labels};
 use tidemark_datagen::{Dataset, MetricVal, Options, Record};
-use tidemark_server::remote_write::{Label, Sample, TimeSeries, WriteRequest, encode};
+use tidemark_server::metrics::remote_write::{Label, Sample, TimeSeries, WriteRequest, encode};
 use tidemark_server::{Config, Server};
 
 /// Arguments of `tidemark demo`.

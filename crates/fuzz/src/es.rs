@@ -8,7 +8,7 @@ use tidemark::{
     Action, BulkItem, DocParser, Index, IngestOptions, InputFormat, Mapping, PreparedItem, Query,
     point_to_doc,
 };
-use tidemark_server::{protocol, search};
+use tidemark_server::es::{bulk, dsl, protocol, source};
 
 use crate::scratch;
 
@@ -41,7 +41,7 @@ fn events() -> Option<Arc<Mapping>> {
     cached(&CELL, EVENTS_MAPPING)
 }
 
-/// A `_bulk` body as the server splits it ([`protocol::split_bulk`]), each action line
+/// A `_bulk` body as the server splits it ([`bulk::split_bulk`]), each action line
 /// also through the façade's [`tidemark::parse_action`], each document read through the
 /// k8s mapping as a bulk item ([`PreparedItem::from_item`]) and as an NDJSON line
 /// (see [`doc`]).
@@ -51,7 +51,7 @@ pub fn bulk(data: &[u8]) {
         return;
     };
     // A refused request (a malformed or invalid action line) applies nothing.
-    let items = protocol::split_bulk(data, Some("fuzz")).unwrap_or_default();
+    let items = bulk::split_bulk(data, Some("fuzz")).unwrap_or_default();
     let mut last_line = 0;
     for item in items {
         assert!(item.line > last_line, "bulk items out of line order");
@@ -198,7 +198,7 @@ pub fn mapping(data: &[u8]) {
 }
 
 /// A `_search` body translated into the façade's request against the k8s mapping
-/// ([`search::dsl::search`]), with its `_source` filter applied to a document and an
+/// ([`dsl::search`]), with its `_source` filter applied to a document and an
 /// optional `"filter_path"` string (taken out of the body first) applied to the body.
 pub fn search_dsl(data: &[u8]) {
     let Some(m) = k8s() else { return };
@@ -210,12 +210,12 @@ pub fn search_dsl(data: &[u8]) {
         .and_then(|o| o.remove("filter_path"))
         .and_then(|v| v.as_str().map(str::to_owned))
     {
-        let _ = protocol::filter_path(body.clone(), &spec);
+        let _ = tidemark_server::es::respond::filter_path(body.clone(), &spec);
     }
-    let filter = search::SourceFilter::from_json(body.get("_source"));
+    let filter = source::SourceFilter::from_json(body.get("_source"));
     let _ = filter.apply(body.clone());
-    let first = search::dsl::search(&body, &m, NOW_MS);
-    let second = search::dsl::search(&body, &m, NOW_MS);
+    let first = dsl::search(&body, &m, NOW_MS);
+    let second = dsl::search(&body, &m, NOW_MS);
     assert_eq!(
         format!("{first:?}"),
         format!("{second:?}"),
@@ -225,7 +225,7 @@ pub fn search_dsl(data: &[u8]) {
 
 /// A `_bulk` body written into a fresh index twice over, as the CLI's streaming
 /// ingest ([`Index::ingest`], bulk format) and as the server applies it
-/// ([`protocol::split_bulk`], [`Index::apply_prepared`]); then the index is closed and
+/// ([`bulk::split_bulk`], [`Index::apply_prepared`]); then the index is closed and
 /// reopened (its write-ahead log replayed), and must hold the same documents.
 pub fn ingest(data: &[u8]) {
     let Some(m) = k8s() else { return };
@@ -245,7 +245,7 @@ pub fn ingest(data: &[u8]) {
     }
     let mut parser = index.parser();
     // The server refuses a request with a malformed action line whole: nothing applied.
-    let prepared: Vec<PreparedItem> = protocol::split_bulk(data, None)
+    let prepared: Vec<PreparedItem> = bulk::split_bulk(data, None)
         .unwrap_or_default()
         .into_iter()
         .map(|item| match item.doc {

@@ -14,8 +14,8 @@ use tidemark_dedup::{
     AppendBatch, ColumnKind, Engine, EngineConfig, Op, PartitionConfig, PartitionedEngine,
 };
 use tidemark_segment::{MetricValue, Point, SegmentOptions, SegmentWriter, Tombstones};
-use tidemark_server::otlp;
-use tidemark_server::remote_write::{self, Label, Sample, TimeSeries, WriteRequest};
+use tidemark_server::metrics::otlp;
+use tidemark_server::metrics::remote_write::{self, Label, Sample, TimeSeries, WriteRequest};
 use tidemark_tsid::{SyntheticId, Tsid};
 
 use crate::files::Template;

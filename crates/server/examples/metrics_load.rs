@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tidemark_server::remote_write::{self, Label, Sample, TimeSeries, WriteRequest};
+use tidemark_server::metrics::remote_write::{self, Label, Sample, TimeSeries, WriteRequest};
 
 const METRICS: [&str; 4] = ["temperature", "humidity", "pressure", "battery"];
 const T0: i64 = 1_764_460_800_000;

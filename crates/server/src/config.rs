@@ -343,7 +343,7 @@ impl Config {
             ("opentsdb_index", &self.opentsdb_index),
         ] {
             if !index.is_empty() {
-                crate::protocol::check_index_name(index)
+                crate::es::protocol::check_index_name(index)
                     .map_err(|e| Error::config(key, e.reason()))?;
             }
         }

@@ -14,10 +14,10 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use serde_json::Value;
 
-use crate::api::AppState;
 use crate::auth::{Credentials, Principal, authenticate_request, influx_query_user, is_public};
 use crate::error::Error;
-use crate::protocol::error_body;
+use crate::es::protocol::error_body;
+use crate::state::AppState;
 
 /// The header every response carries; the official clients refuse a server without it.
 pub const PRODUCT_HEADER: &str = "x-elastic-product";

@@ -22,11 +22,12 @@ use axum::routing::post;
 use serde_json::Value;
 use tidemark_lake::{ExportOptions, ExportReport};
 
-use crate::api::{AppState, Routes, blocking};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::http::{Caller, json, json_body, params, read_body};
 use crate::registry::IndexHandle;
+use crate::routes::Routes;
+use crate::state::{AppState, blocking};
 
 /// What the lake exports did since the server started, for `GET /metrics` (never by
 /// index: the counters are the server's).

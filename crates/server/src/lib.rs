@@ -4,38 +4,23 @@
 // into libdeflate (see its module docs).
 #![deny(unsafe_code)]
 
-pub mod api;
 mod auth;
 pub mod cli;
 mod config;
-mod delete;
 pub mod disk;
 mod error;
-pub mod graphite;
+pub mod es;
 mod gunzip;
 pub mod http;
 mod lake;
-pub mod line_protocol;
-mod metrics;
-pub mod multi;
-pub mod opentsdb;
-pub mod otlp;
-mod pit;
-pub mod prom_api;
-mod prom_metadata;
-pub mod protocol;
+pub mod metrics;
+pub mod prom;
 mod registry;
-pub mod remote_write;
-pub mod search;
+pub mod routes;
 mod selfmon;
-mod series_cache;
 mod server;
-pub mod snapshot;
-mod tcp;
-mod tsdb_status;
+pub mod state;
 mod ui;
-mod vm_api;
-pub mod vm_format;
 
 pub use auth::{Credentials, Principal, authenticate, authenticate_request, glob_match};
 pub use config::{

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use crate::auth::{Principal, glob_match};
 use crate::disk::FloodStage;
 use crate::error::{Error, Result};
-use crate::protocol;
+use crate::es::protocol;
 
 /// The sub-directory of the data directory holding one directory per index.
 pub const INDICES_DIR: &str = "indices";

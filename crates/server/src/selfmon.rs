@@ -17,9 +17,9 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 
-use crate::api::{AppState, blocking};
 use crate::error::Result;
 use crate::http::Caller;
+use crate::state::{AppState, blocking};
 
 /// Upper bounds of the request-duration histogram, in seconds.
 const DURATION_BUCKETS: [f64; 11] = [
@@ -292,8 +292,8 @@ fn lake_families(out: &mut Exposition, stats: &crate::lake::LakeStats) {
 }
 
 /// The Graphite and OpenTSDB listeners' counters (by protocol, never by index).
-fn tcp_families(out: &mut Exposition, stats: &crate::tcp::TcpStats) {
-    use crate::tcp::Protocol;
+fn tcp_families(out: &mut Exposition, stats: &crate::metrics::tcp::TcpStats) {
+    use crate::metrics::tcp::Protocol;
     use std::sync::atomic::Ordering::Relaxed;
     let protocols = [Protocol::Graphite, Protocol::OpenTsdb];
     out.family(

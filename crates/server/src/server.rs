@@ -13,11 +13,12 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::api::{AppState, router};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::metrics::tcp::{LineListener, Protocol};
 use crate::registry::Registry;
-use crate::tcp::{LineListener, Protocol};
+use crate::routes::router;
+use crate::state::AppState;
 
 /// The file in the data directory holding the cluster id.
 const CLUSTER_UUID_FILE: &str = "cluster_uuid";
@@ -69,7 +70,7 @@ impl Server {
         let (registry, cluster_uuid) = tokio::task::spawn_blocking(move || {
             let uuid = cluster_uuid(&data)?;
             // Points in time do not outlive the process: copies a killed server left go.
-            let pits = data.join(crate::pit::PIT_DIR);
+            let pits = data.join(crate::es::pit::PIT_DIR);
             if pits.exists() {
                 std::fs::remove_dir_all(&pits).map_err(Error::io(&pits))?;
             }

@@ -17,8 +17,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::api::Routes;
 use crate::error::Error;
+use crate::routes::Routes;
 
 /// The page answered on `/` to browsers.
 const INDEX_HTML: &str = include_str!("../ui/index.html");

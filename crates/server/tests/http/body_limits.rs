@@ -6,7 +6,7 @@
 //! a body just under a (smaller) limit is accepted whole.
 
 use serde_json::Value;
-use tidemark_server::remote_write::{Label, Sample, TimeSeries, WriteRequest};
+use tidemark_server::metrics::remote_write::{Label, Sample, TimeSeries, WriteRequest};
 
 use crate::metrics::{otlp_payloads, rw_headers};
 use crate::support::{TestServer, k8s_bulk, k8s_mapping, send, send_raw};

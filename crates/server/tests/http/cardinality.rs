@@ -5,7 +5,7 @@
 //! body, not a million series; label count and length limits name themselves.
 
 use serde_json::json;
-use tidemark_server::remote_write::{self, TimeSeries, WriteRequest};
+use tidemark_server::metrics::remote_write::{self, TimeSeries, WriteRequest};
 
 use crate::body_limits::vm_hwm_kib;
 use crate::metrics::{count, series, write};
@@ -126,7 +126,7 @@ fn a_million_series_request_is_refused_within_its_decoded_size() {
 
 #[test]
 fn label_count_and_length_limits_are_400_naming_them() {
-    use tidemark_server::remote_write::{Label, Sample};
+    use tidemark_server::metrics::remote_write::{Label, Sample};
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::start(dir.path(), &[]);
     let with_labels = |n: usize, value_len: usize| TimeSeries {

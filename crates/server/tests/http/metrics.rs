@@ -3,7 +3,7 @@
 //! stored.
 
 use serde_json::{Value, json};
-use tidemark_server::remote_write::{self, Label, Sample, TimeSeries, WriteRequest};
+use tidemark_server::metrics::remote_write::{self, Label, Sample, TimeSeries, WriteRequest};
 
 use crate::support::{TestServer, send, send_raw};
 

@@ -5,7 +5,7 @@
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use tidemark_server::remote_write::{Label, Sample, TimeSeries, WriteRequest};
+use tidemark_server::metrics::remote_write::{Label, Sample, TimeSeries, WriteRequest};
 
 use crate::metrics::{otlp_payloads, rw_headers};
 use crate::support::{TestServer, send, send_raw};
@@ -219,7 +219,8 @@ fn remote_write_and_otlp_take_basic_or_bearer() {
     assert_eq!(resp.header("content-type"), Some("application/x-protobuf"));
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut resp.into_reader(), &mut bytes).unwrap();
-    let status: tidemark_server::otlp::Status = prost::Message::decode(bytes.as_slice()).unwrap();
+    let status: tidemark_server::metrics::otlp::Status =
+        prost::Message::decode(bytes.as_slice()).unwrap();
     assert_eq!(status.code, 16);
     assert_eq!(count(&s, "m4"), 0);
     // With a bearer token both are stored.

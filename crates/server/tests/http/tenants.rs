@@ -2,7 +2,7 @@
 //! own index pattern. Alice writes through every protocol (`_bulk`, line protocol v1 and
 //! v2, remote write, OTLP, OpenTSDB's `/api/put`, a document, an index template); then Bob, as a user and as an
 //! API key, calls every route the server's router serves (enumerated from
-//! `tidemark_server::api::route_paths`, so a new route is covered without editing this
+//! `tidemark_server::routes::route_paths`, so a new route is covered without editing this
 //! test) with every method and with index expressions that name Alice's indices,
 //! wildcards, `_all` and his own. No answer may contain Alice's metric names, label
 //! values, documents, index names or counts, and none of Bob's calls may change Alice's
@@ -10,7 +10,7 @@
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use tidemark_server::remote_write::{Label, Sample, TimeSeries, WriteRequest};
+use tidemark_server::metrics::remote_write::{Label, Sample, TimeSeries, WriteRequest};
 
 use crate::metrics::{otlp_payloads, rw_headers};
 use crate::support::{TestServer, k8s_bulk, k8s_mapping, send, send_raw};
@@ -281,7 +281,7 @@ fn sweep(s: &TestServer, auth: &str) -> usize {
         br#"{"docs":[{"_index":"alice-lp","_id":"x"}],"ids":["x"]}"#,
     ];
     let mut sent = 0;
-    let paths = tidemark_server::api::route_paths();
+    let paths = tidemark_server::routes::route_paths();
     assert!(paths.len() > 40, "{paths:?}");
     for path in &paths {
         for method in ["GET", "HEAD", "POST", "PUT", "DELETE"] {

@@ -139,7 +139,7 @@ fn metadata(kind: u8, family: &str, help: &str, unit: &str) -> Vec<u8> {
 
 #[test]
 fn metadata_sent_with_remote_write_is_kept_and_answered() {
-    use tidemark_server::remote_write::{self, WriteRequest};
+    use tidemark_server::metrics::remote_write::{self, WriteRequest};
     let tmp = tempfile::tempdir().unwrap();
     let server = TestServer::start(tmp.path(), &[]);
     let req = |meta: Vec<Vec<u8>>| {

@@ -33,10 +33,10 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::api::{AppState, blocking};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::metrics::{self, Batch};
+use crate::state::{AppState, blocking};
 
 /// Bytes of complete lines a connection gathers before writing them (256 KiB, about
 /// 4,000 collectd lines).
@@ -515,12 +515,12 @@ fn parse_lines(st: &AppState, protocol: Protocol, lines: &[u8]) -> Result<Parsed
         }
         let mark = batch.mark();
         let outcome = match protocol {
-            Protocol::Graphite => crate::graphite::parse_line(raw).and_then(|l| {
+            Protocol::Graphite => crate::metrics::graphite::parse_line(raw).and_then(|l| {
                 let ts = l.ts_millis.unwrap_or(batch.now_ms());
                 batch.push_named(&st.series_cache, &mut key, &l.name, &l.tags, ts, l.value)
             }),
-            Protocol::OpenTsdb => match crate::opentsdb::parse_command(raw) {
-                Ok(Some(crate::opentsdb::Command::Put(p))) => batch.push_named(
+            Protocol::OpenTsdb => match crate::metrics::opentsdb::parse_command(raw) {
+                Ok(Some(crate::metrics::opentsdb::Command::Put(p))) => batch.push_named(
                     &st.series_cache,
                     &mut key,
                     &p.name,
@@ -528,7 +528,7 @@ fn parse_lines(st: &AppState, protocol: Protocol, lines: &[u8]) -> Result<Parsed
                     p.ts_millis,
                     p.value,
                 ),
-                Ok(Some(crate::opentsdb::Command::Version)) => {
+                Ok(Some(crate::metrics::opentsdb::Command::Version)) => {
                     out.replies.extend_from_slice(
                         format!(
                             "tidemark {} (OpenTSDB put over TCP)\n",
@@ -538,7 +538,7 @@ fn parse_lines(st: &AppState, protocol: Protocol, lines: &[u8]) -> Result<Parsed
                     );
                     continue;
                 }
-                Ok(Some(crate::opentsdb::Command::Exit)) => {
+                Ok(Some(crate::metrics::opentsdb::Command::Exit)) => {
                     out.exit = true;
                     break;
                 }

@@ -14,9 +14,9 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use crate::api::{AppState, blocking};
 use crate::error::Error;
 use crate::http::{Caller, json as json_response};
+use crate::state::{AppState, blocking};
 
 /// Largest `limit` asked for.
 const MAX_LIMIT: usize = 10_000;
@@ -50,11 +50,11 @@ pub(crate) async fn status_tsdb(
 ) -> Response {
     let result = async {
         let bad = |m: String| Error::bad("bad_data", m);
-        let params = crate::prom_api::all_params(&st, raw, &headers, body)
+        let params = crate::prom::all_params(&st, raw, &headers, body)
             .await
             .map_err(|e| bad(e.to_string()))?;
-        let limit = match crate::prom_api::param(&params, "limit")
-            .or_else(|| crate::prom_api::param(&params, "topN"))
+        let limit = match crate::prom::param(&params, "limit")
+            .or_else(|| crate::prom::param(&params, "topN"))
         {
             None | Some("") => 10,
             Some(t) => t
@@ -64,7 +64,7 @@ pub(crate) async fn status_tsdb(
                 .ok_or_else(|| bad(format!("limit {t:?} is not a number from 1 to {MAX_LIMIT}")))?,
         };
         let (selectors, _, _) =
-            crate::prom_api::selection(&params, false).map_err(|e| bad(e.to_string()))?;
+            crate::prom::selection(&params, false).map_err(|e| bad(e.to_string()))?;
         let handles: Vec<_> = st
             .registry
             .scope(&who)

@@ -31,11 +31,11 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use crate::api::{AppState, blocking};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::http::{Caller, params, read_body};
 use crate::registry::IndexHandle;
+use crate::state::{AppState, blocking};
 
 /// The directory of the data directory that holds the points in time's copies.
 pub const PIT_DIR: &str = "pit";
@@ -301,9 +301,9 @@ impl Pits {
 
 /// The routes: `POST /<indices>/_pit`, `DELETE /_pit`, `GET`/`POST /_search/scroll`,
 /// `DELETE /_search/scroll`.
-pub fn routes() -> crate::api::Routes {
+pub fn routes() -> crate::routes::Routes {
     use axum::routing::{delete, post};
-    crate::api::Routes::new()
+    crate::routes::Routes::new()
         .route("/{index}/_pit", post(open_pit))
         .route("/_pit", delete(close_pit))
         .route(
@@ -327,11 +327,11 @@ async fn open_pit(
         )
     })?;
     let keep = keep_alive(keep)?;
-    let handles = crate::search::indices_of(&st, &who, &index, &params)?;
+    let handles = crate::es::search::indices_of(&st, &who, &index, &params)?;
     let shards = handles.len();
     let st2 = Arc::clone(&st);
     let id = blocking(move || st2.pits.open(st2.registry.root(), &handles, keep, None)).await?;
-    Ok(crate::api::respond(
+    Ok(crate::es::respond(
         200,
         json!({"id": id, "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0}}),
         &params,
@@ -389,7 +389,7 @@ pub(crate) async fn scroll_first(
 ) -> Result<Value> {
     let mut params = params.clone();
     params.remove("scroll");
-    let body = crate::search::merge_params(body, &params)?;
+    let body = crate::es::search::merge_params(body, &params)?;
     for (key, why) in [
         (
             "search_after",
@@ -411,7 +411,7 @@ pub(crate) async fn scroll_first(
             "Validation Failed: 1: using [from] is not allowed in a scroll context;",
         ));
     }
-    let handles = crate::search::indices_of(st, who, index, &params)?;
+    let handles = crate::es::search::indices_of(st, who, index, &params)?;
     let state = ScrollState {
         body,
         params,
@@ -454,7 +454,7 @@ async fn page(pit: &Pit, id: &str) -> Result<Value> {
             o.insert("size".into(), json!(0));
         }
     }
-    let mut out = crate::search::search_on(&pit.indices, &state.params, body, Some(id)).await?;
+    let mut out = crate::es::search::search_on(&pit.indices, &state.params, body, Some(id)).await?;
     let last = out
         .pointer("/hits/hits")
         .and_then(Value::as_array)
@@ -529,7 +529,7 @@ async fn scroll_next(
     {
         out["hits"]["total"] = total;
     }
-    Ok(crate::api::respond(200, out, &params))
+    Ok(crate::es::respond(200, out, &params))
 }
 
 /// `DELETE /_search/scroll` with `{"scroll_id": id or [ids]}`.

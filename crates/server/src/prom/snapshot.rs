@@ -18,10 +18,10 @@ use axum::extract::State;
 use axum::response::Response;
 use serde_json::json;
 
-use crate::api::{AppState, blocking};
 use crate::error::{Error, Result};
 use crate::http::{Caller, json};
 use crate::registry::INDICES_DIR;
+use crate::state::{AppState, blocking};
 
 /// The directory of snapshots inside the data directory.
 pub const SNAPSHOTS_DIR: &str = "snapshots";

@@ -76,7 +76,7 @@ pub fn parse_line(line: &[u8]) -> Result<GraphiteLine<'_>, String> {
         if v.starts_with('~') {
             return Err(format!("tag {k:?}: a value must not start with '~'"));
         }
-        let label = crate::otlp::sanitize(k, false);
+        let label = crate::metrics::otlp::sanitize(k, false);
         if label == tidemark::METRIC_NAME_LABEL {
             return Err(format!(
                 "tag {k:?} is reserved: the path is the metric name"
@@ -116,7 +116,7 @@ pub fn sanitize_path(path: &str) -> Result<String, String> {
     if path.starts_with('~') {
         return Err(format!("metric path {path:?} must not start with '~'"));
     }
-    Ok(crate::otlp::sanitize(&collapsed, true))
+    Ok(crate::metrics::otlp::sanitize(&collapsed, true))
 }
 
 /// A sample value: a float as carbon reads it (`1`, `-2.5`, `1e3`, `nan`, `inf`).

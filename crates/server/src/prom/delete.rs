@@ -17,10 +17,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tidemark::tsid::SyntheticId;
 
-use crate::api::{AppState, blocking};
 use crate::error::{Error, Result};
 use crate::http::Caller;
 use crate::metrics::target_index;
+use crate::state::{AppState, blocking};
 
 /// Series whose samples are read, then deleted, at a time.
 const GROUP_SERIES: usize = 1024;
@@ -34,11 +34,11 @@ pub(crate) async fn delete_series(
     body: Body,
 ) -> Result<Response> {
     let bad = |m: String| Error::bad("bad_data", m);
-    let params = crate::prom_api::all_params(&st, raw, &headers, body)
+    let params = crate::prom::all_params(&st, raw, &headers, body)
         .await
         .map_err(|e| bad(e.to_string()))?;
     let (selectors, start, end) =
-        crate::prom_api::selection(&params, true).map_err(|e| bad(e.to_string()))?;
+        crate::prom::selection(&params, true).map_err(|e| bad(e.to_string()))?;
     if start > end {
         return Err(bad("start is after end".into()));
     }
@@ -56,7 +56,8 @@ pub(crate) async fn delete_series(
         ));
     }
     let deleted = blocking(move || {
-        let chosen = handle.read(|index| crate::vm_api::choose(index, &selectors, start, end))?;
+        let chosen =
+            handle.read(|index| crate::metrics::vm_api::choose(index, &selectors, start, end))?;
         let mut deleted = 0u64;
         let mut cols = Vec::new();
         for group in chosen.chunks(GROUP_SERIES) {

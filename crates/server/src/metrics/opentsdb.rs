@@ -146,7 +146,7 @@ fn point<'a>(
     if tags.is_empty() {
         return Err("Need at least one tag".to_owned());
     }
-    let name = crate::otlp::sanitize(&metric, true);
+    let name = crate::metrics::otlp::sanitize(&metric, true);
     Ok(Point {
         metric,
         name,
@@ -163,7 +163,7 @@ fn push_tag<'a>(
 ) -> Result<(), String> {
     check_chars("tag name", k)?;
     check_chars(&format!("value of tag {k:?}"), &v)?;
-    let label = crate::otlp::sanitize(k, false);
+    let label = crate::metrics::otlp::sanitize(k, false);
     if label == tidemark::METRIC_NAME_LABEL {
         return Err(format!("tag {k:?} is reserved: the metric is the name"));
     }

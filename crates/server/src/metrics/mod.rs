@@ -4,6 +4,16 @@
 //! through the index's writer (group-committed, fsynced before the answer) and counting
 //! what happened.
 
+pub mod graphite;
+pub mod line_protocol;
+pub mod opentsdb;
+pub mod otlp;
+pub mod remote_write;
+pub(crate) mod series_cache;
+pub(crate) mod tcp;
+pub(crate) mod vm_api;
+pub mod vm_format;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -15,23 +25,21 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use tidemark::{LabelPoints, LabelSeries, SampleBatch, SampleMark, SampleTally, SampleValue};
 
-use crate::api::{AppState, admit, blocking};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::http::{self, Caller, params};
-use crate::line_protocol::{self, FieldValue, Precision};
-use crate::otlp;
-use crate::remote_write;
-use crate::series_cache::SeriesCache;
+use crate::metrics::series_cache::SeriesCache;
+use crate::state::{AppState, admit, blocking};
+use line_protocol::{FieldValue, Precision};
 
 type St = State<Arc<AppState>>;
 /// The header naming the label-keyed index of a remote-write or OTLP request.
 pub const INDEX_HEADER: &str = "x-tidemark-index";
 
 /// The routes of the metrics protocols.
-pub(crate) fn routes() -> crate::api::Routes {
-    crate::api::Routes::new()
-        .route("/api/v1/write", post(remote_write))
+pub(crate) fn routes() -> crate::routes::Routes {
+    crate::routes::Routes::new()
+        .route("/api/v1/write", post(remote_write_handler))
         .route("/write", post(influx_v1))
         .route("/api/v2/write", post(influx_v2))
         .route("/ping", get(ping).head(ping))
@@ -388,7 +396,7 @@ pub(crate) fn rejected(t: &Tally) -> Error {
 /// the fsynced log (a retry's samples are counted as duplicates); `400` (not retried)
 /// for a body that is not a snappy `WriteRequest` or holds an invalid series, with
 /// nothing stored; `429`/`5xx` only for what a retry fixes.
-async fn remote_write(
+async fn remote_write_handler(
     State(st): St,
     Caller(who): Caller,
     RawQuery(q): RawQuery,
@@ -735,7 +743,7 @@ async fn influx_write(
 ) -> Response {
     if let Err(e) = who
         .check(&index)
-        .and_then(|()| crate::protocol::check_index_name(&index))
+        .and_then(|()| crate::es::protocol::check_index_name(&index))
     {
         return influx_from(&e, v1);
     }
@@ -913,7 +921,7 @@ async fn opentsdb_put(
         let mut key = Vec::with_capacity(256);
         let mut each = |v: serde_json::Value| {
             let mark = batch.mark();
-            let pushed = crate::opentsdb::point_from_json(&v).and_then(|p| {
+            let pushed = crate::metrics::opentsdb::point_from_json(&v).and_then(|p| {
                 batch.push_named(
                     &st2.series_cache,
                     &mut key,

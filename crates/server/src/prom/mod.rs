@@ -6,6 +6,11 @@
 //! body. Evaluation is `tidemark-promql`'s; every time-series index of the registry is
 //! read, its dimensions as labels and each metric field as a `__name__`.
 
+pub(crate) mod delete;
+pub(crate) mod metadata;
+pub mod snapshot;
+pub(crate) mod tsdb_status;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -21,10 +26,10 @@ use tidemark_promql::{
     WindowRequest, WindowSeries, api as papi,
 };
 
-use crate::api::{AppState, blocking};
 use crate::auth::Principal;
 use crate::http::{Caller, json, read_body};
 use crate::registry::IndexHandle;
+use crate::state::{AppState, blocking};
 
 /// The Prometheus version whose API and PromQL semantics this follows (Grafana picks
 /// features by it): Prometheus 3's left-open range windows and lookback, and its `rate`
@@ -38,8 +43,8 @@ const MAX_METADATA_SERIES: usize = 100_000;
 type St = State<Arc<AppState>>;
 
 /// The routes, under `/api/v1` and `/prometheus/api/v1`.
-pub fn routes() -> crate::api::Routes {
-    let mut r = crate::api::Routes::new();
+pub fn routes() -> crate::routes::Routes {
+    let mut r = crate::routes::Routes::new();
     for prefix in ["", "/prometheus"] {
         r = r
             .route(&format!("{prefix}/api/v1/query"), get(query).post(query))
@@ -56,16 +61,17 @@ pub fn routes() -> crate::api::Routes {
             .route(&format!("{prefix}/api/v1/metadata"), get(metadata))
             .route(
                 &format!("{prefix}/api/v1/admin/tsdb/delete_series"),
-                post(crate::delete::delete_series).put(crate::delete::delete_series),
+                post(crate::prom::delete::delete_series).put(crate::prom::delete::delete_series),
             )
             .route(
                 &format!("{prefix}/api/v1/admin/tsdb/snapshot"),
-                post(crate::snapshot::handler).put(crate::snapshot::handler),
+                post(crate::prom::snapshot::handler).put(crate::prom::snapshot::handler),
             )
             .route(&format!("{prefix}/api/v1/status/buildinfo"), get(buildinfo))
             .route(
                 &format!("{prefix}/api/v1/status/tsdb"),
-                get(crate::tsdb_status::status_tsdb).post(crate::tsdb_status::status_tsdb),
+                get(crate::prom::tsdb_status::status_tsdb)
+                    .post(crate::prom::tsdb_status::status_tsdb),
             )
             .route(
                 &format!("{prefix}/api/v1/query_exemplars"),

@@ -28,14 +28,14 @@ use tidemark::{LabelSeries, SampleBatch, SampleTally, SampleValue};
 use tidemark_promql::Matcher;
 use tokio::sync::mpsc;
 
-use crate::api::{AppState, admit, blocking};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::http::{Caller, params};
+use crate::metrics::series_cache::SeriesCache;
+use crate::metrics::vm_format::{self, CsvFormat, CsvRow, JsonLine, Labels, PromSample};
 use crate::metrics::{Batch, no_content, rejected, store, tally_headers, target_index};
 use crate::registry::IndexHandle;
-use crate::series_cache::SeriesCache;
-use crate::vm_format::{self, CsvFormat, CsvRow, JsonLine, Labels, PromSample};
+use crate::state::{AppState, admit, blocking};
 
 type St = State<Arc<AppState>>;
 
@@ -63,8 +63,8 @@ pub const MAX_EXPORT_SERIES: usize = 1_000_000;
 const SEND_BYTES: usize = 256 << 10;
 
 /// The routes, under `/api/v1` and `/prometheus/api/v1`.
-pub(crate) fn routes() -> crate::api::Routes {
-    let mut r = crate::api::Routes::new();
+pub(crate) fn routes() -> crate::routes::Routes {
+    let mut r = crate::routes::Routes::new();
     for prefix in ["", "/prometheus"] {
         r = r
             .route(&format!("{prefix}/api/v1/export"), get(export).post(export))
@@ -197,7 +197,7 @@ async fn import(
     let format = format(&params)?;
     let name = target_index(&st.config, &headers, &params);
     who.check(&name)?;
-    crate::protocol::check_index_name(&name)?;
+    crate::es::protocol::check_index_name(&name)?;
     let extra = extra_labels(q.as_deref())?;
     let gzip = gzip_body(&headers)?;
     let _permit = admit(&st)?;
@@ -606,7 +606,7 @@ async fn export(
     body: Body,
 ) -> Result<Response> {
     let bad = |m: String| Error::bad("bad_data", m);
-    let params = crate::prom_api::all_params(&st, raw, &headers, body)
+    let params = crate::prom::all_params(&st, raw, &headers, body)
         .await
         .map_err(|e| bad(e.to_string()))?;
     let selectors: Vec<Vec<Matcher>> = params
@@ -621,7 +621,7 @@ async fn export(
         ));
     }
     let time = |name: &str, default: i64| -> Result<i64> {
-        match crate::prom_api::param(&params, name) {
+        match crate::prom::param(&params, name) {
             None | Some("") => Ok(default),
             Some(t) => tidemark_promql::api::parse_time(name, t).map_err(|e| bad(e.to_string())),
         }
@@ -630,7 +630,7 @@ async fn export(
     if start > end {
         return Err(bad("start is after end".into()));
     }
-    let rows = match crate::prom_api::param(&params, "max_rows_per_line") {
+    let rows = match crate::prom::param(&params, "max_rows_per_line") {
         None | Some("" | "0") => DEFAULT_ROWS_PER_LINE,
         Some(t) => t
             .parse::<usize>()

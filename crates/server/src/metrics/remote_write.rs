@@ -1,7 +1,10 @@
-//! Prometheus remote write 1.0: the protobuf messages (prost derives written from the
-//! field numbers of the remote-write specification, `prometheus.WriteRequest`), the
-//! snappy block decoding, and the checks that turn a request into labelled samples.
-//! Testable without a socket.
+//! Prometheus remote write 1.0: the snappy block decoding, the one reader of a request
+//! ([`for_each_series`], which walks the protobuf bytes in place, series by series,
+//! without building the message), and the checks that turn it into labelled samples.
+//! The prost messages (derives written from the field numbers of the remote-write
+//! specification, `prometheus.WriteRequest`) are for senders: [`encode`] builds a body
+//! for clients, tests and benchmarks, and the fuzz targets use prost's decoder as an
+//! oracle for the reader. Testable without a socket.
 
 use crate::error::{Error, Result};
 
@@ -87,27 +90,11 @@ fn unsupported(reason: String) -> Error {
     Error::status(415, "media_type_header_exception", reason)
 }
 
-/// Decodes a snappy-compressed (block format) `WriteRequest`, refusing a body whose
-/// decompressed length exceeds `limit` before allocating it.
-///
-/// # Errors
-/// `400` naming the problem (not snappy, truncated, not a `WriteRequest`, invalid
-/// UTF-8 in a label); `413` past `limit`.
-pub fn decode(body: &[u8], limit: u64) -> Result<WriteRequest> {
-    let raw = decompress(body, limit)?;
-    <WriteRequest as prost::Message>::decode(raw.as_slice()).map_err(|e| {
-        Error::bad(
-            "parse_exception",
-            format!("the body is not a valid prometheus.WriteRequest: {e}"),
-        )
-    })
-}
-
 /// Decompresses a snappy block body, refusing one whose decompressed length exceeds
 /// `limit` before allocating it.
 ///
 /// # Errors
-/// As [`decode`], for the snappy layer.
+/// `400` naming the problem (not snappy, truncated); `413` past `limit`.
 pub fn decompress(body: &[u8], limit: u64) -> Result<Vec<u8>> {
     let len = snap::raw::decompress_len(body).map_err(|e| {
         Error::bad(
@@ -535,15 +522,17 @@ mod tests {
         }
     }
 
+    /// The production path: snappy, then the streaming reader.
+    fn read(body: &[u8], limit: u64) -> Result<Seen> {
+        view_of(&decompress(body, limit)?)
+    }
+
     #[test]
     fn round_trips_and_keeps_nan_bits() {
         let body = encode(&req());
-        let back = decode(&body, 1 << 20).unwrap();
-        assert_eq!(
-            back.timeseries[0].samples[0].value.to_bits(),
-            0x7ff0_0000_0000_0002
-        );
-        check_series(&back.timeseries[0]).unwrap();
+        let back = read(&body, 1 << 20).unwrap();
+        assert_eq!(back[0].1, vec![(1000, 0x7ff0_0000_0000_0002)]);
+        assert_eq!(back[0].0[0], ("__name__".to_owned(), "up".to_owned()));
     }
 
     #[test]
@@ -552,25 +541,25 @@ mod tests {
         for cut in 0..body.len() {
             // Every prefix is an error or (for a prefix ending on a message boundary, if
             // snappy allowed it) a smaller request: never a panic.
-            let _ = decode(&body[..cut], 1 << 20);
+            let _ = read(&body[..cut], 1 << 20);
         }
-        let e = decode(&body[..body.len() - 2], 1 << 20).unwrap_err();
+        let e = read(&body[..body.len() - 2], 1 << 20).unwrap_err();
         assert_eq!(e.status_and_kind().0, 400, "{e}");
-        let e = decode(b"not snappy at all", 1 << 20).unwrap_err();
+        let e = read(b"not snappy at all", 1 << 20).unwrap_err();
         assert!(e.to_string().contains("snappy"), "{e}");
         // Uncompressed protobuf sent without snappy.
         let raw = prost::Message::encode_to_vec(&req());
-        assert_eq!(decode(&raw, 1 << 20).unwrap_err().status_and_kind().0, 400);
+        assert_eq!(read(&raw, 1 << 20).unwrap_err().status_and_kind().0, 400);
         // Invalid UTF-8 in a label value.
         let mut bad = raw.clone();
         let at = bad.windows(2).position(|w| w == b"up").unwrap();
         bad[at] = 0xff;
         let body = snap::raw::Encoder::new().compress_vec(&bad).unwrap();
-        let e = decode(&body, 1 << 20).unwrap_err().to_string();
+        let e = read(&body, 1 << 20).unwrap_err().to_string();
         assert!(e.contains("UTF-8"), "{e}");
         // A decompressed size above the limit is refused before allocating.
         assert_eq!(
-            decode(&encode(&req()), 4).unwrap_err().status_and_kind().0,
+            read(&encode(&req()), 4).unwrap_err().status_and_kind().0,
             413
         );
     }
