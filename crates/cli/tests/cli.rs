@@ -314,7 +314,7 @@ fn bulk_file_with_all_four_actions() {
         "{reasons}"
     );
     assert!(reasons.contains("field `k8s.pod.name`"), "{reasons}");
-    assert!(reasons.contains("unknown action `upsert`"), "{reasons}");
+    assert!(reasons.contains("but found [upsert]"), "{reasons}");
 
     // The same file with per-item results, as an Elasticsearch bulk response's items.
     let (_tmp2, dir2) = k8s_index();

@@ -103,53 +103,119 @@ impl BulkItem {
     }
 }
 
-/// Parses a `_bulk` action line: `{"create": {"_id": "..."}}` and the like. Returns the
-/// action and the `_id`, if given.
-///
-/// # Errors
-/// [`Error::Json`], [`Error::BulkAction`].
-pub fn parse_action(line: &str) -> Result<(Action, Option<String>)> {
-    let v: Value = serde_json::from_str(line)?;
-    let Value::Object(obj) = v else {
-        return Err(Error::BulkAction {
-            reason: "expected an object such as {\"create\": {}}".to_owned(),
-        });
-    };
-    let mut it = obj.into_iter();
-    let (Some((name, meta)), None) = (it.next(), it.next()) else {
-        return Err(Error::BulkAction {
-            reason: "expected exactly one action: create, index, delete or update".to_owned(),
-        });
-    };
-    let Some(action) = Action::parse(&name) else {
-        return Err(Error::BulkAction {
-            reason: format!("unknown action `{name}`: expected create, index, delete or update"),
-        });
-    };
-    let id = match meta.get("_id") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => {
-            return Err(Error::BulkAction {
-                reason: format!("`_id` must be a string, found {other}"),
-            });
-        }
-    };
-    if id.is_none() && matches!(action, Action::Delete | Action::Update) {
-        return Err(Error::BulkAction {
-            reason: format!("`{}` needs an `_id`", action.name()),
-        });
-    }
-    Ok((action, id))
+/// A `_bulk` action line, read: `{"create": {"_index": "…", "_id": "…"}}` and the like.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionLine {
+    /// The action.
+    pub action: Action,
+    /// `_index`, if given.
+    pub index: Option<String>,
+    /// `_id`, if given.
+    pub id: Option<String>,
 }
 
-/// Whether `line` looks like a `_bulk` action line (an object with one key that is an
-/// action name), to resynchronise after a malformed line.
-pub(crate) fn looks_like_action(line: &str) -> bool {
-    match serde_json::from_str::<Map<String, Value>>(line) {
-        Ok(obj) => obj.len() == 1 && obj.keys().all(|k| Action::parse(k).is_some()),
-        Err(_) => false,
+/// Why an action line cannot be used, as Elasticsearch tells the two apart: a
+/// malformed line (Elasticsearch refuses the whole request) or a well-formed action
+/// that is invalid (collected as a validation failure). The text says what is wrong,
+/// without the line number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionError {
+    /// Not a JSON object with one key, not one of `create`, `delete`, `index`,
+    /// `update`, or metadata of the wrong type.
+    Malformed(String),
+    /// A `delete` or `update` without its `_id`.
+    Invalid(String),
+}
+
+impl std::fmt::Display for ActionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ActionError::Malformed(why) | ActionError::Invalid(why) => f.write_str(why),
+        }
     }
+}
+
+/// Reads a `_bulk` action line, the one parser of them (the server's `_bulk` and the
+/// CLI's bulk-format ingest). The two lines shippers send most (`{"create":{}}`,
+/// `{"index":{}}`) are recognised without parsing.
+///
+/// # Errors
+/// [`ActionError`] saying what is wrong.
+pub fn read_action(line: &[u8]) -> std::result::Result<ActionLine, ActionError> {
+    let bare = |action| ActionLine {
+        action,
+        index: None,
+        id: None,
+    };
+    match line.trim_ascii() {
+        b"{\"create\":{}}" => return Ok(bare(Action::Create)),
+        b"{\"index\":{}}" => return Ok(bare(Action::Index)),
+        _ => {}
+    }
+    let malformed = |why: String| ActionError::Malformed(why);
+    let v: Map<String, Value> = serde_json::from_slice(line)
+        .map_err(|e| malformed(format!("expected a JSON object: {e}")))?;
+    let mut it = v.into_iter();
+    let (Some((name, meta)), None) = (it.next(), it.next()) else {
+        return Err(malformed("expected exactly one action".to_owned()));
+    };
+    let action = Action::parse(&name).ok_or_else(|| {
+        malformed(format!(
+            "expected field [create, delete, index, update] but found [{name}]"
+        ))
+    })?;
+    let Value::Object(meta) = meta else {
+        return Err(malformed(format!("[{name}] must hold an object")));
+    };
+    let text_of = |key: &str| -> std::result::Result<Option<String>, ActionError> {
+        match meta.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(malformed(format!(
+                "[{key}] must be a string, found {other}"
+            ))),
+        }
+    };
+    let index = text_of("_index")?;
+    let id = text_of("_id")?;
+    if id.is_none() && matches!(action, Action::Delete | Action::Update) {
+        return Err(ActionError::Invalid(format!(
+            "id is missing for the {name}"
+        )));
+    }
+    Ok(ActionLine { action, index, id })
+}
+
+/// Parses a `_bulk` action line ([`read_action`]): the action and the `_id`, if given.
+///
+/// # Errors
+/// [`Error::BulkAction`] with [`read_action`]'s reason.
+pub fn parse_action(line: &str) -> Result<(Action, Option<String>)> {
+    read_action(line.as_bytes())
+        .map(|a| (a.action, a.id))
+        .map_err(|e| Error::BulkAction {
+            reason: e.to_string(),
+        })
+}
+
+/// Whether `line` is an action line (a one-key object whose key is an action name),
+/// to tell a missing document line from the next action and to resynchronise after a
+/// malformed line. The first key is checked without parsing the line, so a document
+/// (whose first key is rarely an action name) is not parsed twice.
+pub fn looks_like_action(line: &[u8]) -> bool {
+    let first_key = || -> Option<&[u8]> {
+        let start = line.iter().position(|b| !b.is_ascii_whitespace())?;
+        let rest = line.get(start..)?.strip_prefix(b"{")?;
+        let quote = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+        let rest = rest.get(quote..)?.strip_prefix(b"\"")?;
+        let end = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+        rest.get(..end)
+    };
+    let is_action_name = first_key()
+        .and_then(|k| std::str::from_utf8(k).ok())
+        .is_some_and(|k| Action::parse(k).is_some());
+    is_action_name
+        && matches!(serde_json::from_slice::<Map<String, Value>>(line), Ok(m) if m.len() == 1 && m.keys().all(|k| Action::parse(k).is_some()))
 }
 
 /// What one item did.
@@ -249,5 +315,40 @@ impl ItemResult {
         let mut outer = Map::new();
         outer.insert(self.action.name().to_owned(), Value::Object(inner));
         Value::Object(outer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_lines_are_told_from_documents() {
+        assert!(looks_like_action(b" {\"create\": {\"_index\": \"a\"}}"));
+        assert!(looks_like_action(b"{\"delete\":{\"_id\":\"x\"}}"));
+        assert!(!looks_like_action(b"{\"@timestamp\": 1, \"create\": {}}"));
+        assert!(!looks_like_action(b"{\"index\": {}, \"other\": 1}"));
+        assert!(!looks_like_action(b"{\"in\\\"dex\": {}}"));
+        assert!(!looks_like_action(b"not json"));
+        assert_eq!(
+            read_action(b"{\"create\":{}}\r").map(|a| a.action),
+            Ok(Action::Create)
+        );
+        let read = read_action(b"{\"index\": {\"_index\": \"i\", \"_id\": \"x\"}}").unwrap();
+        assert_eq!(
+            (read.index.as_deref(), read.id.as_deref()),
+            (Some("i"), Some("x"))
+        );
+        for (line, malformed) in [
+            (&b"{\"upsert\": {}}"[..], true),
+            (b"{nope", true),
+            (b"{\"create\": {\"_id\": 5}}", true),
+            (b"{\"create\": []}", true),
+            (b"{\"delete\": {}}", false),
+            (b"{\"update\": {\"_index\": \"i\"}}", false),
+        ] {
+            let e = read_action(line).unwrap_err();
+            assert_eq!(matches!(e, ActionError::Malformed(_)), malformed, "{e}");
+        }
     }
 }

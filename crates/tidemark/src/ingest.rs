@@ -516,8 +516,7 @@ impl Index {
                         prepared.push(Prepared::failed(n, Action::Create, e.to_string()));
                         // Skip the document line that followed the broken action, if any.
                         if let Some((_, next)) = lines.peek() {
-                            let next_is_action =
-                                std::str::from_utf8(next).is_ok_and(looks_like_action);
+                            let next_is_action = looks_like_action(next);
                             if !next_is_action {
                                 lines.next();
                             }

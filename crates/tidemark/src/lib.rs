@@ -20,7 +20,10 @@ mod snapshot;
 mod stats;
 mod time;
 
-pub use bulk::{Action, BulkItem, ItemResult, ItemStatus, parse_action};
+pub use bulk::{
+    Action, ActionError, ActionLine, BulkItem, ItemResult, ItemStatus, looks_like_action,
+    parse_action, read_action,
+};
 pub use counters::Counters;
 pub use doc::{DocParser, ParsedDoc, point_to_doc};
 pub use error::{Error, Result};

@@ -12,7 +12,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::post;
 use serde_json::{Map, Value, json};
-use tidemark::{Action, ItemResult, ItemStatus, PreparedItem};
+use tidemark::{Action, ActionError, ItemResult, ItemStatus, PreparedItem, looks_like_action};
 
 use crate::auth::Principal;
 use crate::error::{Error, Result};
@@ -309,61 +309,6 @@ pub struct BulkLine<'a> {
     pub doc: Option<&'a [u8]>,
 }
 
-/// Why an action line cannot be read: malformed (the whole request is refused with
-/// `illegal_argument_exception`), or well-formed but invalid (collected, then refused
-/// with `action_request_validation_exception`).
-enum ActionError {
-    Malformed(String),
-    Invalid(String),
-}
-
-/// Reads the action line on line `n`: `(action, _index, _id)`.
-fn read_action(
-    n: u64,
-    text: &[u8],
-) -> std::result::Result<(Action, Option<String>, Option<String>), ActionError> {
-    // What most shippers send: no metadata at all.
-    match text.trim_ascii() {
-        b"{\"create\":{}}" => return Ok((Action::Create, None, None)),
-        b"{\"index\":{}}" => return Ok((Action::Index, None, None)),
-        _ => {}
-    }
-    let malformed = |why: String| {
-        ActionError::Malformed(format!("Malformed action/metadata line [{n}], {why}"))
-    };
-    let v: Map<String, Value> = serde_json::from_slice(text)
-        .map_err(|e| malformed(format!("expected a JSON object: {e}")))?;
-    let mut it = v.into_iter();
-    let (Some((name, meta)), None) = (it.next(), it.next()) else {
-        return Err(malformed("expected exactly one action".to_owned()));
-    };
-    let action = Action::parse(&name).ok_or_else(|| {
-        malformed(format!(
-            "expected field [create, delete, index, update] but found [{name}]"
-        ))
-    })?;
-    let Value::Object(meta) = meta else {
-        return Err(malformed(format!("[{name}] must hold an object")));
-    };
-    let text_of = |key: &str| -> std::result::Result<Option<String>, ActionError> {
-        match meta.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(malformed(format!(
-                "[{key}] must be a string, found {other}"
-            ))),
-        }
-    };
-    let index = text_of("_index")?;
-    let id = text_of("_id")?;
-    if id.is_none() && matches!(action, Action::Delete | Action::Update) {
-        return Err(ActionError::Invalid(format!(
-            "id is missing for the {name} on line {n}"
-        )));
-    }
-    Ok((action, index, id))
-}
-
 /// The lines of `body` (split at `\n`, the last one possibly empty), as `split` gives
 /// them, with the newlines found by `memchr`'s vectorised search.
 fn lines_of(body: &[u8]) -> impl Iterator<Item = &[u8]> {
@@ -393,26 +338,6 @@ fn is_blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
 
-/// Whether a line is an action line (a one-key object whose key is an action name),
-/// to tell a missing document line from the next action. The first key is checked
-/// without parsing the line, so a document (whose first key is rarely an action name)
-/// is not parsed twice.
-fn looks_like_action(line: &[u8]) -> bool {
-    let first_key = || -> Option<&[u8]> {
-        let start = line.iter().position(|b| !b.is_ascii_whitespace())?;
-        let rest = line.get(start..)?.strip_prefix(b"{")?;
-        let quote = rest.iter().position(|b| !b.is_ascii_whitespace())?;
-        let rest = rest.get(quote..)?.strip_prefix(b"\"")?;
-        let end = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
-        rest.get(..end)
-    };
-    let is_action_name = first_key()
-        .and_then(|k| std::str::from_utf8(k).ok())
-        .is_some_and(|k| Action::parse(k).is_some());
-    is_action_name
-        && matches!(serde_json::from_slice::<Map<String, Value>>(line), Ok(m) if m.len() == 1 && m.keys().all(|k| Action::parse(k).is_some()))
-}
-
 /// Splits a `_bulk` body into items, or refuses the whole request as Elasticsearch
 /// does: a malformed action line (not a JSON object, not one of `create`, `delete`,
 /// `index`, `update`, metadata of the wrong type) is a `400 illegal_argument_exception`
@@ -430,12 +355,16 @@ pub fn split_bulk<'a>(body: &'a [u8], default_index: Option<&str>) -> Result<Vec
         .filter(|(_, l)| !is_blank(l))
         .peekable();
     while let Some((n, line)) = lines.next() {
-        let (action, index, id) = match read_action(n, line) {
-            Ok(read) => read,
-            Err(ActionError::Malformed(reason)) => {
-                return Err(Error::bad("illegal_argument_exception", reason));
+        let (action, index, id) = match tidemark::read_action(line) {
+            Ok(a) => (a.action, a.index, a.id),
+            Err(ActionError::Malformed(why)) => {
+                return Err(Error::bad(
+                    "illegal_argument_exception",
+                    format!("Malformed action/metadata line [{n}], {why}"),
+                ));
             }
-            Err(ActionError::Invalid(reason)) => {
+            Err(ActionError::Invalid(why)) => {
+                let reason = format!("{why} on line {n}");
                 // Its document line, if one follows, is not an action to read.
                 if lines
                     .peek()
@@ -774,20 +703,6 @@ mod tests {
         let fast: Value = serde_json::from_slice(&bulk_response_bytes(0, &ok)).unwrap();
         assert_eq!(fast["errors"], false);
         assert_eq!(fast["items"][0], bulk_item_json("a", &ok[0].1).0);
-    }
-
-    #[test]
-    fn action_lines_are_told_from_documents() {
-        assert!(looks_like_action(b" {\"create\": {\"_index\": \"a\"}}"));
-        assert!(looks_like_action(b"{\"delete\":{\"_id\":\"x\"}}"));
-        assert!(!looks_like_action(b"{\"@timestamp\": 1, \"create\": {}}"));
-        assert!(!looks_like_action(b"{\"index\": {}, \"other\": 1}"));
-        assert!(!looks_like_action(b"{\"in\\\"dex\": {}}"));
-        assert!(!looks_like_action(b"not json"));
-        assert_eq!(
-            read_action(1, b"{\"create\":{}}\r").ok().map(|a| a.0),
-            Some(Action::Create)
-        );
     }
 
     #[test]
