@@ -78,7 +78,11 @@ pub fn text(body: String) -> Response {
 /// The layer around every request: authenticates (401 before any handler runs), adds
 /// `X-Elastic-Product: Elasticsearch` and the content type clients negotiated, and logs
 /// method, path, status and duration.
-pub async fn layer(State(state): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
+pub async fn layer(
+    State((state, refusals)): State<(Arc<AppState>, Arc<crate::routes::Refusals>)>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let start = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
@@ -131,7 +135,8 @@ pub async fn layer(State(state): State<Arc<AppState>>, mut req: Request, next: N
         Err(e) => {
             tracing::info!(%method, %path, status = 401, "request refused: authentication");
             let browser = crate::ui::from_browser(req.headers());
-            let mut resp = crate::metrics::refusal(&path, req.headers(), &e)
+            let mut resp = refusals
+                .shape(&path, req.headers(), &e)
                 .unwrap_or_else(|| e.into_response());
             if browser && resp.status() == StatusCode::UNAUTHORIZED {
                 // A browser prompts for credentials only on a challenge it can parse.

@@ -22,6 +22,29 @@ use crate::state::{AppState, St};
 pub struct Routes {
     router: Router<Arc<AppState>>,
     paths: Vec<String>,
+    refusals: Vec<Refusal>,
+}
+
+/// How a protocol shapes a refused authentication for its own paths (a `401` its
+/// clients read): `None` for a path that is not its own. The layer asks each
+/// protocol's in turn ([`Routes::refusal`]) and answers in Elasticsearch's shape when
+/// none claims the path, so the layer knows no protocol.
+pub type Refusal = fn(&str, &axum::http::HeaderMap, &crate::error::Error) -> Option<Response>;
+
+/// The refusal shapes of every protocol, for the layer.
+#[derive(Default)]
+pub struct Refusals(Vec<Refusal>);
+
+impl Refusals {
+    /// The first protocol's answer for `path`, if one claims it.
+    pub fn shape(
+        &self,
+        path: &str,
+        headers: &axum::http::HeaderMap,
+        e: &crate::error::Error,
+    ) -> Option<Response> {
+        self.0.iter().find_map(|f| f(path, headers, e))
+    }
 }
 
 impl Routes {
@@ -42,11 +65,19 @@ impl Routes {
         self
     }
 
+    /// Adds how these routes' protocol shapes a refused authentication.
+    #[must_use]
+    pub fn refusal(mut self, shape: Refusal) -> Routes {
+        self.refusals.push(shape);
+        self
+    }
+
     /// Adds every route of `other`.
     #[must_use]
     pub fn merge(mut self, other: Routes) -> Routes {
         self.router = self.router.merge(other.router);
         self.paths.extend(other.paths);
+        self.refusals.extend(other.refusals);
         self
     }
 }
@@ -75,11 +106,13 @@ pub fn route_paths() -> Vec<String> {
 /// layer around all of them, and a fallback answering `400` naming the unsupported
 /// endpoint.
 pub fn router(state: Arc<AppState>) -> Router {
-    all_routes()
+    let routes = all_routes();
+    let refusals = Arc::new(Refusals(routes.refusals));
+    routes
         .router
         .fallback(fallback)
         .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
+            (Arc::clone(&state), refusals),
             http::layer,
         ))
         .with_state(state)

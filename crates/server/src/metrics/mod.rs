@@ -39,6 +39,7 @@ pub const INDEX_HEADER: &str = "x-tidemark-index";
 /// The routes of the metrics protocols.
 pub(crate) fn routes() -> crate::routes::Routes {
     crate::routes::Routes::new()
+        .refusal(refusal)
         .route("/api/v1/write", post(remote_write_handler))
         .route("/write", post(influx_v1))
         .route("/api/v2/write", post(influx_v2))
@@ -795,7 +796,7 @@ async fn influx_write(
 /// "message"}` on `/api/v2/write`, a text reason on `/api/v1/write` (Prometheus logs the
 /// body of a refused request), a `google.rpc.Status` (`UNAUTHENTICATED`, protobuf or JSON
 /// as the request) on `/v1/metrics`; `None` for the Elasticsearch paths.
-pub(crate) fn refusal(path: &str, headers: &HeaderMap, e: &Error) -> Option<Response> {
+fn refusal(path: &str, headers: &HeaderMap, e: &Error) -> Option<Response> {
     let mut resp = match path {
         "/write" | "/query" => influx_from(e, true),
         "/api/v2/write" => influx_from(e, false),
