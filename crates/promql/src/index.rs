@@ -59,19 +59,6 @@ pub fn label_safe(name: &str) -> String {
     out
 }
 
-fn dim_text(d: &Dim) -> String {
-    match d {
-        Dim::Keyword(s) => s.clone(),
-        Dim::Int(i) => i.to_string(),
-        Dim::UInt(u) => u.to_string(),
-        Dim::Bool(b) => b.to_string(),
-        Dim::Ip(ip) => match ip.to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
-            None => ip.to_string(),
-        },
-    }
-}
-
 impl<'a> IndexStorage<'a> {
     /// Reads `index`. In a mapped index its metric fields and numeric value fields (not
     /// dates) become metric names; in a label-keyed index (`"mode": "labels"`) every
@@ -185,7 +172,7 @@ impl<'a> IndexStorage<'a> {
     pub(crate) fn series_labels_of(dims: &[(String, Dim)]) -> Labels {
         let mut labels: Labels = dims
             .iter()
-            .map(|(n, d)| (label_safe(n), dim_text(d)))
+            .map(|(n, d)| (label_safe(n), d.text()))
             .filter(|(_, v)| !v.is_empty())
             .collect();
         labels.sort();

@@ -30,6 +30,21 @@ impl Dim {
             Dim::Ip(ip) => DimValue::Ip(std::net::IpAddr::V6(*ip)),
         }
     }
+
+    /// The value as text, as term filters and label matchers compare it: an IPv4 address
+    /// mapped into IPv6 is written as IPv4.
+    pub fn text(&self) -> String {
+        match self {
+            Dim::Keyword(s) => s.clone(),
+            Dim::Int(i) => i.to_string(),
+            Dim::UInt(u) => u.to_string(),
+            Dim::Bool(b) => b.to_string(),
+            Dim::Ip(ip) => match ip.to_ipv4_mapped() {
+                Some(v4) => v4.to_string(),
+                None => ip.to_string(),
+            },
+        }
+    }
 }
 
 impl From<&str> for Dim {

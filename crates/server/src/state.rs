@@ -63,3 +63,10 @@ pub(crate) fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit> 
         )
     })
 }
+
+/// Milliseconds since the epoch, now: the server's one clock.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

@@ -1011,17 +1011,6 @@ pub(crate) fn dim_json(d: &Dim) -> Value {
     }
 }
 
-/// Text of a dimension value, as term filters compare it.
-pub(crate) fn dim_text(d: &Dim) -> String {
-    match d {
-        Dim::Keyword(s) => s.clone(),
-        Dim::Int(i) => i.to_string(),
-        Dim::UInt(u) => u.to_string(),
-        Dim::Bool(b) => b.to_string(),
-        Dim::Ip(ip) => ip_text(ip),
-    }
-}
-
 pub(crate) fn ip_text(ip: &Ipv6Addr) -> String {
     match ip.to_ipv4_mapped() {
         Some(v4) => v4.to_string(),

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tidemark_dedup::{Piece, Postings, RollupStats};
 use tidemark_segment::{Dim, MetricValue, Point};
 
-use crate::doc::{dim_json, dim_text, ip_text, point_to_doc};
+use crate::doc::{dim_json, ip_text, point_to_doc};
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::mapping::{FieldRole, FieldType, Mapping};
@@ -652,11 +652,7 @@ impl Compiled {
     /// [`select`](Self::select) for one series (its dimensions): whether it may have
     /// matching documents.
     fn may_match(&self, dims: &[(String, Dim)]) -> bool {
-        let value = |field: &str| {
-            dims.iter()
-                .find(|(n, _)| n == field)
-                .map(|(_, d)| dim_text(d))
-        };
+        let value = |field: &str| dims.iter().find(|(n, _)| n == field).map(|(_, d)| d.text());
         match self {
             Compiled::Dim(field, set) => value(field).is_some_and(|v| set.contains(&v)),
             Compiled::DimPrefix(field, pre) => {
@@ -678,15 +674,15 @@ impl Compiled {
             Compiled::Dim(field, set) => p
                 .dims
                 .iter()
-                .any(|(n, d)| n == field && set.contains(&dim_text(d))),
+                .any(|(n, d)| n == field && set.contains(&d.text())),
             Compiled::DimPrefix(field, pre) => p
                 .dims
                 .iter()
-                .any(|(n, d)| n == field && dim_text(d).starts_with(pre.as_str())),
+                .any(|(n, d)| n == field && d.text().starts_with(pre.as_str())),
             Compiled::DimRegex(field, re) => p
                 .dims
                 .iter()
-                .any(|(n, d)| n == field && re.is_match(&dim_text(d))),
+                .any(|(n, d)| n == field && re.is_match(&d.text())),
             Compiled::Ids(set) => set.contains(id),
             Compiled::IdPrefix(pre) => id.starts_with(pre.as_str()),
             Compiled::HasDim(field) => p.dims.iter().any(|(n, _)| n == field),
@@ -902,7 +898,7 @@ impl Acc {
                     return 0;
                 };
                 let mut created = 0;
-                let slot = buckets.entry(dim_text(d)).or_insert_with(|| {
+                let slot = buckets.entry(d.text()).or_insert_with(|| {
                     created = 1;
                     (
                         dim_json(d),
@@ -943,7 +939,7 @@ impl Acc {
                         let Some((_, d)) = dims.iter().find(|(n, _)| n == field) else {
                             return 0;
                         };
-                        let text = dim_text(d);
+                        let text = d.text();
                         match dim_number(d) {
                             Some(v) => rows.iter().for_each(|_| add(v, Some(text.clone()))),
                             // A keyword: counted (and distinct), no number.

@@ -9,7 +9,7 @@ use tidemark_dedup::{Piece, Postings, RollupStats, counter_step};
 use tidemark_segment::{Dim, MetricValue, Point};
 use tidemark_tsid::{SyntheticId, Tsid};
 
-use crate::doc::{dim_json, dim_text, ip_text, point_to_doc};
+use crate::doc::{dim_json, ip_text, point_to_doc};
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::mapping::{FieldRole, FieldType, IndexMode, Mapping};
@@ -340,11 +340,7 @@ enum Compiled {
 
 impl Compiled {
     fn matches(&self, dims: &[(String, Dim)]) -> bool {
-        let value = |field: &str| {
-            dims.iter()
-                .find(|(n, _)| n == field)
-                .map(|(_, d)| dim_text(d))
-        };
+        let value = |field: &str| dims.iter().find(|(n, _)| n == field).map(|(_, d)| d.text());
         match self {
             Compiled::Terms(f, values) => value(f).is_some_and(|v| values.contains(&v)),
             Compiled::Prefix(f, p) => value(f).is_some_and(|v| v.starts_with(p.as_str())),
@@ -750,7 +746,7 @@ impl Index {
                     .iter()
                     .map(|g| s.dims.iter().find(|(n, _)| n == g).map(|(_, d)| d))
                     .collect();
-                let text: Vec<Option<String>> = key.iter().map(|d| d.map(dim_text)).collect();
+                let text: Vec<Option<String>> = key.iter().map(|d| d.map(Dim::text)).collect();
                 let g = groups.entry(text).or_insert_with(|| GroupAgg {
                     key: query
                         .group_by

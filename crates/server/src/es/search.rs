@@ -17,7 +17,7 @@ use crate::es::dsl;
 use crate::es::protocol;
 use crate::es::source::SourceFilter;
 use crate::http::{self, Caller, params, read_body};
-use crate::state::{AppState, blocking};
+use crate::state::{AppState, blocking, now_ms};
 
 /// The read routes.
 pub fn routes() -> crate::routes::Routes {
@@ -73,13 +73,6 @@ pub fn agg_json(out: &tidemark::AggOutput) -> Value {
             }
         }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 /// Merges the URL parameters `size`, `from`, `sort` into a search body; refuses `q`.

@@ -16,7 +16,6 @@ pub mod vm_format;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
@@ -29,7 +28,7 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::http::{self, Caller, params};
 use crate::metrics::series_cache::SeriesCache;
-use crate::state::{AppState, admit, blocking};
+use crate::state::{AppState, admit, blocking, now_ms};
 use line_protocol::{FieldValue, Precision};
 
 type St = State<Arc<AppState>>;
@@ -286,13 +285,6 @@ impl Batch {
         self.samples.truncate(mark);
         self.distinct = None;
     }
-}
-
-/// Milliseconds since the epoch, now.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The label-keyed index a request writes: `?index=`, else the `X-Tidemark-Index`

@@ -101,7 +101,7 @@ impl LineStats {
             return;
         }
         self.lines_bad.fetch_add(n, Ordering::Relaxed);
-        let now = metrics::now_ms();
+        let now = crate::state::now_ms();
         let last = self.last_log_ms.load(Ordering::Relaxed);
         if now.saturating_sub(last) >= LOG_EVERY_MS
             && self

@@ -404,7 +404,7 @@ impl<'a> Import<'a> {
             format,
             extra,
             batch,
-            now_ms: crate::metrics::now_ms(),
+            now_ms: crate::state::now_ms(),
             line_no: 0,
             bad_lines: 0,
             first_bad: None,

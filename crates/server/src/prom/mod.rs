@@ -12,7 +12,7 @@ pub mod snapshot;
 pub(crate) mod tsdb_status;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
@@ -29,7 +29,7 @@ use tidemark_promql::{
 use crate::auth::Principal;
 use crate::http::{Caller, json, read_body};
 use crate::registry::IndexHandle;
-use crate::state::{AppState, blocking};
+use crate::state::{AppState, blocking, now_ms};
 
 /// The Prometheus version whose API and PromQL semantics this follows (Grafana picks
 /// features by it): Prometheus 3's left-open range windows and lookback, and its `rate`
@@ -245,12 +245,6 @@ fn required<'p>(params: &'p [(String, String)], name: &str) -> Result<&'p str, P
     param(params, name)
         .filter(|v| !v.is_empty())
         .ok_or_else(|| PromError::BadData(format!("invalid parameter \"{name}\": missing")))
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn time_param(params: &[(String, String)], name: &str, default: i64) -> Result<i64, PromError> {
