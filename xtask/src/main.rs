@@ -74,10 +74,11 @@ tasks:
       [--refresh-rows N] [--series N] [--seed N] [--dup-rate F] [--late-rate F] [--disorder F]
       [--merge-threads N] [--merge-stall N|off] [--api refs|points] [--out DIR] [--data DIR]
       generate points on the fly (retries and late points included) and ingest them through
-      the engine with background merges (--api: by series refs, the default, or as whole
+      the store with background merges (--api: by series refs, the default, or as whole
       points, dimensions and metric names in each); every --every points (default 1,000,000) record
       peak RSS (VmHWM), RSS, points/s, bytes per point on disk, segments and write stalls
-      (--merge-threads, --merge-stall: the engine's merge threads and stall bound); then merge
+      (as the server: a PartitionedEngine with --merge-threads merge threads, default 1,
+      and inline merges once more than --merge-stall merges wait, default 4); then merge
       everything into one segment and report that merge's own peak RSS. Prints a table,
       writes soak-<dataset>-<points>.{csv,svg} to --out (default target/xtask/soak);
       fails if a retry is stored or a point lost

@@ -1,12 +1,16 @@
 //! `cargo xtask soak`: memory and throughput as data grows. Generates points on the fly
-//! (no files), ingests them through a `SharedEngine` (background merges on, retries and
-//! late points included), and every million points records the peak resident set
+//! (no files), ingests them as the server ingests an index (a `PartitionedEngine` with
+//! merges on merge threads and inline past a backlog, see crates/server/src/registry.rs;
+//! retries and late points included), and every million points records the peak resident set
 //! (VmHWM from /proc/self/status), the current one, points/s, bytes per point on disk and
 //! the segment count. At the end, every segment is merged into one with the peak reset
 //! first, so the merge's own peak is reported. Prints a table; writes CSV and an SVG chart.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
@@ -14,8 +18,8 @@ use plotters::prelude::*;
 use tidemark_datagen::{Dataset, Options};
 use tidemark_datagen::{MetricVal, Record};
 use tidemark_dedup::{
-    AppendBatch, ColumnKind, ColumnRef, Durability, Engine, EngineConfig, Op, Outcome, SeriesRef,
-    SharedEngine, Strategy, Writer,
+    AppendBatch, ColumnKind, ColumnRef, Durability, Engine, EngineConfig, Op, Outcome,
+    PartitionedEngine, SeriesRef, Strategy,
 };
 use tidemark_segment::MetricValue;
 use tidemark_tsid::Tsid;
@@ -25,7 +29,8 @@ use crate::storage_compare::metric_point;
 /// How the soak hands points to the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Api {
-    /// Series refs ([`Writer::series`] once per series, then [`Writer::append`] of
+    /// Series refs ([`PartitionedEngine::series`] once per series, then
+    /// [`PartitionedEngine::append`] of
     /// timestamps and values): the engine's fast path, and what a pipeline that knows its
     /// series (the servers' series caches) uses.
     Refs,
@@ -49,9 +54,9 @@ struct Args {
     strategy: Strategy,
     batch: usize,
     refresh_rows: Option<usize>,
-    merge_threads: Option<usize>,
-    /// `Some(None)`: the stall turned off.
-    merge_stall: Option<Option<usize>>,
+    merge_threads: usize,
+    /// Waiting merges past which the writer merges inline (`None`: never).
+    merge_stall: Option<usize>,
     out: PathBuf,
     data: Option<PathBuf>,
     every: u64,
@@ -67,8 +72,8 @@ fn parse(args: &[String]) -> Result<Args> {
         strategy: Strategy::default(),
         batch: 10_000,
         refresh_rows: None,
-        merge_threads: None,
-        merge_stall: None,
+        merge_threads: 1,
+        merge_stall: Some(MAX_WAITING_MERGES),
         out: crate::project_root().join("target/xtask/soak"),
         data: None,
         every: 1_000_000,
@@ -92,15 +97,13 @@ fn parse(args: &[String]) -> Result<Args> {
             "--strategy" => a.strategy = value()?.parse().context("--strategy")?,
             "--batch" => a.batch = value()?.parse().context("--batch")?,
             "--refresh-rows" => a.refresh_rows = Some(value()?.parse().context("--refresh-rows")?),
-            "--merge-threads" => {
-                a.merge_threads = Some(value()?.parse().context("--merge-threads")?)
-            }
+            "--merge-threads" => a.merge_threads = value()?.parse().context("--merge-threads")?,
             "--merge-stall" => {
                 let v = value()?;
-                a.merge_stall = Some(match v.as_str() {
+                a.merge_stall = match v.as_str() {
                     "off" => None,
                     n => Some(n.parse().context("--merge-stall: a count or `off`")?),
-                })
+                }
             }
             "--every" => a.every = value()?.parse().context("--every")?,
             "--api" => {
@@ -118,13 +121,187 @@ fn parse(args: &[String]) -> Result<Args> {
     ensure!(a.points > 0, "--points must be positive");
     ensure!(a.batch > 0, "--batch must be positive");
     ensure!(a.every > 0, "--every must be positive");
+    ensure!(a.merge_threads > 0, "--merge-threads must be positive");
     a.options = a.options.points(a.points);
     Ok(a)
 }
 
+/// Waiting merges past which the writer merges inline, as the server's
+/// `MAX_WAITING_MERGES` (crates/server/src/registry.rs).
+const MAX_WAITING_MERGES: usize = 4;
+/// A merge thread looks for due merges at least this often without being woken.
+const MERGE_POLL: Duration = Duration::from_secs(1);
+
+/// The store as the server runs an index: one writer applies batches under the lock;
+/// merge threads plan a merge under it, write the merged segment without it and install
+/// it under it; when more merges wait than the stall bound, the writer merges inline
+/// after its batch (a write stall, counted here).
+struct Store {
+    engine: Arc<Mutex<PartitionedEngine>>,
+    stall: Option<usize>,
+    wake: Vec<SyncSender<()>>,
+    threads: Vec<JoinHandle<()>>,
+    write_stalls: u64,
+    stall_time: Duration,
+}
+
+impl Store {
+    fn new(mut engine: PartitionedEngine, merge_threads: usize, stall: Option<usize>) -> Store {
+        engine.set_background_merges(true);
+        let engine = Arc::new(Mutex::new(engine));
+        let mut wake = Vec::new();
+        let mut threads = Vec::new();
+        for i in 0..merge_threads {
+            let (tx, rx) = mpsc::sync_channel(1);
+            let engine = Arc::clone(&engine);
+            let spawned = std::thread::Builder::new()
+                .name(format!("soak-merge-{i}"))
+                .spawn(move || merge_loop(&engine, &rx));
+            if let Ok(t) = spawned {
+                wake.push(tx);
+                threads.push(t);
+            }
+        }
+        Store {
+            engine,
+            stall,
+            wake,
+            threads,
+            write_stalls: 0,
+            stall_time: Duration::ZERO,
+        }
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, PartitionedEngine>> {
+        self.engine
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a merge thread panicked"))
+    }
+
+    fn series(&self, tsid: Tsid, dims: Vec<(String, tidemark_segment::Dim)>) -> Result<SeriesRef> {
+        Ok(self.lock()?.series(tsid, dims)?)
+    }
+
+    fn column(&self, name: &str, kind: ColumnKind) -> Result<ColumnRef> {
+        Ok(self.lock()?.column(name, kind)?)
+    }
+
+    /// Applies one batch (points or appends), then merges inline while the backlog is
+    /// past the stall bound, then wakes the merge threads.
+    fn write(&mut self, ops: Vec<Op>, appends: &AppendBatch) -> Result<Vec<Outcome>> {
+        let mut engine = self
+            .engine
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a merge thread panicked"))?;
+        let outcomes = if ops.is_empty() {
+            engine.append(appends)?
+        } else {
+            engine.batch(ops)?
+        };
+        if let Some(bound) = self.stall
+            && engine.waiting_merges() > bound
+        {
+            let start = Instant::now();
+            while engine.waiting_merges() > bound {
+                let Some(job) = engine.plan_merge() else {
+                    break;
+                };
+                engine.install_merge(job.run())?;
+            }
+            self.write_stalls += 1;
+            self.stall_time += start.elapsed();
+        }
+        drop(engine);
+        for w in &self.wake {
+            let _ = w.try_send(());
+        }
+        Ok(outcomes)
+    }
+
+    /// Merges done and peak live segments (the engines' counters), and this store's
+    /// write stalls.
+    fn merge_stats(&self) -> Result<MergeCounts> {
+        Ok(MergeCounts::of(
+            &*self.lock()?,
+            self.write_stalls,
+            self.stall_time,
+        ))
+    }
+
+    /// Stops the merge threads (each after the merges due, as the server's does) and
+    /// returns the store with the final merge counters.
+    fn into_inner(mut self) -> Result<(PartitionedEngine, MergeCounts)> {
+        self.wake.clear();
+        for t in self.threads.drain(..) {
+            t.join()
+                .map_err(|_| anyhow::anyhow!("a merge thread panicked"))?;
+        }
+        let engine = Arc::try_unwrap(self.engine)
+            .map_err(|_| anyhow::anyhow!("the store is still shared"))?
+            .into_inner()
+            .map_err(|_| anyhow::anyhow!("a merge thread panicked"))?;
+        let counts = MergeCounts::of(&engine, self.write_stalls, self.stall_time);
+        Ok((engine, counts))
+    }
+}
+
+/// What [`Store::merge_stats`] reports.
+#[derive(Debug, Clone, Copy)]
+struct MergeCounts {
+    merges: u64,
+    peak_segments: u64,
+    /// Batches after which the writer merged inline, and the time it spent there.
+    write_stalls: u64,
+    stall_secs: f64,
+}
+
+impl MergeCounts {
+    /// The engines' merge counters with the writer's stalls.
+    fn of(engine: &PartitionedEngine, write_stalls: u64, stall_time: Duration) -> MergeCounts {
+        let mut counts = MergeCounts {
+            merges: 0,
+            peak_segments: 0,
+            write_stalls,
+            stall_secs: stall_time.as_secs_f64(),
+        };
+        for e in engine.engines() {
+            let m = e.merge_stats();
+            counts.merges += m.merges;
+            counts.peak_segments = counts.peak_segments.max(m.peak_segments);
+        }
+        counts
+    }
+}
+
+/// A merge thread: the server's `merge_loop`, the lock held only to plan and install.
+fn merge_loop(engine: &Mutex<PartitionedEngine>, woken: &Receiver<()>) {
+    loop {
+        match woken.recv_timeout(MERGE_POLL) {
+            Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        loop {
+            let job = match engine.lock() {
+                Ok(mut e) => e.plan_merge(),
+                Err(_) => return,
+            };
+            let Some(job) = job else { break };
+            let merged = job.run();
+            let installed = match engine.lock() {
+                Ok(mut e) => e.install_merge(merged),
+                Err(_) => return,
+            };
+            if let Err(e) = installed {
+                eprintln!("soak: background merge failed, its segments stay: {e}");
+                break;
+            }
+        }
+    }
+}
+
 /// The soak's side of ingest: records in, batches out, outcomes counted.
 struct Feed<'w> {
-    writer: &'w Writer,
+    writer: &'w mut Store,
     api: Api,
     ops: Vec<Op>,
     batch: AppendBatch,
@@ -139,7 +316,13 @@ struct Feed<'w> {
 
 impl<'w> Feed<'w> {
     /// A feed of batches of `batch` points of `metrics` values, of `series` series.
-    fn new(writer: &'w Writer, api: Api, batch: usize, series: usize, metrics: usize) -> Feed<'w> {
+    fn new(
+        writer: &'w mut Store,
+        api: Api,
+        batch: usize,
+        series: usize,
+        metrics: usize,
+    ) -> Feed<'w> {
         Feed {
             writer,
             api,
@@ -202,10 +385,10 @@ impl<'w> Feed<'w> {
         if self.len() == 0 {
             return Ok(());
         }
-        let outcomes = match self.api {
-            Api::Points => self.writer.batch(std::mem::take(&mut self.ops))?,
-            Api::Refs => self.writer.append(&mut self.batch)?,
-        };
+        let outcomes = self
+            .writer
+            .write(std::mem::take(&mut self.ops), &self.batch)?;
+        self.batch.clear();
         for o in outcomes {
             match o {
                 Outcome::Created { .. } => self.created += 1,
@@ -320,19 +503,12 @@ pub fn run(args: &[String]) -> Result<()> {
     if let Some(rows) = a.refresh_rows {
         config = config.with_refresh_rows(rows);
     }
-    if let Some(threads) = a.merge_threads {
-        config = config.with_merge_threads(threads);
-    }
-    if let Some(stall) = a.merge_stall {
-        config = config.with_merge_stall(stall);
-    }
-    let (threads, stall) = (config.merge_threads(), config.merge_stall());
-    let engine = Engine::create(&data, config).context("creating the engine")?;
-    let shared = SharedEngine::new(engine);
-    let writer = shared.writer();
+    let (threads, stall) = (a.merge_threads, a.merge_stall);
+    let engine = PartitionedEngine::create_single(&data, config).context("creating the engine")?;
+    let mut store = Store::new(engine, threads, stall);
 
     let stall_text = match stall {
-        Some(n) => format!("writes stall when more than {n} merges wait"),
+        Some(n) => format!("the writer merges inline when more than {n} merges wait"),
         None => "no write stall".to_owned(),
     };
     eprintln!(
@@ -349,7 +525,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut tsids: Vec<Option<Tsid>> = vec![None; ds.series_count() as usize];
     let mut samples = Vec::new();
     let mut feed = Feed::new(
-        &writer,
+        &mut store,
         a.api,
         a.batch,
         ds.series_count() as usize,
@@ -378,7 +554,7 @@ pub fn run(args: &[String]) -> Result<()> {
             let (peak_rss, now_rss, anon, file) = rss_parts()?;
             let (bytes_on_disk, segment_bytes, segments) = dir_stats(&data)?;
             let secs = last.1.elapsed().as_secs_f64().max(1e-9);
-            let merge_stats = writer.merge_stats()?;
+            let merge_stats = feed.writer.merge_stats()?;
             samples.push(Sample {
                 points: sent,
                 peak_rss,
@@ -390,7 +566,7 @@ pub fn run(args: &[String]) -> Result<()> {
                 segment_bytes,
                 segments,
                 write_stalls: merge_stats.write_stalls,
-                stall_secs: merge_stats.write_stall_nanos as f64 / 1e9,
+                stall_secs: merge_stats.stall_secs,
             });
             last = (sent, Instant::now());
             if terminal {
@@ -409,11 +585,10 @@ pub fn run(args: &[String]) -> Result<()> {
         eprintln!();
     }
     let ingest_peak = rss()?.0;
-    let mut engine = shared.into_inner().context("stopping the engine")?;
-    let merge_stats = *engine.merge_stats();
+    let (mut engine, merge_stats) = store.into_inner().context("stopping the merge threads")?;
     engine.refresh()?;
     let live = engine.live_count();
-    drop(engine);
+    engine.close()?;
     let before_merge = dir_stats(&data)?;
     // The final merge runs in a fresh process, so that its peak is its own and not the
     // heap the ingest left behind.
@@ -490,7 +665,7 @@ pub fn run(args: &[String]) -> Result<()> {
         merge_stats.merges,
         merge_stats.peak_segments,
         merge_stats.write_stalls,
-        merge_stats.write_stall_nanos as f64 / 1e9
+        merge_stats.stall_secs
     );
     print!("{table}");
     println!("{summary}");
@@ -620,9 +795,9 @@ mod tests {
             let config = EngineConfig::new()
                 .with_derived_tsids(true)
                 .with_refresh_rows(3_000);
-            let shared = SharedEngine::new(Engine::create(dir.path(), config).unwrap());
-            let writer = shared.writer();
-            let mut feed = Feed::new(&writer, api, 700, ds.series_count() as usize, 8);
+            let engine = PartitionedEngine::create_single(dir.path(), config).unwrap();
+            let mut store = Store::new(engine, 1, Some(MAX_WAITING_MERGES));
+            let mut feed = Feed::new(&mut store, api, 700, ds.series_count() as usize, 8);
             let mut computer = ds.tsid_computer().unwrap();
             for r in ds.records() {
                 let tsid = r.tsid(&mut computer).unwrap();
@@ -640,7 +815,7 @@ mod tests {
             );
             assert!(feed.duplicates > 0);
             drop(feed);
-            let engine = shared.into_inner().unwrap();
+            let (engine, _) = store.into_inner().unwrap();
             assert_eq!(engine.live_count(), ds.unique_docs());
             let mut points = Vec::new();
             engine

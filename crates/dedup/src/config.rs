@@ -90,10 +90,9 @@ pub enum Durability {
     #[default]
     PerRequest,
     /// `fsync` during a write call when the last one is at least this old, and on
-    /// [`Engine::sync`](crate::Engine::sync), refresh and drop; a
-    /// [`SharedEngine`](crate::SharedEngine) also fsyncs when idle for this long. Power
-    /// loss may lose the writes acknowledged in the last interval (and, for a plain
-    /// [`Engine`](crate::Engine), which has no timer, those since its last write call).
+    /// [`Engine::sync`](crate::Engine::sync), refresh and drop. Power loss may lose the
+    /// writes acknowledged in the last interval, and (the engine has no timer) those
+    /// since its last write call.
     Interval(Duration),
 }
 
@@ -107,8 +106,6 @@ pub struct EngineConfig {
     pub(crate) block_rows: u32,
     pub(crate) merge_factor: usize,
     pub(crate) auto_merge: bool,
-    pub(crate) merge_threads: usize,
-    pub(crate) merge_stall: Option<usize>,
     pub(crate) refresh_zstd_level: i32,
     pub(crate) merge_zstd_level: i32,
     pub(crate) mode: Mode,
@@ -125,8 +122,6 @@ impl Default for EngineConfig {
             block_rows: tidemark_segment::DEFAULT_BLOCK_ROWS,
             merge_factor: 10,
             auto_merge: true,
-            merge_threads: 1,
-            merge_stall: Some(1),
             refresh_zstd_level: 0,
             merge_zstd_level: 3,
             mode: Mode::TimeSeries,
@@ -138,8 +133,7 @@ impl Default for EngineConfig {
 impl EngineConfig {
     /// Defaults: `series-range`, fsync per request, a refresh every 100,000 buffered
     /// points, a 1% bloom filter (for `bloom`), 1024 rows per segment block, a merge
-    /// when 10 segments share a size tier; in a [`SharedEngine`](crate::SharedEngine),
-    /// one merge thread and writes stalled while more than one merge waits.
+    /// when 10 segments share a size tier.
     pub fn new() -> EngineConfig {
         EngineConfig::default()
     }
@@ -184,42 +178,11 @@ impl EngineConfig {
     }
 
     /// Whether the merge policy runs after each size-triggered refresh (default true).
-    /// A plain [`Engine`](crate::Engine) merges on the calling thread; a
-    /// [`SharedEngine`](crate::SharedEngine) on its merge threads (see
-    /// [`with_merge_threads`](Self::with_merge_threads)).
+    /// The merges run on the calling thread, unless a
+    /// [`PartitionedEngine`](crate::PartitionedEngine) leaves them to the caller
+    /// ([`set_background_merges`](crate::PartitionedEngine::set_background_merges)).
     pub fn with_auto_merge(mut self, on: bool) -> EngineConfig {
         self.auto_merge = on;
-        self
-    }
-
-    /// Background merges a [`SharedEngine`](crate::SharedEngine) runs at once (at least
-    /// 1; default 1). With two or more, at most `threads - 1` of them merge segments
-    /// above the refresh tier (the size tier of
-    /// [`refresh_rows`](Self::with_refresh_rows) points): one thread is always free for
-    /// the merges of freshly refreshed segments, so they never wait behind a long merge
-    /// of large segments, and writes stall less. One is the default because overlapping
-    /// merges (each thread with its own malloc arena) raised the soak's peak resident
-    /// set more than the stall costs (see `docs/results/memory.md`).
-    pub fn with_merge_threads(mut self, threads: usize) -> EngineConfig {
-        self.merge_threads = threads;
-        self
-    }
-
-    /// The write stall of a [`SharedEngine`](crate::SharedEngine), as Lucene's
-    /// `ConcurrentMergeScheduler` stalls indexing threads and RocksDB its writes when
-    /// compactions fall behind: while more than `waiting` merges that the policy has
-    /// planned wait for a merge thread, writes wait (reads, refreshes and shutdown do
-    /// not) until merges finish and the count is back within `waiting`. `None` turns the
-    /// stall off: then segments pile up without bound when ingest outruns merges, and
-    /// with them the memory of every live segment (its series table, mapped pages,
-    /// readers). Default `Some(1)`: with the default factor of 10, at most about 10
-    /// refreshed segments wait beyond those being merged, whatever the machine's speed.
-    ///
-    /// A stall only lasts while a merge is running (it ends when one finishes), and a
-    /// failed merge lifts it until a merge succeeds, so it never blocks writes for good.
-    /// Stalls are counted in [`MergeStats`](crate::MergeStats).
-    pub fn with_merge_stall(mut self, waiting: Option<usize>) -> EngineConfig {
-        self.merge_stall = waiting;
         self
     }
 
@@ -269,16 +232,6 @@ impl EngineConfig {
         self.durability
     }
 
-    /// Background merge threads of a [`SharedEngine`](crate::SharedEngine).
-    pub fn merge_threads(&self) -> usize {
-        self.merge_threads
-    }
-
-    /// The write stall bound: see [`with_merge_stall`](Self::with_merge_stall).
-    pub fn merge_stall(&self) -> Option<usize> {
-        self.merge_stall
-    }
-
     pub(crate) fn check(&self) -> Result<()> {
         if self.refresh_rows == 0 {
             return Err(Error::InvalidConfig {
@@ -290,12 +243,6 @@ impl EngineConfig {
             return Err(Error::InvalidConfig {
                 name: "merge_factor",
                 detail: format!("expected at least 2, found {}", self.merge_factor),
-            });
-        }
-        if self.merge_threads == 0 {
-            return Err(Error::InvalidConfig {
-                name: "merge_threads",
-                detail: "expected at least 1, found 0".into(),
             });
         }
         if !(self.bloom_fpr > 0.0 && self.bloom_fpr < 1.0) {

@@ -201,33 +201,6 @@ impl AppendBatch {
     }
 }
 
-/// The writes of one request to a [`SharedEngine`](crate::SharedEngine)'s thread.
-#[derive(Debug)]
-pub(crate) enum Writes {
-    /// Operations on points.
-    Ops(Vec<Op>),
-    /// Appends by ref.
-    Appends(AppendBatch),
-}
-
-impl Writes {
-    /// Operations or appends in it.
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Writes::Ops(ops) => ops.len(),
-            Writes::Appends(b) => b.len(),
-        }
-    }
-}
-
-/// What a group commit answers for one [`Writes`]: the outcomes, and a batch of appends
-/// handed back emptied, its memory kept for the sender's next batch.
-#[derive(Debug)]
-pub(crate) struct Answer {
-    pub(crate) result: Result<Vec<Outcome>>,
-    pub(crate) appends: Option<AppendBatch>,
-}
-
 /// What one operation did. A batch returns one per operation, in order.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -146,17 +146,6 @@ pub enum Error {
         /// The row.
         row: u64,
     },
-    /// An error of a group commit on the engine thread of a
-    /// [`SharedEngine`](crate::SharedEngine), reported to every batch of the group but the
-    /// first (which gets the error itself).
-    #[error("the group commit of this batch failed: {detail}")]
-    Shared {
-        /// The error, as text.
-        detail: String,
-    },
-    /// The engine thread of a [`SharedEngine`](crate::SharedEngine) has stopped.
-    #[error("the engine thread has stopped")]
-    Stopped,
     /// A merge run off the store panicked (a bug); its inputs stay live.
     #[error("a merge panicked (a bug); its segments stay as they were")]
     MergePanicked,

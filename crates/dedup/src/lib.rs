@@ -13,7 +13,6 @@ mod merge;
 mod partition;
 mod read;
 mod record;
-mod shared;
 mod stats;
 mod wal;
 
@@ -33,6 +32,5 @@ pub use partition::{
     counter_step, dim_value_text,
 };
 pub use read::SeriesReader;
-pub use shared::{SharedEngine, Writer};
 pub use stats::{DedupStats, MergeStats};
 pub use wal::{MAX_RECORD_LEN, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION};

@@ -66,12 +66,7 @@ impl DedupStats {
     }
 }
 
-/// Counters of merges and of the write stall, since the engine was opened.
-///
-/// The stall counters stay zero for a plain [`Engine`](crate::Engine), which merges on
-/// the writing thread; a [`SharedEngine`](crate::SharedEngine) stalls writes while too
-/// many merges wait (see
-/// [`EngineConfig::with_merge_stall`](crate::EngineConfig::with_merge_stall)).
+/// Counters of merges, since the engine was opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MergeStats {
     /// Merges installed (synchronous and background).
@@ -81,9 +76,4 @@ pub struct MergeStats {
     pub merges_abandoned: u64,
     /// The most live segments seen at once.
     pub peak_segments: u64,
-    /// Stalls: periods during which at least one write waited for merges.
-    pub write_stalls: u64,
-    /// Time from the first write held by a stall to the stall's end, summed, in
-    /// nanoseconds.
-    pub write_stall_nanos: u64,
 }

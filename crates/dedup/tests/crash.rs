@@ -16,6 +16,9 @@ use tidemark_dedup::{Durability, Engine, EngineConfig, EventIds, Mode, Op, Outco
 use tidemark_segment::Point;
 use tidemark_tsid::{FingerprintMethod, SyntheticId, Tsid};
 
+mod support;
+use support::{assert_all_conflicts, pod_point, tsid};
+
 const CHILD_ENV: &str = "TIDEMARK_DEDUP_CRASH_CHILD";
 const STREAM: u64 = 20_000;
 const SERIES: u64 = 17;
@@ -25,7 +28,7 @@ const SERIES: u64 = 17;
 fn point(i: u64, events: bool) -> Point {
     if events {
         let s = i % 3;
-        return Point::new(Tsid::from_bytes([s as u8 + 1; 20]), (i / 50) as i64 * 1000)
+        return Point::new(tsid(s as u8 + 1), (i / 50) as i64 * 1000)
             .dim("host", format!("h{s}"))
             .keyword("message", format!("event number {i}"))
             .flag("ok", i % 2 == 0);
@@ -34,9 +37,7 @@ fn point(i: u64, events: bool) -> Point {
     let mut b = [0u8; 20];
     b[..8].copy_from_slice(&s.to_be_bytes());
     b[12..20].copy_from_slice(&(s * 7919).to_le_bytes());
-    Point::new(Tsid::from_bytes(b), (i / SERIES) as i64 * 1000)
-        .dim("pod", format!("p{s}"))
-        .counter("n", i as i64)
+    pod_point(Tsid::from_bytes(b), (i / SERIES) as i64 * 1000, s).counter("n", i as i64)
 }
 
 fn config(strategy: Strategy, events: bool) -> EngineConfig {
@@ -166,7 +167,7 @@ fn crash_and_recover(strategy: Strategy, seed: u64, events: bool) {
     let out = engine
         .batch((0..STREAM).map(|k| Op::Create(point(k, events))))
         .unwrap();
-    assert!(out.iter().all(|o| matches!(o, Outcome::Conflict { .. })));
+    assert_all_conflicts(out);
     assert_eq!(engine.live_count(), STREAM);
     assert!(interrupted > 0, "the child always finished before its kill");
 }

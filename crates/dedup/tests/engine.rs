@@ -10,11 +10,10 @@ use tidemark_dedup::{
     Engine, EngineConfig, Error, Op, Outcome, Rejection, Strategy, WAL_HEADER_LEN, Warning,
 };
 use tidemark_segment::Point;
-use tidemark_tsid::{SyntheticId, Tsid};
+use tidemark_tsid::SyntheticId;
 
-fn tsid(series: u8) -> Tsid {
-    Tsid::from_bytes([series; 20])
-}
+mod support;
+use support::tsid;
 
 fn point(series: u8, ts: i64) -> Point {
     Point::new(tsid(series), ts)

@@ -4,14 +4,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use proptest::prelude::*;
 use tidemark_dedup::{
-    Durability, Engine, EngineConfig, EventIds, Mode, Op, Outcome, Strategy as DedupStrategy,
+    Engine, EngineConfig, EventIds, Mode, Op, Outcome, Strategy as DedupStrategy,
 };
 use tidemark_segment::Point;
 use tidemark_tsid::{FingerprintMethod, Tsid};
+
+mod support;
+use support::{assert_all_conflicts, model_config};
 
 /// (stream, ts, message, value)
 #[derive(Debug, Clone)]
@@ -53,15 +55,9 @@ fn event(s: u8, ts: i64, msg: u8, v: i64) -> Point {
 }
 
 fn config(strategy: DedupStrategy, rows: usize) -> EngineConfig {
-    EngineConfig::new()
-        .with_mode(Mode::Events(
-            EventIds::new(FingerprintMethod::Murmur3x64_128).fields(["message"]),
-        ))
-        .with_strategy(strategy)
-        .with_refresh_rows(rows)
-        .with_block_rows(4)
-        .with_merge_factor(3)
-        .with_durability(Durability::Interval(Duration::from_secs(3600)))
+    model_config(strategy, rows, 3).with_mode(Mode::Events(
+        EventIds::new(FingerprintMethod::Murmur3x64_128).fields(["message"]),
+    ))
 }
 
 fn item() -> impl Strategy<Value = Item> {
@@ -194,9 +190,7 @@ fn run(strategy: DedupStrategy, rows: usize, steps: &[Step]) {
     }
     check_contents(&engine, &model);
     let again: Vec<Op> = model.values().cloned().map(Op::Create).collect();
-    for o in engine.batch(again).unwrap() {
-        assert!(matches!(o, Outcome::Conflict { .. }), "{o:?}");
-    }
+    assert_all_conflicts(engine.batch(again).unwrap());
     drop(engine);
     let engine = Engine::open(dir.path(), config).unwrap();
     check_contents(&engine, &model);

@@ -4,12 +4,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use proptest::prelude::*;
-use tidemark_dedup::{Durability, Engine, EngineConfig, Op, Outcome, Strategy as DedupStrategy};
+use tidemark_dedup::{Engine, Op, Outcome, Strategy as DedupStrategy};
 use tidemark_segment::Point;
 use tidemark_tsid::{SyntheticId, Tsid};
+
+mod support;
+use support::{assert_all_conflicts, model_config};
 
 #[derive(Debug, Clone)]
 enum Item {
@@ -125,12 +127,7 @@ fn check_contents(engine: &Engine, model: &Model) {
 
 fn run(strategy: DedupStrategy, refresh_rows: usize, merge_factor: usize, steps: &[Step]) {
     let dir = tempfile::tempdir().unwrap();
-    let config = EngineConfig::new()
-        .with_strategy(strategy)
-        .with_refresh_rows(refresh_rows)
-        .with_block_rows(4)
-        .with_merge_factor(merge_factor)
-        .with_durability(Durability::Interval(Duration::from_secs(3600)));
+    let config = model_config(strategy, refresh_rows, merge_factor);
     let mut engine = Engine::create(dir.path(), config.clone()).unwrap();
     let mut model = Model::new();
     let mut jobs = Vec::new();
@@ -181,9 +178,7 @@ fn run(strategy: DedupStrategy, refresh_rows: usize, merge_factor: usize, steps:
     check_contents(&engine, &model);
     // Re-ingesting everything the model holds adds nothing.
     let again: Vec<Op> = model.values().cloned().map(Op::Create).collect();
-    for o in engine.batch(again).unwrap() {
-        assert!(matches!(o, Outcome::Conflict { .. }), "{o:?}");
-    }
+    assert_all_conflicts(engine.batch(again).unwrap());
     drop(engine);
     let engine = Engine::open(dir.path(), config).unwrap();
     check_contents(&engine, &model);

@@ -15,18 +15,13 @@ use tidemark_dedup::{
 use tidemark_segment::{MetricValue, Point};
 use tidemark_tsid::{SyntheticId, Tsid};
 
-const HOUR: i64 = 3_600_000;
-const DAY: i64 = 24 * HOUR;
-
-fn tsid(s: u8) -> Tsid {
-    Tsid::from_bytes([s; 20])
-}
+mod support;
+use support::{DAY, HOUR, pod_point, tsid};
 
 fn point(s: u8, ts: i64) -> Point {
     // Deterministic values with counter resets every 7 points.
     let k = ts / 10_000;
-    Point::new(tsid(s), ts)
-        .dim("pod", format!("p{s}"))
+    pod_point(tsid(s), ts, s)
         .gauge("cpu", (k % 13) as f64 * 0.25 + f64::from(s))
         .counter("bytes", (k % 7) * 100 + i64::from(s))
 }

@@ -10,7 +10,8 @@ use tidemark_dedup::{EngineConfig, Op, PartitionConfig, PartitionedEngine};
 use tidemark_segment::{ColumnSamples, Point};
 use tidemark_tsid::Tsid;
 
-const DAY: i64 = 86_400_000;
+mod support;
+use support::{DAY, pod_point};
 
 fn tsid(s: u8) -> Tsid {
     let mut b = [s; 20];
@@ -35,9 +36,7 @@ impl Lcg {
 type Model = BTreeMap<u8, BTreeMap<i64, (f64, Option<i64>)>>;
 
 fn point(s: u8, ts: i64, cpu: f64, bytes: Option<i64>) -> Point {
-    let p = Point::new(tsid(s), ts)
-        .dim("pod", format!("p{s}"))
-        .gauge("cpu", cpu);
+    let p = pod_point(tsid(s), ts, s).gauge("cpu", cpu);
     match bytes {
         Some(b) => p.counter("bytes", b),
         None => p,

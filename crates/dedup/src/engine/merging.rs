@@ -48,22 +48,10 @@ impl Engine {
         groups
     }
 
-    /// Merges the policy wants that no merge thread runs yet: the write stall's measure.
+    /// Merges the policy wants that no merge job runs yet: what a caller running merges
+    /// off the write path compares with its backlog bound.
     pub(crate) fn waiting_merges(&self) -> usize {
         self.merge_groups().len()
-    }
-
-    /// Plans the next background merge, lowest tier first; with `small_only`, only a
-    /// merge of segments at or below the refresh tier (the tier of `refresh_rows` rows).
-    pub(crate) fn plan_background_merge(&mut self, small_only: bool) -> Option<MergeJob> {
-        let refresh_tier = self.tier_of(self.config.refresh_rows as u64);
-        let (tier, positions) = self
-            .merge_groups()
-            .into_iter()
-            .find(|(tier, _)| !small_only || *tier <= refresh_tier)?;
-        let mut job = self.plan_positions(&positions)?;
-        job.small = tier <= refresh_tier;
-        Some(job)
     }
 
     /// Picks segments for a merge by the tiered policy (ignoring segments already in a
@@ -71,25 +59,6 @@ impl Engine {
     pub fn plan_merge(&mut self) -> Option<MergeJob> {
         let positions = self.merge_candidates()?;
         self.plan_positions(&positions)
-    }
-
-    /// Releases the inputs of a background merge that will not be installed (it failed,
-    /// or its thread is gone), so that the policy may plan them again.
-    pub(crate) fn abandon_merge(&mut self, ids: &[u64]) {
-        self.merge_stats.merges_abandoned += 1;
-        for s in &mut self.slots {
-            if ids.contains(&s.id) {
-                s.merging = false;
-            }
-        }
-    }
-
-    /// Counts the time writes waited in a stall that just ended.
-    pub(crate) fn count_stall(&mut self, waited: std::time::Duration) {
-        self.merge_stats.write_stalls += 1;
-        let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
-        self.merge_stats.write_stall_nanos =
-            self.merge_stats.write_stall_nanos.saturating_add(nanos);
     }
 
     /// A merge job for the segments at `positions` (sorted, deduplicated, those past the
@@ -124,7 +93,6 @@ impl Engine {
             options: self.config.segment_options(true),
             keyer: self.keyer.clone(),
             bloom_fpr: self.config.bloom_strategy_fpr(),
-            small: false,
         })
     }
 
@@ -332,9 +300,6 @@ pub struct MergeJob {
     keyer: Option<Arc<EventKeyer>>,
     /// Target rate of the strategy's bloom filter, if it uses one.
     bloom_fpr: Option<f64>,
-    /// A merge of segments at or below the refresh tier (see
-    /// [`EngineConfig::with_merge_threads`]).
-    small: bool,
 }
 
 /// A merged segment written by [`MergeJob::run`], not yet installed.
@@ -358,16 +323,6 @@ impl MergeJob {
     /// Whether the job merges nothing.
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
-    }
-
-    /// Ids of the segments merged.
-    pub(crate) fn ids(&self) -> &[u64] {
-        &self.ids
-    }
-
-    /// Whether it merges segments at or below the refresh tier.
-    pub(crate) fn is_small(&self) -> bool {
-        self.small
     }
 
     /// Writes the merged segment (the live rows of the inputs as of

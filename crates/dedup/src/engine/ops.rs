@@ -1,4 +1,4 @@
-//! The write path: batches and group commit, appends by ref, points by value, deletes, log
+//! The write path: batches, appends by ref, points by value, deletes, log
 //! commits.
 
 use super::*;
@@ -19,46 +19,6 @@ impl Engine {
         let out = applied?;
         self.after_commit()?;
         Ok(out)
-    }
-
-    /// Group commit: applies several batches in order, then writes all their log records
-    /// with one `write` (and at most one fsync), then refreshes if due. One result per
-    /// batch, with each batch of appends handed back (emptied) for its sender to reuse. An
-    /// error shared by the whole group goes to the first batch as is and to the others as
-    /// [`Error::Shared`].
-    pub(crate) fn group(&mut self, batches: Vec<Writes>) -> Vec<Answer> {
-        let mut answers: Vec<Answer> = Vec::with_capacity(batches.len());
-        let mut shared_error = self.check_poisoned().err();
-        for writes in batches {
-            let (result, appends) = match (&shared_error, writes) {
-                // Not applied; the result is replaced by the shared error below.
-                (Some(_), Writes::Ops(_)) => (Ok(Vec::new()), None),
-                (Some(_), Writes::Appends(mut b)) => {
-                    b.clear();
-                    (Ok(Vec::new()), Some(b))
-                }
-                (None, Writes::Ops(ops)) => (self.apply_all(ops), None),
-                (None, Writes::Appends(mut b)) => {
-                    let r = self.append_all(&b);
-                    b.clear();
-                    (r, Some(b))
-                }
-            };
-            answers.push(Answer { result, appends });
-        }
-        if shared_error.is_none() {
-            shared_error = self.commit().and_then(|()| self.after_commit()).err();
-        }
-        if let Some(first) = shared_error {
-            let detail = first.to_string();
-            let mut first = Some(first);
-            for a in &mut answers {
-                a.result = Err(first.take().unwrap_or_else(|| Error::Shared {
-                    detail: detail.clone(),
-                }));
-            }
-        }
-        answers
     }
 
     pub(super) fn apply_all(&mut self, ops: impl IntoIterator<Item = Op>) -> Result<Vec<Outcome>> {
@@ -86,8 +46,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether merges are left to the caller (a [`SharedEngine`](crate::SharedEngine)
-    /// runs them on a merge thread) instead of running after a refresh.
+    /// Whether merges are left to the caller (a [`PartitionedEngine`](crate::PartitionedEngine)
+    /// with background merges runs them on the caller's merge thread) instead of running
+    /// after a refresh.
     pub(crate) fn set_background_merges(&mut self, on: bool) {
         self.background_merges = on;
     }

@@ -63,6 +63,17 @@ impl PartMerged {
 }
 
 impl PartitionedEngine {
+    /// Merges each partition into one segment.
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn merge_all(&mut self) -> Result<()> {
+        self.parts.values_mut().try_for_each(|p| {
+            p.engine.refresh()?;
+            p.engine.merge_all()
+        })
+    }
+
     /// Whether merges run off the write path: on, a refresh no longer runs the tiered
     /// merges after it, and the caller runs them with [`plan_merge`](Self::plan_merge),
     /// [`PartMergeJob::run`] and [`install_merge`](Self::install_merge) (partitions
