@@ -538,8 +538,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 total.merge(&summary, max_errors);
             }
-            if total.errors > printed as u64 {
-                eprintln!("... and {} more errors", total.errors - printed as u64);
+            if total.counts.errors > printed as u64 {
+                eprintln!(
+                    "... and {} more errors",
+                    total.counts.errors - printed as u64
+                );
             }
             if !no_refresh {
                 index.refresh()?;
@@ -556,18 +559,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     summary_out,
                     "{} documents: {} created, {} duplicates, {} replaced, {} updated, {} deleted, {} not found, {} errors, {} ignored fields ({:.0} docs/s)",
                     total.items,
-                    total.created,
-                    total.duplicates,
-                    total.replaced,
-                    total.updated,
-                    total.deleted,
-                    total.not_found,
-                    total.errors,
-                    total.ignored_fields,
+                    total.counts.created,
+                    total.counts.duplicates,
+                    total.counts.replaced,
+                    total.counts.updated,
+                    total.counts.deleted,
+                    total.counts.not_found,
+                    total.counts.errors,
+                    total.counts.ignored_fields,
                     total.docs_per_sec()
                 )?;
             }
-            if total.errors > 0 {
+            if total.counts.errors > 0 {
                 return Ok(ExitCode::from(1));
             }
         }

@@ -241,7 +241,7 @@ pub fn ingest(data: &[u8]) {
         ..IngestOptions::default()
     };
     if let Ok(summary) = index.ingest(data, &options, &mut |_| {}) {
-        assert!(summary.items >= summary.created + summary.errors);
+        assert!(summary.items >= summary.counts.created + summary.counts.errors);
     }
     let mut parser = index.parser();
     // The server refuses a request with a malformed action line whole: nothing applied.

@@ -415,13 +415,13 @@ fn index_families(out: &mut Exposition, indices: &[(String, &'static str, tidema
     for (index, _, s) in indices {
         let c = &s.counters;
         for (result, n) in [
-            ("created", c.created),
-            ("duplicate", c.duplicates),
-            ("replaced", c.replaced),
-            ("updated", c.updated),
-            ("deleted", c.deleted),
-            ("not_found", c.not_found),
-            ("error", c.errors),
+            ("created", c.items.created),
+            ("duplicate", c.items.duplicates),
+            ("replaced", c.items.replaced),
+            ("updated", c.items.updated),
+            ("deleted", c.items.deleted),
+            ("not_found", c.items.not_found),
+            ("error", c.items.errors),
         ] {
             out.sample(
                 "tidemark_index_items_total",
@@ -435,52 +435,52 @@ fn index_families(out: &mut Exposition, indices: &[(String, &'static str, tidema
         (
             "tidemark_index_ignored_fields_total",
             "Undeclared fields dropped (dynamic: ignore).",
-            |c| c.ignored_fields,
+            |c| c.items.ignored_fields,
         ),
         (
             "tidemark_dedup_checks_total",
             "Exactly-once checks of incoming points.",
-            |c| c.dedup_checks,
+            |c| c.dedup.checks,
         ),
         (
             "tidemark_dedup_live_map_hits_total",
             "Checks answered by the in-memory version map.",
-            |c| c.live_map_hits,
+            |c| c.dedup.live_map_hits,
         ),
         (
             "tidemark_dedup_newest_negatives_total",
             "Checks answered by the series' newest timestamp (an in-order point).",
-            |c| c.newest_negatives,
+            |c| c.dedup.newest_negatives,
         ),
         (
             "tidemark_dedup_segments_pruned_by_time_total",
             "Segments skipped by their time range.",
-            |c| c.segments_pruned_by_time,
+            |c| c.dedup.segments_pruned_by_time,
         ),
         (
             "tidemark_dedup_series_range_negatives_total",
             "Segments ruled out by the series range.",
-            |c| c.series_range_negatives,
+            |c| c.dedup.series_range_negatives,
         ),
         (
             "tidemark_dedup_slot_negatives_total",
             "Segments ruled out by a series' time slot map.",
-            |c| c.slot_negatives,
+            |c| c.dedup.slot_negatives,
         ),
         (
             "tidemark_dedup_bloom_negatives_total",
             "Segments ruled out by their bloom filter.",
-            |c| c.bloom_negatives,
+            |c| c.dedup.bloom_negatives,
         ),
         (
             "tidemark_dedup_false_positives_total",
             "Maybe answers that verification in the sorted columns found false.",
-            |c| c.false_positives,
+            |c| c.dedup.false_positives,
         ),
         (
             "tidemark_dedup_true_duplicates_total",
             "Checks that found the point already stored in a segment.",
-            |c| c.true_duplicates,
+            |c| c.dedup.true_duplicates,
         ),
     ];
     for (name, help, get) in counters {

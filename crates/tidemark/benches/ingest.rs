@@ -65,7 +65,7 @@ fn bench(c: &mut Criterion) {
                         ..IngestOptions::default()
                     };
                     let s = index.ingest(&input[..], &options, &mut |_| {}).unwrap();
-                    assert_eq!(s.created, n);
+                    assert_eq!(s.counts.created, n);
                     black_box(s);
                     (dir, index)
                 },

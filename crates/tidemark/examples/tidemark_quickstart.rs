@@ -33,13 +33,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let first = index.ingest_ndjson(ndjson.as_bytes(), Action::Create)?;
     println!(
         "first ingest:  {} created, {} duplicates",
-        first.created, first.duplicates
+        first.counts.created, first.counts.duplicates
     );
     // A retrying shipper sends everything again: nothing is stored twice.
     let second = index.ingest_ndjson(ndjson.as_bytes(), Action::Create)?;
     println!(
         "second ingest: {} created, {} duplicates",
-        second.created, second.duplicates
+        second.counts.created, second.counts.duplicates
     );
 
     let hits = index.search(&Query {

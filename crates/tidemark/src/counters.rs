@@ -8,11 +8,10 @@ use tidemark_dedup::DedupStats;
 use crate::bulk::ItemStatus;
 use crate::error::{Error, Result};
 
-/// What an index has done since it was created: per-item results and the engine's dedup
-/// counters. Saved after every write call; a process killed between two saves loses the
-/// counts of its last call (never documents).
+/// What write items did, by result: the one list of them, kept by an index's
+/// [`Counters`] and by an ingest's [`IngestSummary`](crate::IngestSummary).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counters {
+pub struct ItemCounts {
     /// Documents created (by `create`, or by `index` of a new `_id`).
     pub created: u64,
     /// `create`s of a stored `_id`: idempotent no-ops (409).
@@ -29,73 +28,9 @@ pub struct Counters {
     pub errors: u64,
     /// Undeclared fields dropped (`"dynamic": "ignore"`).
     pub ignored_fields: u64,
-    /// Engine dedup checks.
-    pub dedup_checks: u64,
-    /// Checks answered by the live version map.
-    pub live_map_hits: u64,
-    /// Checks answered by the series' newest timestamp (an in-order point).
-    pub newest_negatives: u64,
-    /// Segments skipped by their time range.
-    pub segments_pruned_by_time: u64,
-    /// Segments ruled out by the series range.
-    pub series_range_negatives: u64,
-    /// Segments ruled out by a series' time slot map (inside its range, in a hole).
-    pub slot_negatives: u64,
-    /// Segments ruled out by their bloom filter.
-    pub bloom_negatives: u64,
-    /// "Maybe" answers that verification found false.
-    pub false_positives: u64,
-    /// Exact lookups in segments.
-    pub verifications: u64,
-    /// Checks that found the document in a segment.
-    pub true_duplicates: u64,
 }
 
-const NAMES: [&str; 18] = [
-    "created",
-    "duplicates",
-    "replaced",
-    "updated",
-    "deleted",
-    "not_found",
-    "errors",
-    "ignored_fields",
-    "dedup_checks",
-    "live_map_hits",
-    "newest_negatives",
-    "segments_pruned_by_time",
-    "series_range_negatives",
-    "slot_negatives",
-    "bloom_negatives",
-    "false_positives",
-    "verifications",
-    "true_duplicates",
-];
-
-impl Counters {
-    fn slots(&mut self) -> [&mut u64; 18] {
-        [
-            &mut self.created,
-            &mut self.duplicates,
-            &mut self.replaced,
-            &mut self.updated,
-            &mut self.deleted,
-            &mut self.not_found,
-            &mut self.errors,
-            &mut self.ignored_fields,
-            &mut self.dedup_checks,
-            &mut self.live_map_hits,
-            &mut self.newest_negatives,
-            &mut self.segments_pruned_by_time,
-            &mut self.series_range_negatives,
-            &mut self.slot_negatives,
-            &mut self.bloom_negatives,
-            &mut self.false_positives,
-            &mut self.verifications,
-            &mut self.true_duplicates,
-        ]
-    }
-
+impl ItemCounts {
     /// Counts one item result.
     pub fn count(&mut self, status: &ItemStatus) {
         match status {
@@ -109,18 +44,81 @@ impl Counters {
         }
     }
 
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &ItemCounts) {
+        let mut other = *other;
+        for ((_, mine), (_, theirs)) in self.slots().into_iter().zip(other.slots()) {
+            *mine += *theirs;
+        }
+    }
+
+    /// Every count with its name, in a fixed order.
+    pub fn pairs(&self) -> Vec<(&'static str, u64)> {
+        let mut copy = *self;
+        copy.slots().into_iter().map(|(n, v)| (n, *v)).collect()
+    }
+
+    fn slots(&mut self) -> [(&'static str, &mut u64); 8] {
+        [
+            ("created", &mut self.created),
+            ("duplicates", &mut self.duplicates),
+            ("replaced", &mut self.replaced),
+            ("updated", &mut self.updated),
+            ("deleted", &mut self.deleted),
+            ("not_found", &mut self.not_found),
+            ("errors", &mut self.errors),
+            ("ignored_fields", &mut self.ignored_fields),
+        ]
+    }
+}
+
+/// What an index has done since it was created: per-item results and the engine's dedup
+/// counters. Saved after every write call; a process killed between two saves loses the
+/// counts of its last call (never documents).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Write items by result.
+    pub items: ItemCounts,
+    /// The engine's dedup counters, summed over the index's life (its `strategy` and
+    /// timing fields are not kept across processes).
+    pub dedup: DedupStats,
+}
+
+impl Counters {
+    /// Every saved counter with its name in `counters.json` (and on `/metrics`, `_stats`),
+    /// in a fixed order.
+    fn slots(&mut self) -> Vec<(&'static str, &mut u64)> {
+        let d = &mut self.dedup;
+        let mut out: Vec<(&'static str, &mut u64)> = self.items.slots().into_iter().collect();
+        out.extend([
+            ("dedup_checks", &mut d.checks),
+            ("live_map_hits", &mut d.live_map_hits),
+            ("newest_negatives", &mut d.newest_negatives),
+            ("segments_pruned_by_time", &mut d.segments_pruned_by_time),
+            ("series_range_negatives", &mut d.series_range_negatives),
+            ("slot_negatives", &mut d.slot_negatives),
+            ("bloom_negatives", &mut d.bloom_negatives),
+            ("false_positives", &mut d.false_positives),
+            ("verifications", &mut d.verifications),
+            ("true_duplicates", &mut d.true_duplicates),
+        ]);
+        out
+    }
+
+    /// Counts one item result.
+    pub fn count(&mut self, status: &ItemStatus) {
+        self.items.count(status);
+    }
+
     /// These counters plus an engine's dedup counters.
     pub fn with_dedup(mut self, s: &DedupStats) -> Counters {
-        self.dedup_checks += s.checks;
-        self.live_map_hits += s.live_map_hits;
-        self.newest_negatives += s.newest_negatives;
-        self.segments_pruned_by_time += s.segments_pruned_by_time;
-        self.series_range_negatives += s.series_range_negatives;
-        self.slot_negatives += s.slot_negatives;
-        self.bloom_negatives += s.bloom_negatives;
-        self.false_positives += s.false_positives;
-        self.verifications += s.verifications;
-        self.true_duplicates += s.true_duplicates;
+        let mut theirs = Counters {
+            items: ItemCounts::default(),
+            dedup: *s,
+        };
+        for ((_, mine), (_, add)) in self.slots().into_iter().zip(theirs.slots()) {
+            *mine += *add;
+        }
         self
     }
 
@@ -128,8 +126,8 @@ impl Counters {
     pub fn to_json(&self) -> Value {
         let mut copy = *self;
         let mut m = Map::new();
-        for (name, v) in NAMES.iter().zip(copy.slots()) {
-            m.insert((*name).to_owned(), json!(*v));
+        for (name, v) in copy.slots() {
+            m.insert(name.to_owned(), json!(*v));
         }
         Value::Object(m)
     }
@@ -137,11 +135,7 @@ impl Counters {
     /// `(name, value)` pairs, in a fixed order.
     pub fn pairs(&self) -> Vec<(&'static str, u64)> {
         let mut copy = *self;
-        NAMES
-            .iter()
-            .copied()
-            .zip(copy.slots().map(|v| *v))
-            .collect()
+        copy.slots().into_iter().map(|(n, v)| (n, *v)).collect()
     }
 
     pub(crate) fn load(path: &Path) -> Result<Counters> {
@@ -153,8 +147,8 @@ impl Counters {
         // A damaged counters file is not worth refusing the index for: counting restarts.
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let mut c = Counters::default();
-        for (name, slot) in NAMES.iter().zip(c.slots()) {
-            *slot = v.get(*name).and_then(Value::as_u64).unwrap_or(0);
+        for (name, slot) in c.slots() {
+            *slot = v.get(name).and_then(Value::as_u64).unwrap_or(0);
         }
         Ok(c)
     }

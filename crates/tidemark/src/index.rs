@@ -536,7 +536,7 @@ impl Index {
                     let text = item.id.unwrap_or_default();
                     let status = self.update(&text, partial)?;
                     if status == ItemStatus::Updated {
-                        self.counters.ignored_fields += item.ignored;
+                        self.counters.items.ignored_fields += item.ignored;
                     }
                     self.emit(sink, item.line, item.action, Some(text), status);
                 }
@@ -763,7 +763,7 @@ impl Index {
             };
             // Fields are ignored only where a document was stored.
             if matches!(status, ItemStatus::Created | ItemStatus::Indexed { .. }) {
-                self.counters.ignored_fields += ignored;
+                self.counters.items.ignored_fields += ignored;
             }
             let id = id_text.then(|| self.format_id(&id));
             self.emit(sink, line, action, id, status);

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::bulk::{Action, BulkItem, ItemResult, ItemStatus, looks_like_action, parse_action};
+use crate::counters::ItemCounts;
 use crate::doc::DocParser;
 use crate::error::{Error, Result};
 use crate::index::{Index, Prepared};
@@ -75,22 +76,8 @@ pub struct IngestSummary {
     pub lines: u64,
     /// Items (documents, or bulk actions).
     pub items: u64,
-    /// Created (201).
-    pub created: u64,
-    /// Duplicates: already stored, nothing done (409).
-    pub duplicates: u64,
-    /// `index`es that replaced a stored document.
-    pub replaced: u64,
-    /// Updates.
-    pub updated: u64,
-    /// Deletes.
-    pub deleted: u64,
-    /// Deletes and updates of an absent `_id` (404).
-    pub not_found: u64,
-    /// Failed items.
-    pub errors: u64,
-    /// Undeclared fields dropped.
-    pub ignored_fields: u64,
+    /// The items by result.
+    pub counts: ItemCounts,
     /// The first errors: `(line, reason)`.
     pub first_errors: Vec<(u64, String)>,
     /// Wall time.
@@ -107,19 +94,11 @@ impl IngestSummary {
     /// Adds one item result.
     pub fn add(&mut self, r: &ItemResult, max_reported: usize) {
         self.items += 1;
-        match &r.status {
-            ItemStatus::Created | ItemStatus::Indexed { replaced: false } => self.created += 1,
-            ItemStatus::Duplicate => self.duplicates += 1,
-            ItemStatus::Indexed { replaced: true } => self.replaced += 1,
-            ItemStatus::Updated => self.updated += 1,
-            ItemStatus::Deleted => self.deleted += 1,
-            ItemStatus::NotFound => self.not_found += 1,
-            ItemStatus::Error(reason) => {
-                self.errors += 1;
-                if self.first_errors.len() < max_reported {
-                    self.first_errors.push((r.line, reason.clone()));
-                }
-            }
+        self.counts.count(&r.status);
+        if let ItemStatus::Error(reason) = &r.status
+            && self.first_errors.len() < max_reported
+        {
+            self.first_errors.push((r.line, reason.clone()));
         }
     }
 
@@ -127,14 +106,7 @@ impl IngestSummary {
     pub fn merge(&mut self, o: &IngestSummary, max_reported: usize) {
         self.lines += o.lines;
         self.items += o.items;
-        self.created += o.created;
-        self.duplicates += o.duplicates;
-        self.replaced += o.replaced;
-        self.updated += o.updated;
-        self.deleted += o.deleted;
-        self.not_found += o.not_found;
-        self.errors += o.errors;
-        self.ignored_fields += o.ignored_fields;
+        self.counts.add(&o.counts);
         self.elapsed += o.elapsed;
         for e in &o.first_errors {
             if self.first_errors.len() < max_reported {
@@ -145,21 +117,19 @@ impl IngestSummary {
 
     /// The summary as one JSON object.
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut out = json!({
             "lines": self.lines,
             "items": self.items,
-            "created": self.created,
-            "duplicates": self.duplicates,
-            "replaced": self.replaced,
-            "updated": self.updated,
-            "deleted": self.deleted,
-            "not_found": self.not_found,
-            "errors": self.errors,
-            "ignored_fields": self.ignored_fields,
             "first_errors": self.first_errors.iter().map(|(l, r)| json!({"line": l, "reason": r})).collect::<Vec<_>>(),
             "elapsed_ms": self.elapsed.as_millis() as u64,
             "docs_per_sec": self.docs_per_sec().round(),
-        })
+        });
+        if let Value::Object(o) = &mut out {
+            for (name, n) in self.counts.pairs() {
+                o.insert(name.to_owned(), json!(n));
+            }
+        }
+        out
     }
 }
 
@@ -280,7 +250,7 @@ impl Index {
             n => n,
         };
         let mut summary = IngestSummary::default();
-        let ignored_before = self.counters().ignored_fields;
+        let ignored_before = self.counters().items.ignored_fields;
         let result = match options.format {
             InputFormat::Bulk => self.ingest_bulk(
                 &mut reader,
@@ -302,7 +272,7 @@ impl Index {
                 self.ingest_parallel(reader, parsers, options, &mut summary, progress, on_item)
             }
         };
-        summary.ignored_fields = self.counters().ignored_fields - ignored_before;
+        summary.counts.ignored_fields = self.counters().items.ignored_fields - ignored_before;
         summary.elapsed = start.elapsed();
         self.save_counters()?;
         result.map(|()| summary)

@@ -658,7 +658,11 @@ mod tests {
         assert_eq!((t[0].created, t[0].replaced), (0, 1));
         let counters = index.counters();
         assert_eq!(
-            (counters.created, counters.duplicates, counters.replaced),
+            (
+                counters.items.created,
+                counters.items.duplicates,
+                counters.items.replaced
+            ),
             (3, 1, 1)
         );
         let res = index

@@ -24,7 +24,7 @@ pub use bulk::{
     Action, ActionError, ActionLine, BulkItem, ItemResult, ItemStatus, looks_like_action,
     parse_action, read_action,
 };
-pub use counters::Counters;
+pub use counters::{Counters, ItemCounts};
 pub use doc::{DocParser, ParsedDoc, point_to_doc};
 pub use error::{Error, Result};
 pub use index::{COUNTERS_FILE, Index, LOCK_FILE, MAPPING_FILE, PreparedItem};

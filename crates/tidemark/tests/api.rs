@@ -77,7 +77,13 @@ fn bulk_results_reopen_and_duplicates_do_not_skew_averages() {
     assert_eq!(index.search(&Query::default()).unwrap().len(), 5);
     let c = index.counters();
     assert_eq!(
-        (c.created, c.duplicates, c.updated, c.deleted, c.not_found),
+        (
+            c.items.created,
+            c.items.duplicates,
+            c.items.updated,
+            c.items.deleted,
+            c.items.not_found
+        ),
         (6, 3, 1, 1, 1)
     );
 

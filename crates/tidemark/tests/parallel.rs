@@ -59,8 +59,14 @@ fn parallel_parsing_equals_serial() {
         results.push((threads, s, docs));
     }
     let (_, first, first_docs) = &results[0];
-    assert!(first.duplicates > 0 && first.errors > 0, "{first:?}");
-    assert_eq!(first.created + first.duplicates + first.errors, first.items);
+    assert!(
+        first.counts.duplicates > 0 && first.counts.errors > 0,
+        "{first:?}"
+    );
+    assert_eq!(
+        first.counts.created + first.counts.duplicates + first.counts.errors,
+        first.items
+    );
     for (threads, s, docs) in &results[1..] {
         assert_eq!(s, first, "threads {threads}");
         assert_eq!(docs, first_docs, "threads {threads}");

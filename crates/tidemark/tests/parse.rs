@@ -117,7 +117,11 @@ fn a_key_given_twice_in_one_object_is_refused_on_every_path() {
             }
         })
         .unwrap();
-    assert_eq!((summary.errors, summary.created), (5, 1), "{reasons:?}");
+    assert_eq!(
+        (summary.counts.errors, summary.counts.created),
+        (5, 1),
+        "{reasons:?}"
+    );
     for r in &reasons {
         assert!(r.contains("given twice in one object"), "{r}");
     }

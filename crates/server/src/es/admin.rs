@@ -358,7 +358,7 @@ async fn stats_of(st: &AppState, who: &Principal, index: &str) -> Result<Respons
                 "docs": {"count": s.documents, "deleted": s.deleted_rows},
                 "store": {"size_in_bytes": s.bytes},
                 "segments": {"count": s.segments},
-                "indexing": {"index_total": s.counters.created, "index_failed": s.counters.errors},
+                "indexing": {"index_total": s.counters.items.created, "index_failed": s.counters.items.errors},
             });
             indices.insert(
                 h.name().to_owned(),
