@@ -491,25 +491,53 @@ fn index_families(out: &mut Exposition, indices: &[(String, &'static str, tidema
     }
 }
 
-/// The standard `process_*` families, from `/proc/self` (absent where it cannot be read).
-fn process_families(out: &mut Exposition) {
+/// The process's memory and file descriptors, from `/proc/self` (`None` where it cannot
+/// be read): what `/metrics` and `_nodes/stats` report.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ProcessMemory {
+    /// Resident memory (`VmRSS`).
+    pub resident_bytes: Option<u64>,
+    /// Peak resident memory since start (`VmHWM`).
+    pub peak_resident_bytes: Option<u64>,
+    /// Virtual memory (`VmSize`).
+    pub virtual_bytes: Option<u64>,
+    /// Open file descriptors.
+    pub open_fds: Option<u64>,
+}
+
+/// Reads [`ProcessMemory`] now.
+pub(crate) fn process_memory() -> ProcessMemory {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib = |key: &str| {
+    let bytes = |key: &str| {
         status
             .lines()
             .find_map(|l| l.strip_prefix(key))
             .and_then(|rest| rest.split_whitespace().next())
             .and_then(|n| n.parse::<u64>().ok())
+            .map(|kib| kib * 1024)
     };
-    if let Some(rss) = kib("VmRSS:") {
+    ProcessMemory {
+        resident_bytes: bytes("VmRSS:"),
+        peak_resident_bytes: bytes("VmHWM:"),
+        virtual_bytes: bytes("VmSize:"),
+        open_fds: std::fs::read_dir("/proc/self/fd")
+            .ok()
+            .map(|d| d.count() as u64),
+    }
+}
+
+/// The standard `process_*` families, from `/proc/self` (absent where it cannot be read).
+fn process_families(out: &mut Exposition) {
+    let mem = process_memory();
+    if let Some(rss) = mem.resident_bytes {
         out.family(
             "process_resident_memory_bytes",
             "gauge",
             "Resident memory size in bytes.",
         );
-        out.sample("process_resident_memory_bytes", &[], (rss * 1024) as f64);
+        out.sample("process_resident_memory_bytes", &[], rss as f64);
     }
-    if let Some(peak) = kib("VmHWM:") {
+    if let Some(peak) = mem.peak_resident_bytes {
         out.family(
             "tidemark_process_peak_resident_memory_bytes",
             "gauge",
@@ -518,20 +546,20 @@ fn process_families(out: &mut Exposition) {
         out.sample(
             "tidemark_process_peak_resident_memory_bytes",
             &[],
-            (peak * 1024) as f64,
+            peak as f64,
         );
     }
-    if let Some(vsz) = kib("VmSize:") {
+    if let Some(vsz) = mem.virtual_bytes {
         out.family(
             "process_virtual_memory_bytes",
             "gauge",
             "Virtual memory size in bytes.",
         );
-        out.sample("process_virtual_memory_bytes", &[], (vsz * 1024) as f64);
+        out.sample("process_virtual_memory_bytes", &[], vsz as f64);
     }
-    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+    if let Some(fds) = mem.open_fds {
         out.family("process_open_fds", "gauge", "Open file descriptors.");
-        out.sample("process_open_fds", &[], fds.count() as f64);
+        out.sample("process_open_fds", &[], fds as f64);
     }
     // /proc/self/stat: fields after the command's closing parenthesis; utime and stime
     // are the 14th and 15th fields, starttime the 22nd, in clock ticks (USER_HZ, 100 on

@@ -7,9 +7,10 @@ use axum::response::Response;
 use axum::routing::get;
 use serde_json::{Value, json};
 
+use crate::error::Result;
 use crate::http::{Caller, json};
 use crate::routes::Routes;
-use crate::state::St;
+use crate::state::{St, blocking};
 
 /// The handshake routes.
 pub(crate) fn routes() -> Routes {
@@ -20,6 +21,8 @@ pub(crate) fn routes() -> Routes {
         .route("/_xpack/usage", get(xpack))
         .route("/_cluster/health", get(health))
         .route("/_cluster/health/{index}", get(health))
+        .route("/_nodes", get(nodes_info))
+        .route("/_nodes/stats", get(nodes_stats))
 }
 
 /// `GET`/`HEAD /`: the handshake, or the web UI's page for a browser (its `Accept` names
@@ -125,4 +128,75 @@ pub fn health_body(cluster_name: &str, indices: usize) -> Value {
         "task_max_waiting_in_queue_millis": 0,
         "active_shards_percent_as_number": 100.0,
     })
+}
+
+/// The one node's entry: its id is the cluster id.
+fn node_entry(st: &crate::state::AppState, extra: Value) -> Value {
+    let mut node = json!({
+        "name": "tidemark",
+        "transport_address": st.config.listen.to_string(),
+        "host": st.config.listen.ip().to_string(),
+        "ip": st.config.listen.ip().to_string(),
+        "version": st.config.version,
+        "build_flavor": "default",
+        "build_type": "tidemark",
+        "roles": ["data", "ingest", "master"],
+    });
+    if let (Value::Object(n), Value::Object(e)) = (&mut node, extra) {
+        n.extend(e);
+    }
+    json!({
+        "_nodes": {"total": 1, "successful": 1, "failed": 0},
+        "cluster_name": st.config.cluster_name,
+        "nodes": {st.cluster_uuid.clone(): node},
+    })
+}
+
+/// `GET /_nodes`: the one node, as clients list nodes before sniffing or monitoring.
+async fn nodes_info(State(st): St) -> Response {
+    let http = json!({"http": {"publish_address": st.config.listen.to_string()}});
+    json(200, &node_entry(&st, http))
+}
+
+/// `GET /_nodes/stats`: the one node's indices (totals over the indices the caller may
+/// see: documents, bytes, segments, items indexed and failed) and its process (memory
+/// from `/proc/self/status`, open file descriptors), in Elasticsearch's shape. The
+/// Prometheus view of the same and more is `GET /metrics`.
+async fn nodes_stats(State(st): St, Caller(who): Caller) -> Result<Response> {
+    let handles = st.registry.scope(&who).list();
+    let totals = blocking(move || {
+        let (mut docs, mut deleted, mut bytes, mut segments, mut indexed, mut failed) =
+            (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+        for h in handles {
+            // A closed or reopening index is left out of the totals, not an error.
+            if let Ok(s) = h.read(|i| Ok(i.stats()?)) {
+                docs += s.documents;
+                deleted += s.deleted_rows;
+                bytes += s.bytes;
+                segments += s.segments;
+                indexed += s.counters.items.created + s.counters.items.replaced;
+                failed += s.counters.items.errors;
+            }
+        }
+        Ok(json!({
+            "docs": {"count": docs, "deleted": deleted},
+            "store": {"size_in_bytes": bytes},
+            "segments": {"count": segments},
+            "indexing": {"index_total": indexed, "index_failed": failed},
+        }))
+    })
+    .await?;
+    let process = crate::selfmon::process_memory();
+    let extra = json!({
+        "indices": totals,
+        "process": {
+            "open_file_descriptors": process.open_fds,
+            "mem": {
+                "resident_in_bytes": process.resident_bytes,
+                "peak_resident_in_bytes": process.peak_resident_bytes,
+                "total_virtual_in_bytes": process.virtual_bytes,
+            },
+        },
+    });
+    Ok(json(200, &node_entry(&st, extra)))
 }

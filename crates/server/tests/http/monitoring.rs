@@ -163,3 +163,34 @@ fn a_tenant_scrapes_only_its_own_indices() {
     assert_eq!(b[r#"tidemark_index_documents{index="bob-lp"}"#], 1.0);
     assert!(!b.keys().any(|k| k.contains("alice-")), "{b:?}");
 }
+
+#[test]
+fn nodes_stats_answers_the_one_node_in_elasticsearch_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    assert_eq!(s.put_json("/k8s", &k8s_mapping()).0, 200);
+    let body = k8s_bulk(30, 3, 1_764_460_800_000, None);
+    assert_eq!(s.bulk("/k8s/_bulk", &body).0, 200);
+    assert_eq!(s.bulk("/k8s/_bulk", &body).0, 200);
+    let (status, v) = s.get("/_nodes/stats");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["_nodes"]["total"], 1);
+    let nodes = v["nodes"].as_object().unwrap();
+    assert_eq!(nodes.len(), 1);
+    let node = nodes.values().next().unwrap();
+    assert_eq!(node["indices"]["docs"]["count"], 30, "{node}");
+    assert_eq!(node["indices"]["indexing"]["index_total"], 30, "{node}");
+    assert!(node["indices"]["store"]["size_in_bytes"].as_u64().unwrap() > 0);
+    assert!(
+        node["process"]["mem"]["resident_in_bytes"]
+            .as_u64()
+            .unwrap()
+            > 1 << 20
+    );
+    assert!(node["process"]["open_file_descriptors"].as_u64().unwrap() > 0);
+    let (status, v) = s.get("/_nodes");
+    assert_eq!(status, 200, "{v}");
+    let node = v["nodes"].as_object().unwrap().values().next().unwrap();
+    assert!(node["http"]["publish_address"].is_string(), "{node}");
+    assert_eq!(node["name"], "tidemark");
+}
