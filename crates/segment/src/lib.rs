@@ -10,9 +10,11 @@ mod codec;
 mod dump;
 mod error;
 mod format;
+mod hash;
 mod intern;
 mod le;
 mod mmap;
+mod options;
 mod point;
 mod reader;
 pub mod report;
@@ -34,19 +36,20 @@ pub use format::{
     DEFAULT_BLOCK_ROWS, DIR_ENTRY_LEN, FOOTER_LEN, FORMAT_VERSION, Footer, HEADER_LEN, MAGIC,
     MAX_BLOCK_ROWS, MIN_FORMAT_VERSION, SectionRef,
 };
+pub use hash::{FoldBuildHasher, FoldHasher};
 pub use intern::{DimsInterner, SharedDims};
+pub use options::{SegmentOptions, is_zstd_level};
 pub use point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point, RowId};
 pub use reader::{
     ColumnRead, ColumnSamples, RowCursor, RowView, Segment, SeriesCursor, SizeBreakdown,
 };
 pub use slots::TimeSlots;
-pub use stream::{SegmentStreamWriter, StreamSchema, span_shift};
+pub use stream::{SegmentMeta, SegmentStreamWriter, StreamSchema, span_shift};
 /// The workspace's one atomic-write helper, defined in `tidemark-bloom` (the crate with no
 /// internal dependencies) and re-exported here for the crates above.
 pub use tidemark_bloom::{AtomicFile, is_temp_name, sync_dir};
 pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
 pub use validate::{MAX_NAME_LEN, PointViolation, validate_point};
 pub use writer::{
-    FoldBuildHasher, FoldHasher, PlannedSchema, RowBatch, SegmentMeta, SegmentOptions,
-    SegmentWriter, is_zstd_level, plan_schema, write_batch, write_batch_with_series,
+    PlannedSchema, RowBatch, SegmentWriter, plan_schema, write_batch, write_batch_with_series,
 };

@@ -24,10 +24,10 @@ use crate::format::{
     MAX_ROWS, SECTION_COUNT, SectionRef, encode_header, len_u32,
 };
 use crate::intern::SharedDims;
+use crate::options::{BLOOM_HEADROOM_DEN, BLOOM_HEADROOM_NUM, SegmentOptions};
 use crate::point::{Extra, MetricKind, MetricValue};
 use crate::slots::{MAX_SLOT_ROWS, TimeSlots};
 use crate::validate::{MAX_NAME_LEN, dim_len};
-use crate::writer::{BLOOM_HEADROOM_DEN, BLOOM_HEADROOM_NUM, SegmentMeta, SegmentOptions};
 
 /// The columns of a streamed segment, declared before the first row: metric columns and
 /// extra columns, each sorted by name (names unique across both), with the span shift of
@@ -188,6 +188,23 @@ impl<V> ColumnBuf<V> {
             partial: false,
         }
     }
+}
+
+/// What a writer wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentMeta {
+    /// Rows (points).
+    pub row_count: u64,
+    /// Series.
+    pub series_count: u64,
+    /// Metric columns.
+    pub column_count: u32,
+    /// Smallest timestamp (0 when empty).
+    pub min_ts: i64,
+    /// Largest timestamp (0 when empty).
+    pub max_ts: i64,
+    /// Size of the file in bytes.
+    pub len_bytes: u64,
 }
 
 /// Writes a segment from rows sorted by (tsid, timestamp) — (tsid, timestamp, id) in an

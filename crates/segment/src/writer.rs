@@ -11,166 +11,14 @@ use crate::bloom::SegmentBloom;
 use crate::error::{Error, Result};
 use crate::format::meta::{ColumnInfo, ExtraInfo};
 use crate::format::series::{Presence, WrittenSeries};
-use crate::format::{DEFAULT_BLOCK_ROWS, MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_ROWS};
+use crate::format::{MAX_COLUMNS, MAX_ROWS};
+use crate::hash::FoldBuildHasher;
 use crate::intern::SharedDims;
+use crate::options::SegmentOptions;
 use crate::point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point};
-use crate::stream::{SegmentStreamWriter, StreamSchema, span_shift};
+use crate::stream::{SegmentMeta, SegmentStreamWriter, StreamSchema, span_shift};
 use crate::validate::{MAX_NAME_LEN, first_duplicate};
 use tidemark_bloom::AtomicFile;
-
-/// Sizing headroom of the bloom filter: it is built for `rows × 5 / 4` items so that its
-/// bit set stays under half full, which lets merges OR bit sets of equal shape.
-pub const BLOOM_HEADROOM_NUM: u64 = 5;
-/// Denominator of [`BLOOM_HEADROOM_NUM`].
-pub const BLOOM_HEADROOM_DEN: u64 = 4;
-
-/// How a segment is written.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SegmentOptions {
-    block_rows: u32,
-    zstd_level: i32,
-    bloom_fpr: Option<f64>,
-    id_index: bool,
-    events: bool,
-    fast: bool,
-}
-
-impl Default for SegmentOptions {
-    fn default() -> Self {
-        SegmentOptions {
-            block_rows: DEFAULT_BLOCK_ROWS,
-            zstd_level: 3,
-            bloom_fpr: None,
-            id_index: false,
-            events: false,
-            fast: false,
-        }
-    }
-}
-
-impl SegmentOptions {
-    /// Default options: 1024 rows per block, zstd level 3, no id sections.
-    pub fn new() -> SegmentOptions {
-        SegmentOptions::default()
-    }
-
-    /// Rows per block (1..=65536): finding one row decodes one block of this many rows.
-    pub fn with_block_rows(mut self, rows: u32) -> SegmentOptions {
-        self.block_rows = rows;
-        self
-    }
-
-    /// zstd level of every block (see [`is_zstd_level`]: zstd's negative "fast" levels
-    /// trade size for speed; 1..=22 are its usual ones).
-    pub fn with_zstd_level(mut self, level: i32) -> SegmentOptions {
-        self.zstd_level = level;
-        self
-    }
-
-    /// Adds a bloom filter of the synthetic ids with the given target false-positive rate.
-    pub fn with_bloom(mut self, fpr: f64) -> SegmentOptions {
-        self.bloom_fpr = Some(fpr);
-        self
-    }
-
-    /// Adds (or not) the id term index: an FST from synthetic id bytes to row.
-    pub fn with_id_index(mut self, on: bool) -> SegmentOptions {
-        self.id_index = on;
-        self
-    }
-
-    /// Makes (or not) an *event segment*: rows of a series may share a timestamp, each
-    /// row has its own id (given with [`SegmentWriter::push_with_id`]; a plain push uses
-    /// the (tsid, timestamp) synthetic id), rows are ordered by (tsid, timestamp, id) and
-    /// the bloom filter and id index hold these ids.
-    pub fn with_events(mut self, on: bool) -> SegmentOptions {
-        self.events = on;
-        self
-    }
-
-    /// Fast encoding (or not): each block picks among the cheap encodings (timestamps:
-    /// delta-of-delta or grid; gauges: XOR or integer deltas; counters: deltas or deltas
-    /// of deltas) by their size before compression, and is compressed once, instead of
-    /// compressing every candidate (byte-plane layouts included) and keeping the smallest.
-    /// For short-lived segments (the engine's refreshes, which merges rewrite): several
-    /// times faster to write, somewhat larger.
-    pub fn with_fast_encoding(mut self, on: bool) -> SegmentOptions {
-        self.fast = on;
-        self
-    }
-
-    /// Whether blocks get the fast encoding (see
-    /// [`with_fast_encoding`](Self::with_fast_encoding)).
-    pub fn fast_encoding(&self) -> bool {
-        self.fast
-    }
-
-    /// Whether this writes an event segment (see [`with_events`](Self::with_events)).
-    pub fn events(&self) -> bool {
-        self.events
-    }
-
-    /// Rows per block.
-    pub fn block_rows(&self) -> u32 {
-        self.block_rows
-    }
-
-    /// zstd level of every block.
-    pub fn zstd_level(&self) -> i32 {
-        self.zstd_level
-    }
-
-    /// Target false-positive rate of the bloom section, if one is written.
-    pub fn bloom_rate(&self) -> Option<f64> {
-        self.bloom_fpr
-    }
-
-    /// Whether the id term index (FST) is written.
-    pub fn id_index(&self) -> bool {
-        self.id_index
-    }
-
-    pub(crate) fn check(&self) -> Result<()> {
-        if self.block_rows == 0 || self.block_rows > MAX_BLOCK_ROWS {
-            return Err(Error::InvalidOption {
-                name: "block_rows",
-                detail: format!("expected 1..={MAX_BLOCK_ROWS}, found {}", self.block_rows),
-            });
-        }
-        if !is_zstd_level(self.zstd_level) {
-            return Err(Error::InvalidOption {
-                name: "zstd_level",
-                detail: format!("expected -7..=22 (0: stored), found {}", self.zstd_level),
-            });
-        }
-        if let Some(fpr) = self.bloom_fpr {
-            if !(fpr > 0.0 && fpr < 1.0) {
-                return Err(Error::InvalidOption {
-                    name: "bloom_fpr",
-                    detail: format!("expected a rate in (0, 1), found {fpr}"),
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
-/// What a writer wrote.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentMeta {
-    /// Rows (points).
-    pub row_count: u64,
-    /// Series.
-    pub series_count: u64,
-    /// Metric columns.
-    pub column_count: u32,
-    /// Smallest timestamp (0 when empty).
-    pub min_ts: i64,
-    /// Largest timestamp (0 when empty).
-    pub max_ts: i64,
-    /// Size of the file in bytes.
-    pub len_bytes: u64,
-}
 
 #[derive(Debug)]
 struct SeriesBuf {
@@ -187,49 +35,6 @@ struct RowBuf {
     extra_start: u32,
     extra_len: u32,
 }
-
-/// A multiply-fold hasher for maps keyed by tsids or synthetic ids (already hash
-/// output) and column names (few, not attacker-chosen): SipHash cost ~3% of ingest.
-/// Not DoS-resistant: do not key it with untrusted, adversarial input.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct FoldHasher(u64);
-
-impl std::hash::Hasher for FoldHasher {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in chunks.by_ref() {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-        // Byte by byte: a variable-length copy would call memmove for every string.
-        let rest = chunks.remainder();
-        let tail = rest
-            .iter()
-            .rev()
-            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
-        self.write_u64(tail ^ ((rest.len() as u64) << 59));
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(23) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-
-    fn write_i64(&mut self, v: i64) {
-        self.write_u64(v as u64);
-    }
-
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-}
-
-/// `BuildHasher` of [`FoldHasher`].
-pub type FoldBuildHasher = std::hash::BuildHasherDefault<FoldHasher>;
 
 type FastHash = FoldBuildHasher;
 
@@ -370,7 +175,7 @@ impl SegmentWriter {
             self.extra_values.len(),
         );
         let result = self.push_inner(point, extras, trusted);
-        if result.is_ok() && self.options.events {
+        if result.is_ok() && self.options.events() {
             self.ids.push(id.unwrap_or(default_id));
         }
         if result.is_err() {
@@ -768,14 +573,6 @@ fn group_by_series(
     out
 }
 
-/// Whether a segment's blocks may be written with zstd `level`: zstd's negative ("fast")
-/// levels down to -7, 1..=22, and 0, which here means no zstd at all (blocks stored with
-/// their codecs' own packing: for segments that are soon merged; zstd's own level 0, an
-/// alias of its default, is not offered, so that a level names one setting).
-pub fn is_zstd_level(level: i32) -> bool {
-    (-7..=22).contains(&level)
-}
-
 /// Sorts the rows of `batch` and streams them through a [`SegmentStreamWriter`] to
 /// `out`: columns in name order (those with no value left out), series in tsid order,
 /// rows in (tsid, timestamp[, id]) order, each series' column presence counted exactly
@@ -817,13 +614,13 @@ fn stream_batch<B: RowBatch + ?Sized, W: Write>(
     bloom: Option<(SegmentBloom, u64)>,
     out: W,
 ) -> Result<SegmentStreamWriter<W>> {
-    let events = options.events;
+    let events = options.events();
     let rows: Vec<u32> = (0..batch.rows() as u32)
         .filter(|&r| batch.include(r))
         .collect();
     let n = rows.len() as u64;
     let present = count_present(batch, &rows);
-    let (plan, schema) = plan_columns(batch, &present, n, options.block_rows);
+    let (plan, schema) = plan_columns(batch, &present, n, options.block_rows());
     let order = order_rows(batch, rows, events);
     let mut writer = SegmentStreamWriter::new(out, options, schema, n)?;
     if let Some((filter, capacity)) = bloom {
