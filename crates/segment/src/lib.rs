@@ -4,6 +4,7 @@
 // memory map in `mmap.rs`, which is the only module allowed to use it.
 #![deny(unsafe_code)]
 
+mod batch;
 mod bitmap;
 mod bloom;
 mod codec;
@@ -15,6 +16,7 @@ mod intern;
 mod le;
 mod mmap;
 mod options;
+mod plan;
 mod point;
 mod reader;
 pub mod report;
@@ -25,6 +27,7 @@ mod v1;
 mod validate;
 mod writer;
 
+pub use batch::{write_batch, write_batch_with_series};
 pub use bloom::{SegmentBloom, SegmentBloomRef};
 pub use codec::gauge_codec;
 pub use dump::dump;
@@ -39,6 +42,7 @@ pub use format::{
 pub use hash::{FoldBuildHasher, FoldHasher};
 pub use intern::{DimsInterner, SharedDims};
 pub use options::{SegmentOptions, is_zstd_level};
+pub use plan::{ColumnPlan, RowBatch, SeriesPresence};
 pub use point::{Dim, Extra, ExtraKind, MetricKind, MetricValue, Point, RowId};
 pub use reader::{
     ColumnRead, ColumnSamples, RowCursor, RowView, Segment, SeriesCursor, SizeBreakdown,
@@ -50,6 +54,4 @@ pub use stream::{SegmentMeta, SegmentStreamWriter, StreamSchema, span_shift};
 pub use tidemark_bloom::{AtomicFile, is_temp_name, sync_dir};
 pub use tombstone::{TOMBSTONE_MAGIC, Tombstones};
 pub use validate::{MAX_NAME_LEN, PointViolation, validate_point};
-pub use writer::{
-    PlannedSchema, RowBatch, SegmentWriter, plan_schema, write_batch, write_batch_with_series,
-};
+pub use writer::SegmentWriter;
