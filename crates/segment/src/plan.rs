@@ -18,8 +18,10 @@ use crate::stream::{StreamSchema, span_shift};
 /// streams. Rows are numbered `0..rows()`, series `0..series_count()`, metric and extra
 /// columns by their positions in [`columns`](Self::columns) and
 /// [`extra_columns`](Self::extra_columns) (a column no written row has a value in is left
-/// out of the segment). Implemented by [`SegmentWriter`] and by the dedup engine's
-/// columnar buffer.
+/// out of the segment). Implemented by [`SegmentWriter`].
+///
+/// [`write_batch`]: crate::write_batch
+/// [`SegmentWriter`]: crate::SegmentWriter
 pub trait RowBatch {
     /// Metric columns: name and kind.
     fn columns(&self) -> &[(String, MetricKind)];
@@ -44,7 +46,7 @@ pub trait RowBatch {
     /// Timestamp of row `row`.
     fn row_ts(&self, row: u32) -> i64;
     /// Metric values of row `row`: `(column, value)`, ascending by column, each column at
-    /// most once (other orders make [`write_batch`] fail).
+    /// most once (other orders make [`write_batch`](crate::write_batch) fail).
     fn row_metrics(&self, row: u32) -> &[(u32, MetricValue)];
     /// Extra values of row `row`: `(extra column, value)`, each column at most once.
     fn row_extras(&self, row: u32) -> &[(u32, Extra)];
