@@ -49,80 +49,78 @@ impl<'a> RowCursor<'a> {
     /// # Errors
     /// Format errors of the blocks read, naming the segment.
     pub fn advance(&mut self) -> Result<bool> {
-        self.advance_inner().map_err(|e| self.seg.name_error(e))
-    }
-
-    fn advance_inner(&mut self) -> Result<bool> {
-        let seg = self.seg;
-        let n = seg.footer.row_count;
-        let br = u64::from(seg.footer.block_rows).max(1);
-        let mut next = if self.started {
-            self.row.saturating_add(1)
-        } else {
-            0
-        };
-        self.started = true;
-        loop {
-            if next >= n {
-                self.row = n;
-                return Ok(false);
-            }
-            let b = next / br;
-            if self.block.block != Some(b as u32) {
-                let (lo, hi) = (next, ((b + 1) * br).min(n));
-                if let (Some(dead), Ok(l), Ok(h)) =
-                    (self.dead, u32::try_from(lo), u32::try_from(hi))
-                {
-                    if dead.range_cardinality(l..h) == hi - lo {
-                        next = hi;
-                        continue;
+        self.seg.named(|| {
+            let seg = self.seg;
+            let n = seg.footer.row_count;
+            let br = u64::from(seg.footer.block_rows).max(1);
+            let mut next = if self.started {
+                self.row.saturating_add(1)
+            } else {
+                0
+            };
+            self.started = true;
+            loop {
+                if next >= n {
+                    self.row = n;
+                    return Ok(false);
+                }
+                let b = next / br;
+                if self.block.block != Some(b as u32) {
+                    let (lo, hi) = (next, ((b + 1) * br).min(n));
+                    if let (Some(dead), Ok(l), Ok(h)) =
+                        (self.dead, u32::try_from(lo), u32::try_from(hi))
+                    {
+                        if dead.range_cardinality(l..h) == hi - lo {
+                            next = hi;
+                            continue;
+                        }
                     }
+                    // Format 3 lays blocks out in row order: every block before this
+                    // one's timestamps covers earlier rows only, and is done with.
+                    if let Ok(r) = seg.block_ref(0, b as u32) {
+                        seg.release_before(r.offset);
+                    }
+                    seg.decode_block(b as u32, &mut self.block)?;
                 }
-                // Format 3 lays blocks out in row order: every block before this
-                // one's timestamps covers earlier rows only, and is done with.
-                if let Ok(r) = seg.block_ref(0, b as u32) {
-                    seg.release_before(r.offset);
+                if self
+                    .dead
+                    .is_some_and(|d| next <= u64::from(u32::MAX) && d.contains(next as u32))
+                {
+                    next += 1;
+                    continue;
                 }
-                seg.decode_block(b as u32, &mut self.block)?;
+                break;
             }
-            if self
-                .dead
-                .is_some_and(|d| next <= u64::from(u32::MAX) && d.contains(next as u32))
+            self.row = next;
+            while seg
+                .series
+                .get(self.series)
+                .is_some_and(|s| s.first_row + s.row_count <= next)
             {
-                next += 1;
-                continue;
+                self.series += 1;
             }
-            break;
-        }
-        self.row = next;
-        while seg
-            .series
-            .get(self.series)
-            .is_some_and(|s| s.first_row + s.row_count <= next)
-        {
-            self.series += 1;
-        }
-        if self.series >= seg.series.len() {
-            return Err(Error::corrupt(
-                Place::SeriesTable,
-                format!("row {next} belongs to no series"),
-            ));
-        }
-        // Extra columns: the block holding this row, decoded once.
-        let base = seg.meta.columns.len() as u32 + 1;
-        self.extras
-            .resize_with(seg.meta.extras.len(), || (None, Vec::new()));
-        for (e, (cached, values)) in self.extras.iter_mut().enumerate() {
-            let span = seg.column_span_rows(base + e as u32).unwrap_or(1).max(1);
-            let cb = (next / span) as u32;
-            if *cached != Some(cb) {
-                *cached = None;
-                let rows = seg.rows_in(base + e as u32, cb);
-                *values = seg.decode_extra_block(e as u32, cb, 0..rows)?;
-                *cached = Some(cb);
+            if self.series >= seg.series.len() {
+                return Err(Error::corrupt(
+                    Place::SeriesTable,
+                    format!("row {next} belongs to no series"),
+                ));
             }
-        }
-        Ok(true)
+            // Extra columns: the block holding this row, decoded once.
+            let base = seg.meta.columns.len() as u32 + 1;
+            self.extras
+                .resize_with(seg.meta.extras.len(), || (None, Vec::new()));
+            for (e, (cached, values)) in self.extras.iter_mut().enumerate() {
+                let span = seg.column_span_rows(base + e as u32).unwrap_or(1).max(1);
+                let cb = (next / span) as u32;
+                if *cached != Some(cb) {
+                    *cached = None;
+                    let rows = seg.rows_in(base + e as u32, cb);
+                    *values = seg.decode_extra_block(e as u32, cb, 0..rows)?;
+                    *cached = Some(cb);
+                }
+            }
+            Ok(true)
+        })
     }
 
     /// The current row's number.

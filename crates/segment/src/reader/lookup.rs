@@ -108,60 +108,57 @@ impl Segment {
     /// # Errors
     /// Format errors of the timestamp block read.
     pub fn find(&self, tsid: &Tsid, ts_millis: i64) -> Result<Option<RowId>> {
-        self.find_inner(tsid, ts_millis)
-            .map_err(|e| self.name_error(e))
-    }
-
-    pub(super) fn find_inner(&self, tsid: &Tsid, ts_millis: i64) -> Result<Option<RowId>> {
-        let Ok(index) = self.series.binary_search_by(|s| s.tsid.cmp(tsid)) else {
-            return Ok(None);
-        };
-        let Some(s) = self.series.get(index) else {
-            return Ok(None);
-        };
-        if ts_millis < s.min_ts || ts_millis > s.max_ts {
-            return Ok(None);
-        }
-        let br = u64::from(self.footer.block_rows);
-        let last = s.first_row + s.row_count - 1;
-        let (first_block, last_block) = (s.first_row / br, last / br);
-        // Guess the block by interpolation: series are mostly regular.
-        let span = u128::from(s.max_ts.wrapping_sub(s.min_ts) as u64);
-        let into = u128::from(ts_millis.wrapping_sub(s.min_ts) as u64);
-        let guess = (into * u128::from(s.row_count - 1))
-            .checked_div(span)
-            .map_or(s.first_row, |off| s.first_row + off as u64);
-        let mut block = (guess / br).clamp(first_block, last_block);
-        let mut moved_left = false;
-        let mut moved_right = false;
-        let mut body = Vec::new();
-        let mut part = Vec::new();
-        loop {
-            part.clear();
-            self.decode_ts_run(block as u32, index, &mut body, &mut part)?;
-            let lo = s.first_row.max(block * br);
-            match (part.first(), part.last()) {
-                (Some(&f), _) if ts_millis < f => {
-                    // Between this part and the previous block's: absent.
-                    if block == first_block || moved_right {
-                        return Ok(None);
-                    }
-                    block -= 1;
-                    moved_left = true;
-                }
-                (_, Some(&l)) if ts_millis > l => {
-                    if block == last_block || moved_left {
-                        return Ok(None);
-                    }
-                    block += 1;
-                    moved_right = true;
-                }
-                (Some(_), Some(_)) => {
-                    return Ok(part.binary_search(&ts_millis).ok().map(|i| lo + i as u64));
-                }
-                _ => return Ok(None),
+        self.named(|| {
+            let Ok(index) = self.series.binary_search_by(|s| s.tsid.cmp(tsid)) else {
+                return Ok(None);
+            };
+            let Some(s) = self.series.get(index) else {
+                return Ok(None);
+            };
+            if ts_millis < s.min_ts || ts_millis > s.max_ts {
+                return Ok(None);
             }
-        }
+            let br = u64::from(self.footer.block_rows);
+            let last = s.first_row + s.row_count - 1;
+            let (first_block, last_block) = (s.first_row / br, last / br);
+            // Guess the block by interpolation: series are mostly regular.
+            let span = u128::from(s.max_ts.wrapping_sub(s.min_ts) as u64);
+            let into = u128::from(ts_millis.wrapping_sub(s.min_ts) as u64);
+            let guess = (into * u128::from(s.row_count - 1))
+                .checked_div(span)
+                .map_or(s.first_row, |off| s.first_row + off as u64);
+            let mut block = (guess / br).clamp(first_block, last_block);
+            let mut moved_left = false;
+            let mut moved_right = false;
+            let mut body = Vec::new();
+            let mut part = Vec::new();
+            loop {
+                part.clear();
+                self.decode_ts_run(block as u32, index, &mut body, &mut part)?;
+                let lo = s.first_row.max(block * br);
+                match (part.first(), part.last()) {
+                    (Some(&f), _) if ts_millis < f => {
+                        // Between this part and the previous block's: absent.
+                        if block == first_block || moved_right {
+                            return Ok(None);
+                        }
+                        block -= 1;
+                        moved_left = true;
+                    }
+                    (_, Some(&l)) if ts_millis > l => {
+                        if block == last_block || moved_left {
+                            return Ok(None);
+                        }
+                        block += 1;
+                        moved_right = true;
+                    }
+                    (Some(_), Some(_)) => {
+                        return Ok(part.binary_search(&ts_millis).ok().map(|i| lo + i as u64));
+                    }
+                    _ => return Ok(None),
+                }
+            }
+        })
     }
 
     /// The rows of series `tsid` whose timestamp is `ts_millis`: at most one row in a
@@ -170,43 +167,40 @@ impl Segment {
     /// # Errors
     /// Format errors of the timestamp blocks read.
     pub fn find_all(&self, tsid: &Tsid, ts_millis: i64) -> Result<Range<RowId>> {
-        self.find_all_inner(tsid, ts_millis)
-            .map_err(|e| self.name_error(e))
-    }
-
-    fn find_all_inner(&self, tsid: &Tsid, ts_millis: i64) -> Result<Range<RowId>> {
-        let Some(hit) = self.find_inner(tsid, ts_millis)? else {
-            return Ok(0..0);
-        };
-        if !self.is_events() {
-            return Ok(hit..hit + 1);
-        }
-        let Some(s) = self.series_by_tsid(tsid) else {
-            return Ok(hit..hit + 1);
-        };
-        let (first, end) = (s.first_row, s.first_row + s.row_count);
-        let br = u64::from(self.footer.block_rows);
-        let mut ts = Vec::new();
-        let mut cached: Option<u64> = None;
-        let mut ts_at = |row: RowId, ts: &mut Vec<i64>| -> Result<Option<i64>> {
-            let b = row / br;
-            if cached != Some(b) {
-                cached = None;
-                ts.clear();
-                self.decode_ts_block(b as u32, ts)?;
-                cached = Some(b);
+        self.named(|| {
+            let Some(hit) = self.find(tsid, ts_millis)? else {
+                return Ok(0..0);
+            };
+            if !self.is_events() {
+                return Ok(hit..hit + 1);
             }
-            Ok(ts.get((row - b * br) as usize).copied())
-        };
-        let mut lo = hit;
-        while lo > first && ts_at(lo - 1, &mut ts)? == Some(ts_millis) {
-            lo -= 1;
-        }
-        let mut hi = hit + 1;
-        while hi < end && ts_at(hi, &mut ts)? == Some(ts_millis) {
-            hi += 1;
-        }
-        Ok(lo..hi)
+            let Some(s) = self.series_by_tsid(tsid) else {
+                return Ok(hit..hit + 1);
+            };
+            let (first, end) = (s.first_row, s.first_row + s.row_count);
+            let br = u64::from(self.footer.block_rows);
+            let mut ts = Vec::new();
+            let mut cached: Option<u64> = None;
+            let mut ts_at = |row: RowId, ts: &mut Vec<i64>| -> Result<Option<i64>> {
+                let b = row / br;
+                if cached != Some(b) {
+                    cached = None;
+                    ts.clear();
+                    self.decode_ts_block(b as u32, ts)?;
+                    cached = Some(b);
+                }
+                Ok(ts.get((row - b * br) as usize).copied())
+            };
+            let mut lo = hit;
+            while lo > first && ts_at(lo - 1, &mut ts)? == Some(ts_millis) {
+                lo -= 1;
+            }
+            let mut hi = hit + 1;
+            while hi < end && ts_at(hi, &mut ts)? == Some(ts_millis) {
+                hi += 1;
+            }
+            Ok(lo..hi)
+        })
     }
 }
 

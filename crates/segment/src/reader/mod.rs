@@ -22,7 +22,7 @@ pub use sizes::SizeBreakdown;
 
 use std::path::{Path, PathBuf};
 
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::format::directory::ColumnLayout;
 use crate::format::meta::{ColumnInfo, ExtraInfo, Meta};
 use crate::format::series::Series;
@@ -123,5 +123,12 @@ impl Segment {
             Some(p) => e.in_file(p),
             None => e,
         }
+    }
+
+    /// Runs `read`, naming this segment's file in its error ([`name_error`](Self::name_error):
+    /// once, an error that names a file already is left as it is). Every public read goes
+    /// through it, so one that calls another names the file once.
+    fn named<T>(&self, read: impl FnOnce() -> Result<T>) -> Result<T> {
+        read().map_err(|e| self.name_error(e))
     }
 }

@@ -82,16 +82,7 @@ impl Segment {
     /// # Errors
     /// As [`open`](Self::open).
     pub fn open_interned(path: impl AsRef<Path>, interner: &mut DimsInterner) -> Result<Segment> {
-        let path = path.as_ref();
-        let mut inner = || -> Result<Segment> {
-            let map = map_file(path)?;
-            Segment::new(
-                Backing::Mmap(map),
-                Some(path.to_path_buf()),
-                SeriesSource::Decode(interner),
-            )
-        };
-        inner().map_err(|e| e.in_file(path))
+        Segment::open_mapped(path.as_ref(), SeriesSource::Decode(interner))
     }
 
     /// Memory-maps and opens the segment at `path` that was just written, taking its
@@ -101,23 +92,22 @@ impl Segment {
     /// count. (Debug builds also decode the table and require it to equal the one handed
     /// in.)
     ///
-    /// [`SegmentStreamWriter::finish_with_series`]:
-    /// crate::SegmentStreamWriter::finish_with_series
-    ///
     /// # Errors
     /// As [`open`](Self::open), and [`Error::Corrupt`] when `series` does not fit the
     /// footer.
+    ///
+    /// [`SegmentStreamWriter::finish_with_series`]:
+    /// crate::SegmentStreamWriter::finish_with_series
     pub fn open_written(path: impl AsRef<Path>, series: WrittenSeries) -> Result<Segment> {
-        let path = path.as_ref();
-        let inner = || -> Result<Segment> {
-            let map = map_file(path)?;
-            Segment::new(
-                Backing::Mmap(map),
-                Some(path.to_path_buf()),
-                SeriesSource::Written(series.series),
-            )
-        };
-        inner().map_err(|e| e.in_file(path))
+        Segment::open_mapped(path.as_ref(), SeriesSource::Written(series.series))
+    }
+
+    /// Memory-maps the file at `path` and opens it with its series table from `source`,
+    /// every error naming the file.
+    fn open_mapped(path: &Path, source: SeriesSource<'_>) -> Result<Segment> {
+        map_file(path)
+            .and_then(|map| Segment::new(Backing::Mmap(map), Some(path.to_path_buf()), source))
+            .map_err(|e| e.in_file(path))
     }
 
     /// Opens a segment held in memory.
@@ -195,56 +185,56 @@ impl Segment {
     /// # Errors
     /// The first problem found.
     pub fn verify(&self) -> Result<()> {
-        self.verify_inner().map_err(|e| self.name_error(e))
-    }
-
-    fn verify_inner(&self) -> Result<()> {
-        let bytes = self.bytes();
-        let data = bytes.get(..bytes.len() - FOOTER_LEN).unwrap_or(&[]);
-        Error::check_crc(Place::Data, data, self.footer.data_crc)?;
-        for i in 0..SECTION_PLACES.len() {
-            section(bytes, &self.footer, i)?;
-        }
-        let mut block = DecodedBlock::default();
-        for b in 0..self.footer.block_count {
-            self.decode_block(b, &mut block)?;
-        }
-        let base = self.meta.columns.len() as u32 + 1;
-        for e in 0..self.meta.extras.len() as u32 {
-            for b in 0..self.column_block_count(base + e).unwrap_or(0) {
-                self.decode_extra_block(e, b, 0..usize::MAX)?;
+        self.named(|| {
+            let bytes = self.bytes();
+            let data = bytes.get(..bytes.len() - FOOTER_LEN).unwrap_or(&[]);
+            Error::check_crc(Place::Data, data, self.footer.data_crc)?;
+            for i in 0..SECTION_PLACES.len() {
+                section(bytes, &self.footer, i)?;
             }
-        }
-        if let Some(bloom) = self.bloom()? {
-            bloom.verify()?;
-        }
-        if let Some(map) = self.id_index()? {
-            if map.len() as u64 != self.footer.row_count {
-                return Err(Error::corrupt(
-                    Place::IdIndex,
-                    "key count differs from row count",
-                ));
+            let mut block = DecodedBlock::default();
+            for b in 0..self.footer.block_count {
+                self.decode_block(b, &mut block)?;
             }
-            // The walk reaches every node of the FST (under the guard), and each key
-            // must name a row of its own.
-            let rows = self.footer.row_count;
-            guard_fst(|| {
-                use fst::Streamer;
-                let mut stream = map.stream();
-                let mut seen = RoaringBitmap::new();
-                while let Some((_, row)) = stream.next() {
-                    let fresh = u32::try_from(row).is_ok_and(|r| row < rows && seen.insert(r));
-                    if !fresh {
-                        return Err(Error::corrupt(
-                            Place::IdIndex,
-                            format!("a key names row {row}: past the {rows} rows or named twice"),
-                        ));
-                    }
+            let base = self.meta.columns.len() as u32 + 1;
+            for e in 0..self.meta.extras.len() as u32 {
+                for b in 0..self.column_block_count(base + e).unwrap_or(0) {
+                    self.decode_extra_block(e, b, 0..usize::MAX)?;
                 }
-                Ok(())
-            })??;
-        }
-        Ok(())
+            }
+            if let Some(bloom) = self.bloom()? {
+                bloom.verify()?;
+            }
+            if let Some(map) = self.id_index()? {
+                if map.len() as u64 != self.footer.row_count {
+                    return Err(Error::corrupt(
+                        Place::IdIndex,
+                        "key count differs from row count",
+                    ));
+                }
+                // The walk reaches every node of the FST (under the guard), and each key
+                // must name a row of its own.
+                let rows = self.footer.row_count;
+                guard_fst(|| {
+                    use fst::Streamer;
+                    let mut stream = map.stream();
+                    let mut seen = RoaringBitmap::new();
+                    while let Some((_, row)) = stream.next() {
+                        let fresh = u32::try_from(row).is_ok_and(|r| row < rows && seen.insert(r));
+                        if !fresh {
+                            return Err(Error::corrupt(
+                                Place::IdIndex,
+                                format!(
+                                    "a key names row {row}: past the {rows} rows or named twice"
+                                ),
+                            ));
+                        }
+                    }
+                    Ok(())
+                })??;
+            }
+            Ok(())
+        })
     }
 }
 

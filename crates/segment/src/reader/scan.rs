@@ -30,38 +30,36 @@ impl Segment {
     /// # Errors
     /// Format errors of the blocks read.
     pub fn scan_rows(&self, rows: Range<RowId>, mut f: impl FnMut(RowView<'_>)) -> Result<()> {
-        let mut block = DecodedBlock::default();
-        self.scan_filtered(rows, i64::MIN, i64::MAX, &mut block, &mut f)
-            .map_err(|e| self.name_error(e))
+        self.named(|| {
+            let mut block = DecodedBlock::default();
+            self.scan_filtered(rows, i64::MIN, i64::MAX, &mut block, &mut f)
+        })
     }
 
     /// Calls `f` for every row whose timestamp is in `from..=to`, in row order.
     ///
     /// # Errors
     /// Format errors of the blocks read.
-    pub fn scan_time_range(&self, from: i64, to: i64, f: impl FnMut(RowView<'_>)) -> Result<()> {
-        self.scan_time_range_inner(from, to, f)
-            .map_err(|e| self.name_error(e))
-    }
-
-    fn scan_time_range_inner(
+    pub fn scan_time_range(
         &self,
         from: i64,
         to: i64,
         mut f: impl FnMut(RowView<'_>),
     ) -> Result<()> {
-        let mut block = DecodedBlock::default();
-        if self.row_count() == 0 || to < self.footer.min_ts || from > self.footer.max_ts {
-            return Ok(());
-        }
-        for s in &self.series {
-            if s.max_ts < from || s.min_ts > to {
-                continue;
+        self.named(|| {
+            let mut block = DecodedBlock::default();
+            if self.row_count() == 0 || to < self.footer.min_ts || from > self.footer.max_ts {
+                return Ok(());
             }
-            let rows = s.first_row..s.first_row + s.row_count;
-            self.scan_filtered(rows, from, to, &mut block, &mut f)?;
-        }
-        Ok(())
+            for s in &self.series {
+                if s.max_ts < from || s.min_ts > to {
+                    continue;
+                }
+                let rows = s.first_row..s.first_row + s.row_count;
+                self.scan_filtered(rows, from, to, &mut block, &mut f)?;
+            }
+            Ok(())
+        })
     }
 
     /// Calls `f` for every row of series `tsid` whose timestamp is in `from..=to`.
@@ -73,10 +71,24 @@ impl Segment {
         tsid: &Tsid,
         from: i64,
         to: i64,
-        f: impl FnMut(RowView<'_>),
+        mut f: impl FnMut(RowView<'_>),
     ) -> Result<()> {
-        self.scan_series_inner(tsid, from, to, f)
-            .map_err(|e| self.name_error(e))
+        self.named(|| {
+            let Some(s) = self.series_by_tsid(tsid) else {
+                return Ok(());
+            };
+            if s.max_ts < from || s.min_ts > to {
+                return Ok(());
+            }
+            let mut block = DecodedBlock::default();
+            self.scan_filtered(
+                s.first_row..s.first_row + s.row_count,
+                from,
+                to,
+                &mut block,
+                &mut f,
+            )
+        })
     }
 
     /// As [`scan_series`](Self::scan_series) for several series, given by their indices
@@ -93,47 +105,20 @@ impl Segment {
         to: i64,
         mut f: impl FnMut(RowView<'_>),
     ) -> Result<()> {
-        let mut block = DecodedBlock::default();
-        for i in indices {
-            let Some(s) = self.series.get(i) else {
-                continue;
-            };
-            if s.max_ts < from || s.min_ts > to {
-                continue;
+        self.named(|| {
+            let mut block = DecodedBlock::default();
+            for i in indices {
+                let Some(s) = self.series.get(i) else {
+                    continue;
+                };
+                if s.max_ts < from || s.min_ts > to {
+                    continue;
+                }
+                let rows = s.first_row..s.first_row + s.row_count;
+                self.scan_filtered(rows, from, to, &mut block, &mut f)?;
             }
-            self.scan_filtered(
-                s.first_row..s.first_row + s.row_count,
-                from,
-                to,
-                &mut block,
-                &mut f,
-            )
-            .map_err(|e| self.name_error(e))?;
-        }
-        Ok(())
-    }
-
-    fn scan_series_inner(
-        &self,
-        tsid: &Tsid,
-        from: i64,
-        to: i64,
-        mut f: impl FnMut(RowView<'_>),
-    ) -> Result<()> {
-        let Some(s) = self.series_by_tsid(tsid) else {
-            return Ok(());
-        };
-        if s.max_ts < from || s.min_ts > to {
-            return Ok(());
-        }
-        let mut block = DecodedBlock::default();
-        self.scan_filtered(
-            s.first_row..s.first_row + s.row_count,
-            from,
-            to,
-            &mut block,
-            &mut f,
-        )
+            Ok(())
+        })
     }
 
     /// Visits rows of `rows` whose timestamp is in `from..=to`. Blocks whose rows all fall
