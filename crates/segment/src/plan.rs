@@ -167,10 +167,7 @@ impl ColumnPlan {
         source: impl IntoIterator<Item = (u32, T)>,
         out: &mut Vec<(u32, T)>,
     ) -> Result<()> {
-        out.clear();
-        for (c, v) in source {
-            out.push((self.metric(c).ok_or_else(|| unplanned("metric", c))?, v));
-        }
+        renumber(&self.metric_rank, "metric", source, out)?;
         if !self.metrics_monotonic {
             out.sort_unstable_by_key(|(c, _)| *c);
         }
@@ -187,15 +184,28 @@ impl ColumnPlan {
         source: impl IntoIterator<Item = (u32, T)>,
         out: &mut Vec<(u32, T)>,
     ) -> Result<()> {
-        out.clear();
-        for (e, v) in source {
-            out.push((self.extra(e).ok_or_else(|| unplanned("extra", e))?, v));
-        }
+        renumber(&self.extra_rank, "extra", source, out)?;
         if out.len() > 1 {
             out.sort_unstable_by_key(|(c, _)| *c);
         }
         Ok(())
     }
+}
+
+/// `source`'s values into `out` with their columns renumbered by `rank` (a
+/// [`ColumnPlan`]'s, of `what` columns), in `source`'s order.
+fn renumber<T>(
+    rank: &[Option<u32>],
+    what: &str,
+    source: impl IntoIterator<Item = (u32, T)>,
+    out: &mut Vec<(u32, T)>,
+) -> Result<()> {
+    out.clear();
+    for (c, v) in source {
+        let r = rank.get(c as usize).copied().flatten();
+        out.push((r.ok_or_else(|| unplanned(what, c))?, v));
+    }
+    Ok(())
 }
 
 /// A source column no plan holds: a bug in the counts the plan was made from, never a

@@ -52,11 +52,7 @@ impl Segment {
                 return Ok(());
             }
             for s in &self.series {
-                if s.max_ts < from || s.min_ts > to {
-                    continue;
-                }
-                let rows = s.first_row..s.first_row + s.row_count;
-                self.scan_filtered(rows, from, to, &mut block, &mut f)?;
+                self.scan_in_series(s, from, to, &mut block, &mut f)?;
             }
             Ok(())
         })
@@ -77,17 +73,8 @@ impl Segment {
             let Some(s) = self.series_by_tsid(tsid) else {
                 return Ok(());
             };
-            if s.max_ts < from || s.min_ts > to {
-                return Ok(());
-            }
             let mut block = DecodedBlock::default();
-            self.scan_filtered(
-                s.first_row..s.first_row + s.row_count,
-                from,
-                to,
-                &mut block,
-                &mut f,
-            )
+            self.scan_in_series(s, from, to, &mut block, &mut f)
         })
     }
 
@@ -108,17 +95,28 @@ impl Segment {
         self.named(|| {
             let mut block = DecodedBlock::default();
             for i in indices {
-                let Some(s) = self.series.get(i) else {
-                    continue;
-                };
-                if s.max_ts < from || s.min_ts > to {
-                    continue;
+                if let Some(s) = self.series.get(i) {
+                    self.scan_in_series(s, from, to, &mut block, &mut f)?;
                 }
-                let rows = s.first_row..s.first_row + s.row_count;
-                self.scan_filtered(rows, from, to, &mut block, &mut f)?;
             }
             Ok(())
         })
+    }
+
+    /// Visits the rows of series `s` whose timestamp is in `from..=to`; none, without a
+    /// block decoded, when the series' time range misses it.
+    fn scan_in_series(
+        &self,
+        s: &Series,
+        from: i64,
+        to: i64,
+        block: &mut DecodedBlock,
+        f: &mut impl FnMut(RowView<'_>),
+    ) -> Result<()> {
+        if s.max_ts < from || s.min_ts > to {
+            return Ok(());
+        }
+        self.scan_filtered(s.first_row..s.first_row + s.row_count, from, to, block, f)
     }
 
     /// Visits rows of `rows` whose timestamp is in `from..=to`. Blocks whose rows all fall
