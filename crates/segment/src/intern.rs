@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use tidemark_tsid::Tsid;
 
+use crate::hash::FoldBuildHasher;
 use crate::point::Dim;
-use crate::writer::FoldBuildHasher;
 
 /// A series' dimensions, shared.
 pub type SharedDims = Arc<[(String, Dim)]>;

@@ -1,15 +1,16 @@
 //! The buffer written as a segment, run by run: the runs in tsid order, a dense in-order
 //! run's columns handed to [`SegmentStreamWriter::push_rows`] as they are, any other run's
-//! live rows sorted and pushed one by one. The file is the one
-//! [`write_batch`](tidemark_segment::write_batch) writes for the same points, byte for
-//! byte (the tests below check it).
+//! live rows sorted and pushed one by one. Which columns are written, and where each
+//! source column's values go, is the segment crate's [`ColumnPlan`], the one
+//! [`write_batch`](tidemark_segment::write_batch) follows: the file is the one it writes
+//! for the same points, byte for byte (the tests below check it).
 
 use std::io::Write;
 use std::sync::Arc;
 
 use tidemark_segment::{
-    Error, Extra, MetricValue, PlannedSchema, Presence, Result, SegmentMeta, SegmentOptions,
-    SegmentStreamWriter, StreamSchema, WrittenSeries, plan_schema,
+    ColumnPlan, Error, Extra, MetricValue, Presence, Result, SegmentMeta, SegmentOptions,
+    SegmentStreamWriter, SeriesPresence, WrittenSeries,
 };
 
 use super::runs::{Run, Values};
@@ -28,7 +29,7 @@ pub(crate) fn write_segment<W: Write>(
     out: W,
 ) -> Result<(W, SegmentMeta, WrittenSeries)> {
     let events = options.events();
-    let plan = Plan::new(buffer, columns, options.block_rows());
+    let plan = plan(buffer, columns, options.block_rows());
     let mut order = Vec::with_capacity(buffer.runs().len());
     for r in buffer.tsid_order() {
         let Some(run) = buffer.runs().get(r as usize).filter(|r| r.live() > 0) else {
@@ -46,21 +47,16 @@ pub(crate) fn write_segment<W: Write>(
         order.push((run, e));
     }
     let mut writer =
-        SegmentStreamWriter::new(out, options, plan.schema.clone(), buffer.len() as u64)?;
-    let mut scratch = Scratch::default();
+        SegmentStreamWriter::new(out, options, plan.schema().clone(), buffer.len() as u64)?;
+    let mut scratch = Scratch::new(&plan);
     for (run, e) in order {
-        plan.presence(run, &mut scratch);
-        writer.begin_series(e.tsid, Arc::clone(&e.dims), &scratch.presence)?;
+        let presence = scratch.presence_of(run, &plan);
+        writer.begin_series(e.tsid, Arc::clone(&e.dims), presence)?;
         if let (Values::Dense { cols, columns }, true, 0, false) =
             (&run.values, run.sorted, run.dead, events)
         {
-            scratch.dense.clear();
-            for (&c, vals) in cols.iter().zip(columns) {
-                scratch.dense.push((plan.metric(c)?, &vals[..]));
-            }
-            if !plan.metrics_monotonic {
-                scratch.dense.sort_unstable_by_key(|&(c, _)| c);
-            }
+            let dense = cols.iter().copied().zip(columns.iter().map(|v| &v[..]));
+            plan.renumber_metrics(dense, &mut scratch.dense)?;
             writer.push_rows(&run.ts, &scratch.dense)?;
             continue;
         }
@@ -72,7 +68,7 @@ pub(crate) fn write_segment<W: Write>(
 /// A run's live rows, sorted (by timestamp, then id in an event segment), one by one.
 fn write_rows<'a, W: Write>(
     run: &'a Run,
-    plan: &Plan,
+    plan: &ColumnPlan,
     events: bool,
     scratch: &mut Scratch<'a>,
     writer: &mut SegmentStreamWriter<W>,
@@ -93,18 +89,8 @@ fn write_rows<'a, W: Write>(
     }
     for &o in offs.iter() {
         run.metrics_into(o, source);
-        metrics.clear();
-        for &(c, v) in source.iter() {
-            metrics.push((plan.metric(c)?, v));
-        }
-        if !plan.metrics_monotonic {
-            metrics.sort_unstable_by_key(|&(c, _)| c);
-        }
-        extras.clear();
-        for (e, v) in run.extras_of(o) {
-            extras.push((plan.extra(*e)?, v));
-        }
-        extras.sort_unstable_by_key(|&(c, _)| c);
+        plan.renumber_metrics(source.iter().copied(), metrics)?;
+        plan.renumber_extras(run.extras_of(o).iter().map(|(e, v)| (*e, v)), extras)?;
         let id = if events { run.ids.get(o) } else { None };
         let ts = run.ts.get(o).copied().unwrap_or(0);
         writer.push_row(ts, metrics, extras, id)?;
@@ -113,10 +99,8 @@ fn write_rows<'a, W: Write>(
 }
 
 /// Buffers reused across runs.
-#[derive(Default)]
 struct Scratch<'a> {
-    presence: Vec<(u32, Presence)>,
-    counts: Vec<u64>,
+    presence: SeriesPresence,
     dense: Vec<(u32, &'a [MetricValue])>,
     /// A run's live rows in write order.
     offs: Vec<usize>,
@@ -126,114 +110,56 @@ struct Scratch<'a> {
     extras: Vec<(u32, &'a Extra)>,
 }
 
-/// Where each source column goes in the output: the used columns in name order.
-struct Plan {
-    schema: StreamSchema,
-    metric_rank: Vec<Option<u32>>,
-    extra_rank: Vec<Option<u32>>,
-    /// Source metric order is name order: the ranks keep a row's values sorted.
-    metrics_monotonic: bool,
-}
-
-impl Plan {
-    fn new(buffer: &Buffer, columns: &ColumnTable, block_rows: u32) -> Plan {
-        let nmetrics = columns.metrics.len();
-        let mut present = vec![0u64; nmetrics + columns.extras.len()];
-        let mut source = Vec::new();
-        for run in buffer.runs() {
-            count_present(run, nmetrics, &mut present, &mut source);
-        }
-        let PlannedSchema {
-            schema,
-            metric_rank,
-            extra_rank,
-        } = plan_schema(
-            &columns.metrics,
-            &columns.extras,
-            &present,
-            buffer.len() as u64,
-            block_rows,
-        );
-        let ranks: Vec<u32> = metric_rank.iter().flatten().copied().collect();
-        Plan {
-            schema,
-            metrics_monotonic: ranks.windows(2).all(|w| w[0] < w[1]),
-            metric_rank,
-            extra_rank,
+impl Scratch<'_> {
+    fn new(plan: &ColumnPlan) -> Self {
+        Scratch {
+            presence: SeriesPresence::new(plan),
+            dense: Vec::new(),
+            offs: Vec::new(),
+            source: Vec::new(),
+            metrics: Vec::new(),
+            extras: Vec::new(),
         }
     }
 
-    /// The output column of source metric column `c` (used: a run holds a value in it).
-    fn metric(&self, c: u32) -> Result<u32> {
-        self.metric_rank
-            .get(c as usize)
-            .copied()
-            .flatten()
-            .ok_or_else(|| unplanned("metric", c))
-    }
-
-    /// The output extra column of source extra column `e`.
-    fn extra(&self, e: u32) -> Result<u32> {
-        self.extra_rank
-            .get(e as usize)
-            .copied()
-            .flatten()
-            .ok_or_else(|| unplanned("extra", e))
-    }
-
-    /// The presence of each output column in `run`'s live rows (metric columns, then
-    /// extra columns after them), sorted, into `scratch.presence`.
-    fn presence(&self, run: &Run, scratch: &mut Scratch<'_>) {
-        scratch.presence.clear();
-        let nmetrics = self.schema.columns.len() as u32;
+    /// The presence of each output column in `run`'s live rows, for
+    /// [`SegmentStreamWriter::begin_series`].
+    fn presence_of(&mut self, run: &Run, plan: &ColumnPlan) -> &[(u32, Presence)] {
+        let live = run.live() as u64;
         if let Values::Dense { cols, .. } = &run.values {
             // Every row has every column of the run.
-            scratch.presence.extend(
-                cols.iter()
-                    .filter_map(|&c| self.metric(c).ok())
-                    .map(|c| (c, Presence::Full)),
-            );
-            scratch.presence.sort_unstable_by_key(|&(c, _)| c);
-            return;
+            self.presence.add(plan, cols.iter().copied(), [], live);
+            return self.presence.finish(live);
         }
-        let ncols = nmetrics as usize + self.schema.extras.len();
-        scratch.counts.clear();
-        scratch.counts.resize(ncols, 0);
-        let Scratch { counts, source, .. } = scratch;
         for o in run.alive() {
-            run.metrics_into(o, source);
-            let metrics = source.iter().filter_map(|&(c, _)| self.metric(c).ok());
-            let extras = run
-                .extras_of(o)
-                .iter()
-                .filter_map(|(e, _)| self.extra(*e).ok().map(|r| nmetrics + r));
-            for c in metrics.chain(extras) {
-                if let Some(k) = counts.get_mut(c as usize) {
-                    *k += 1;
-                }
-            }
+            run.metrics_into(o, &mut self.source);
+            self.presence.add(
+                plan,
+                self.source.iter().map(|&(c, _)| c),
+                run.extras_of(o).iter().map(|&(e, _)| e),
+                1,
+            );
         }
-        let live = run.live() as u64;
-        for (c, &k) in scratch.counts.iter().enumerate() {
-            if k > 0 {
-                let p = if k == live {
-                    Presence::Full
-                } else {
-                    Presence::Partial
-                };
-                scratch.presence.push((c as u32, p));
-            }
-        }
+        self.presence.finish(live)
     }
 }
 
-/// A column no plan holds: a bug in the plan, never a file missing values.
-fn unplanned(what: &str, c: u32) -> Error {
-    debug_assert!(false, "{what} column {c} not in the plan");
-    Error::InvalidOption {
-        name: "buffer",
-        detail: format!("{what} column {c} not in the plan"),
+/// The segment's column plan: the buffer's columns with their values counted in the live
+/// rows of every run.
+fn plan(buffer: &Buffer, columns: &ColumnTable, block_rows: u32) -> ColumnPlan {
+    let nmetrics = columns.metrics.len();
+    let mut present = vec![0u64; nmetrics + columns.extras.len()];
+    let mut source = Vec::new();
+    for run in buffer.runs() {
+        count_present(run, nmetrics, &mut present, &mut source);
     }
+    ColumnPlan::new(
+        &columns.metrics,
+        &columns.extras,
+        &present,
+        buffer.len() as u64,
+        block_rows,
+    )
 }
 
 /// Adds the values per source column (metrics, then extras) in the live rows of `run`

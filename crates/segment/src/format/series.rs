@@ -193,7 +193,7 @@ impl WrittenSeries {
 
 /// Equal presence lists of one segment, held once.
 type PresenceLists =
-    std::collections::HashMap<Vec<(u32, Presence)>, SharedPresence, crate::writer::FoldBuildHasher>;
+    std::collections::HashMap<Vec<(u32, Presence)>, SharedPresence, crate::hash::FoldBuildHasher>;
 
 /// The shared copy of `list` in `lists`, added when new.
 fn share_list(lists: &mut PresenceLists, list: &[(u32, Presence)]) -> SharedPresence {
