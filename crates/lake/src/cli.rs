@@ -117,7 +117,7 @@ fn table_name(rollup_ms: Option<i64>) -> String {
 fn write_report(out: &mut impl Write, r: &ExportReport) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<10} {:<26} {:>10} {:>12} {:>12} {:>6} {:>9}  file",
+        "{:<10} {:<26} {:>10} {:>12} {:>12} {:>6} {:>9}  files",
         "table", "partition", "generation", "rows", "bytes", "groups", "version"
     )?;
     for p in &r.partitions {
@@ -134,11 +134,16 @@ fn write_report(out: &mut impl Write, r: &ExportReport) -> std::io::Result<()> {
             p.bytes,
             p.row_groups,
             version,
-            p.file.as_deref().unwrap_or(if p.version.is_some() {
-                "(empty)"
-            } else {
-                "already in the lake"
-            })
+            match (p.version, p.files.as_slice()) {
+                (None, _) => "already in the lake".to_owned(),
+                (Some(_), []) => "(empty)".to_owned(),
+                (Some(_), [one]) => one.path.clone(),
+                (Some(_), files) => format!(
+                    "{} files (one per shard) under partition={}/",
+                    files.len(),
+                    p.start_ms
+                ),
+            }
         )?;
     }
     writeln!(

@@ -29,10 +29,25 @@ pub struct TableState {
     pub columns: Vec<(String, ColumnType)>,
     /// The table's `metaData.configuration`.
     pub configuration: BTreeMap<String, String>,
-    /// Live data files: path (relative to the table) → size in bytes.
-    pub files: BTreeMap<String, u64>,
+    /// The table's partition columns (`metaData.partitionColumns`).
+    pub partition_columns: Vec<String>,
+    /// Live data files: path (relative to the table) → what its `add` action says.
+    pub files: BTreeMap<String, LiveFile>,
     /// The latest transaction version of each application id (`txn` actions).
     pub txns: BTreeMap<String, i64>,
+}
+
+/// A live data file of a table, as its `add` action records it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LiveFile {
+    /// Bytes.
+    pub size: u64,
+    /// Its partition columns' values (`partitionValues`).
+    pub partition_values: BTreeMap<String, String>,
+    /// When it was added (milliseconds since the epoch).
+    pub modification_time: i64,
+    /// Its statistics (`stats`, a JSON string), if recorded.
+    pub stats: Option<String>,
 }
 
 /// One data file to add in a commit.
@@ -44,6 +59,8 @@ pub struct AddFile {
     pub size: u64,
     /// Rows.
     pub rows: u64,
+    /// Its partition columns' values (`partitionValues`: column → value as text).
+    pub partition_values: BTreeMap<String, String>,
     /// The timestamp column's name and its smallest and largest value (milliseconds),
     /// for data skipping.
     pub ts_stats: Option<(String, i64, i64)>,
@@ -56,6 +73,8 @@ pub struct Commit {
     pub schema_string: Option<String>,
     /// The table's configuration, written with the metaData.
     pub configuration: BTreeMap<String, String>,
+    /// The table's partition columns, written with the metaData.
+    pub partition_columns: Vec<String>,
     /// The transaction (`txn`): application id and version.
     pub txn: Option<(String, i64)>,
     /// Files to remove (paths relative to the table).
@@ -196,8 +215,16 @@ fn apply(state: &mut TableState, line: &str) -> std::result::Result<(), String> 
     let v: Value = serde_json::from_str(line).map_err(|e| format!("a line is not JSON: {e}"))?;
     if let Some(add) = v.get("add") {
         let path = str_field(add, "path")?;
-        let size = add.get("size").and_then(Value::as_u64).unwrap_or(0);
-        state.files.insert(path, size);
+        let file = LiveFile {
+            size: add.get("size").and_then(Value::as_u64).unwrap_or(0),
+            partition_values: string_map(add.get("partitionValues")),
+            modification_time: add
+                .get("modificationTime")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+            stats: add.get("stats").and_then(Value::as_str).map(str::to_owned),
+        };
+        state.files.insert(path, file);
     } else if let Some(remove) = v.get("remove") {
         state.files.remove(&str_field(remove, "path")?);
     } else if let Some(txn) = v.get("txn") {
@@ -210,24 +237,17 @@ fn apply(state: &mut TableState, line: &str) -> std::result::Result<(), String> 
     } else if let Some(meta) = v.get("metaData") {
         state.id = meta.get("id").and_then(Value::as_str).map(str::to_owned);
         state.columns = parse_delta_schema(&str_field(meta, "schemaString")?)?;
-        if meta
+        state.partition_columns = meta
             .get("partitionColumns")
             .and_then(Value::as_array)
-            .is_some_and(|p| !p.is_empty())
-        {
-            return Err(
-                "the table has partition columns, which this writer does not write".to_owned(),
-            );
-        }
-        state.configuration = meta
-            .get("configuration")
-            .and_then(Value::as_object)
-            .map(|o| {
-                o.iter()
-                    .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_owned())))
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
                     .collect()
             })
             .unwrap_or_default();
+        state.configuration = string_map(meta.get("configuration"));
     } else if let Some(p) = v.get("protocol") {
         let reader = p
             .get("minReaderVersion")
@@ -240,6 +260,17 @@ fn apply(state: &mut TableState, line: &str) -> std::result::Result<(), String> 
         }
     }
     Ok(())
+}
+
+/// A JSON object of strings as a map (other values left out); empty for anything else.
+fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
+    v.and_then(Value::as_object)
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn str_field(v: &Value, name: &str) -> std::result::Result<String, String> {
@@ -266,7 +297,7 @@ fn actions(version: u64, c: &Commit, now_ms: i64) -> Vec<Value> {
             "id": table_id(now_ms),
             "format": {"provider": "parquet", "options": {}},
             "schemaString": schema,
-            "partitionColumns": [],
+            "partitionColumns": c.partition_columns,
             "configuration": c.configuration,
             "createdTime": now_ms,
         }}));
@@ -292,7 +323,7 @@ fn actions(version: u64, c: &Commit, now_ms: i64) -> Vec<Value> {
         }
         out.push(json!({"add": {
             "path": a.path,
-            "partitionValues": {},
+            "partitionValues": a.partition_values,
             "size": a.size,
             "modificationTime": now_ms,
             "dataChange": true,
@@ -335,6 +366,7 @@ mod tests {
             path: path.to_owned(),
             size: 10,
             rows: 2,
+            partition_values: BTreeMap::new(),
             ts_stats: Some(("@timestamp".to_owned(), 0, 1000)),
         }
     }
@@ -423,8 +455,6 @@ mod tests {
             )
             .contains("reader version 3")
         );
-        let partitioned = r#"{"metaData":{"id":"x","schemaString":"{\"type\":\"struct\",\"fields\":[]}","partitionColumns":["shard"]}}"#;
-        assert!(write("00000000000000000000.json", partitioned).contains("partition columns"));
         assert!(
             write("00000000000000000000.json", r#"{"add":{"size":1}}"#)
                 .contains("no string `path`")

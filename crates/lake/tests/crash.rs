@@ -95,7 +95,7 @@ fn a_crash_before_the_commit_leaves_nothing_live_and_the_retry_commits_once() {
     // The first partition's file is on disk, but no commit names it.
     let state = DeltaTable::new(&lake).state().unwrap();
     assert_eq!((state.version, state.files.len()), (None, 0));
-    assert!(lake.join("p-0").read_dir().unwrap().count() >= 1);
+    assert!(lake.join("partition=0").read_dir().unwrap().count() >= 1);
 
     assert!(export(&idx, &lake, None).status.success());
     let state = DeltaTable::new(&lake).state().unwrap();

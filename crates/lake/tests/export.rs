@@ -12,7 +12,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int32Type, Int64Type, TimestampMillisecondType};
+use arrow_array::types::{Float64Type, Int64Type, TimestampMillisecondType};
 use arrow_array::{Array, RecordBatch};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Encoding;
@@ -111,6 +111,16 @@ fn live_files(lake: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The value of the Hive-style `name=value` component of a data file's path.
+fn path_value(path: &Path, name: &str) -> i64 {
+    path.components()
+        .filter_map(|c| c.as_os_str().to_str())
+        .find_map(|c| c.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("{} has no {name}=", path.display()))
+        .parse()
+        .unwrap()
+}
+
 fn read_batches(path: &Path) -> Vec<RecordBatch> {
     ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
         .unwrap()
@@ -136,17 +146,17 @@ fn lake_stats(files: &[PathBuf], metric: &str) -> (u64, BTreeSet<Vec<u8>>, Stats
                 .as_primitive::<TimestampMillisecondType>();
             let tsid = b.column_by_name("_tsid").unwrap().as_binary::<i32>();
             let id = b.column_by_name("_id").unwrap().as_binary::<i32>();
-            let shard = b
-                .column_by_name("shard")
-                .unwrap()
-                .as_primitive::<Int32Type>();
+            // `shard` is a partition column: in the path, not in the file.
+            assert!(b.column_by_name("shard").is_none());
+            assert!(b.column_by_name("partition").is_none());
+            let shard = path_value(f, "shard");
             let m = b.column_by_name(metric).unwrap();
             for r in 0..b.num_rows() {
                 // `_id` is `_tsid` ‖ timestamp, and `shard` is the tsid's shard.
                 let t = tidemark::tsid::Tsid::try_from_slice(tsid.value(r)).unwrap();
                 let sid = SyntheticId::new(t, ts.value(r));
                 assert_eq!(id.value(r), sid.to_bytes());
-                assert_eq!(shard.value(r) as u32, shard_of(&t));
+                assert_eq!(shard, i64::from(shard_of(&t)));
                 assert!(ids.insert(id.value(r).to_vec()), "an _id twice");
                 if m.is_null(r) {
                     continue;
@@ -212,11 +222,12 @@ fn exported_rows_equal_the_index_per_series() {
     let report = export(&index, &lake, &options(500), &mut |_| {}).unwrap();
     let expected_rows = 3 * u64::from(HOSTS) * (DAY / MIN / 5) as u64;
     assert_eq!(report.rows(), expected_rows);
-    assert_eq!((report.files(), report.committed()), (3, 3));
-    // 1440 rows per day and file: three row groups of 500, one of 440.
-    assert!(report.partitions.iter().all(|p| p.row_groups == 3));
+    // One file per partition and shard holding a series.
+    let shards = index_shards(&index);
+    assert!(shards.len() > 1, "the test needs series in several shards");
+    assert_eq!((report.files(), report.committed()), (3 * shards.len(), 3));
     let files = live_files(&lake);
-    assert_eq!(files.len(), 3);
+    assert_eq!(files.len(), 3 * shards.len());
     for metric in ["cpu", "bytes", "temp"] {
         let (rows, ids, stats) = lake_stats(&files, metric);
         assert_eq!(rows, expected_rows);
@@ -225,13 +236,71 @@ fn exported_rows_equal_the_index_per_series() {
     }
 }
 
+/// The virtual shards of the index's series (every series has `cpu`).
+fn index_shards(index: &Index) -> BTreeSet<u32> {
+    let result = index
+        .aggregate(&AggQuery {
+            metric: "cpu".to_owned(),
+            interval_millis: DAY,
+            raw_only: true,
+            ..AggQuery::default()
+        })
+        .unwrap();
+    result.series.iter().map(|s| shard_of(&s.tsid)).collect()
+}
+
+#[test]
+fn files_are_split_by_partition_and_shard_in_segment_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = sealed_index(&dir.path().join("index"));
+    let lake = dir.path().join("lake");
+    export(&index, &lake, &options(100), &mut |_| {}).unwrap();
+    let state = DeltaTable::new(&lake).state().unwrap();
+    assert_eq!(state.partition_columns, ["partition", "shard"]);
+    let mut per_day: BTreeMap<i64, u64> = BTreeMap::new();
+    for (rel, live) in &state.files {
+        let path = lake.join(rel);
+        let (start, shard) = (path_value(&path, "partition"), path_value(&path, "shard"));
+        // The path and the add action's partitionValues agree.
+        assert_eq!(live.partition_values["partition"], start.to_string());
+        assert_eq!(live.partition_values["shard"], shard.to_string());
+        let mut last: Option<(Vec<u8>, i64)> = None;
+        for b in read_batches(&path) {
+            let ts = b
+                .column_by_name("@timestamp")
+                .unwrap()
+                .as_primitive::<TimestampMillisecondType>();
+            let tsid = b.column_by_name("_tsid").unwrap().as_binary::<i32>();
+            for r in 0..b.num_rows() {
+                let t = tidemark::tsid::Tsid::try_from_slice(tsid.value(r)).unwrap();
+                assert_eq!(i64::from(shard_of(&t)), shard);
+                assert_eq!(ts.value(r).div_euclid(DAY) * DAY, start);
+                // Segment order: (tsid, timestamp) ascending.
+                let key = (tsid.value(r).to_vec(), ts.value(r));
+                assert!(
+                    last.as_ref().is_none_or(|l| *l < key),
+                    "{rel}: out of order"
+                );
+                last = Some(key);
+                *per_day.entry(start).or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(per_day.len(), 3);
+    assert!(per_day.values().all(|n| *n == u64::from(HOSTS) * 288));
+}
+
 #[test]
 fn files_carry_types_encodings_metadata_and_id_filters() {
     let dir = tempfile::tempdir().unwrap();
     let index = sealed_index(&dir.path().join("index"));
     let lake = dir.path().join("lake");
-    export(&index, &lake, &options(500), &mut |_| {}).unwrap();
-    let file = live_files(&lake).into_iter().next().unwrap();
+    export(&index, &lake, &options(100), &mut |_| {}).unwrap();
+    // The largest file (one per partition and shard): several row groups of 100 rows.
+    let file = live_files(&lake)
+        .into_iter()
+        .max_by_key(|f| std::fs::metadata(f).unwrap().len())
+        .unwrap();
 
     let batches = read_batches(&file);
     let schema = batches[0].schema();
@@ -341,7 +410,7 @@ fn files_carry_types_encodings_metadata_and_id_filters() {
             }
         }
     }
-    assert!(absent_probes > 1000);
+    assert!(absent_probes > 150, "{absent_probes}");
     // The filters are sized for 1%: far fewer than 5% of absent ids may pass.
     assert!(
         absent_hits * 20 < absent_probes,
@@ -392,7 +461,12 @@ fn re_exports_are_exactly_once_and_a_late_write_replaces_its_partition() {
     );
     let state = DeltaTable::new(&lake).state().unwrap();
     assert_eq!(state.version, Some(2));
-    assert_eq!(state.files.len(), 3);
+    let files_before = state.files.len();
+    let day1_before = state
+        .files
+        .keys()
+        .filter(|p| p.starts_with(&format!("partition={DAY}/")))
+        .count();
 
     // A late point into day 1 (between two stored ones), then the re-seal.
     let late = doc(0, DAY + 2 * MIN);
@@ -408,10 +482,10 @@ fn re_exports_are_exactly_once_and_a_late_write_replaces_its_partition() {
         .unwrap();
     assert_eq!(
         (p.start_ms, p.replaced, p.rows),
-        (DAY, 1, u64::from(HOSTS) * 288 + 1)
+        (DAY, day1_before, u64::from(HOSTS) * 288 + 1)
     );
     let state = DeltaTable::new(&lake).state().unwrap();
-    assert_eq!(state.files.len(), 3);
+    assert_eq!(state.files.len(), files_before);
     let (rows, ids, stats) = lake_stats(&live_files(&lake), "cpu");
     assert_eq!(rows, 3 * u64::from(HOSTS) * 288 + 1);
     assert_eq!(ids.len() as u64, rows);
@@ -451,7 +525,7 @@ fn rollups_are_their_own_tables_equal_to_the_raw_rows() {
     assert_eq!(tidemark_lake::rollup_table_dir(60 * MIN), "_rollups/1h");
     let table = lake.join("_rollups/1h");
     let files = live_files(&table);
-    assert_eq!(files.len(), 3);
+    assert_eq!(files.len(), 3 * index_shards(&index).len());
     // Per series and day: the rollup's counts, minima, maxima and sums fold to the raw
     // rows' (count exact, extremes exact, sums within 1e-9).
     for metric in ["cpu", "bytes", "temp"] {

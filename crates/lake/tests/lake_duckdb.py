@@ -5,7 +5,11 @@ Runs the real binaries: `tidemark create` (1-day partitions), `tidemark ingest` 
 days of six series (plus one point on a fourth day, so the three are sealed),
 `tidemark export --index IDX --to LAKE` (which runs `tidemark-export`), twice. Then:
 
-- deltalake (delta-rs) opens the table: 3 commits, 3 live files, the rows;
+- deltalake (delta-rs) opens the table: 3 commits, one live file per day and shard, the
+  rows, partitioned by `partition` and `shard`;
+- per shard, the rows DuckDB (Hive-style paths), DataFusion (over delta-rs' dataset)
+  and delta-rs count equal the export report's and `tidemark agg --raw`'s series counts
+  summed by shard, the shard computed from the tsid as docs/lake.md says (byte 4);
 - DuckDB and DataFusion over the live files: row count, distinct `_id`, and per series
   and day count/min/max exactly and sum within 1e-9 of `tidemark agg --raw`, for a gauge
   and a counter;
@@ -107,6 +111,7 @@ def absent_ids_inside_row_groups(files, how_many):
     each strictly inside its row group's [min, max] `_id` statistics, so that only the
     bloom filter can skip the row group."""
     out = []
+    not_delta = []
     for f in files:
         meta = pq.ParquetFile(f).metadata
         names = [meta.schema.column(i).name for i in range(meta.num_columns)]
@@ -117,9 +122,8 @@ def absent_ids_inside_row_groups(files, how_many):
         for g in range(meta.num_row_groups):
             rg = meta.row_group(g)
             st = rg.column(col).statistics
-            if g == 0:
-                check("DELTA_BYTE_ARRAY" in (rg.column(col).encodings or ()),
-                      f"{os.path.basename(f)}: _id is DELTA_BYTE_ARRAY")
+            if "DELTA_BYTE_ARRAY" not in (rg.column(col).encodings or ()):
+                not_delta.append(f"{os.path.basename(f)} row group {g}")
             group_ids = set(ids[start:start + rg.num_rows])
             for i in range(start + 10, start + rg.num_rows - 10, max(rg.num_rows // 8, 1)):
                 raw = ids[i]
@@ -128,6 +132,7 @@ def absent_ids_inside_row_groups(files, how_many):
                 if st.min < cand < st.max and cand not in group_ids:
                     out.append((cand, raw))
             start += rg.num_rows
+    check(not not_delta, f"_id is DELTA_BYTE_ARRAY in every row group of every file {not_delta[:3]}")
     return out[:how_many]
 
 
@@ -188,7 +193,13 @@ def main():
 
     dt = deltalake.DeltaTable(lake)
     files = sorted(dt.file_uris())
-    check(dt.version() == 2 and len(files) == 3, f"delta-rs: version 2, 3 files ({dt.version()}, {len(files)})")
+    report_files = [f for p in rep["partitions"] if p["rollup_ms"] is None for f in p["files"]]
+    check(dt.version() == 2 and len(files) == len(report_files) and len(files) > 3,
+          f"delta-rs: version 2, one file per day and shard ({dt.version()}, {len(files)}, report {len(report_files)})")
+    check(dt.metadata().partition_columns == ["partition", "shard"],
+          f"delta-rs: partitioned by partition, shard ({dt.metadata().partition_columns})")
+    check(all(f"/partition={int(p['start_ms'])}/shard={f['shard']}/" in "/" + f["path"]
+              for p in rep["partitions"] for f in p["files"]), "file paths are partition=…/shard=…/")
     check(dt.to_pyarrow_table().num_rows == 3 * ROWS_PER_DAY, "delta-rs reads every row")
     txns = set()
     for v in range(3):
@@ -200,6 +211,20 @@ def main():
     check(len(txns) == 3, "one txn app id per partition")
 
     expected = {m: agg(tidemark, idx, m) for m in ("cpu", "bytes")}
+    # What Tidemark says per shard: the report's files, and the series' counts (every row
+    # has cpu) summed by the shard computed from each tsid: Tsid::shard(256) is byte 4.
+    by_report = {}
+    for f in report_files:
+        by_report[f["shard"]] = by_report.get(f["shard"], 0) + f["rows"]
+    by_agg = {}
+    for (tsid, _day), (n, _lo, _hi, _sum) in expected["cpu"].items():
+        shard = bytes.fromhex(tsid)[4]
+        by_agg[shard] = by_agg.get(shard, 0) + n
+    check(by_report == by_agg and len(by_report) > 1,
+          f"per shard: the export report equals tidemark agg by tsid byte 4 ({len(by_report)} shards)")
+    delta_counts = dt.to_pyarrow_table(columns=["shard"]).column("shard").value_counts().to_pylist()
+    delta_counts = {int(c["values"]): int(c["counts"]) for c in delta_counts}
+    check(delta_counts == by_report, f"delta-rs: per-shard rows equal the report's {delta_counts}")
     file_list = "[" + ", ".join(f"'{f}'" for f in files) + "]"
 
     # DuckDB.
@@ -207,6 +232,12 @@ def main():
     con.execute(f"CREATE VIEW lake AS SELECT * FROM read_parquet({file_list})")
     n, distinct = con.sql("SELECT count(*), count(DISTINCT _id) FROM lake").fetchall()[0]
     check(n == 3 * ROWS_PER_DAY and distinct == n, f"duckdb: {n} rows, {distinct} distinct _id")
+    # The partition columns come from the Hive-style paths.
+    per_shard = dict(con.sql("SELECT shard, count(*) FROM lake GROUP BY shard").fetchall())
+    check(per_shard == by_report, f"duckdb: per-shard rows (from shard=… paths) equal the report's")
+    days = con.sql(f"SELECT count(*) FROM lake WHERE partition <> "
+                   f"CAST(floor(epoch_ms(\"@timestamp\") / {DAY}) * {DAY} AS BIGINT)").fetchall()[0][0]
+    check(days == 0, f"duckdb: every row lies in its partition=… ({days} do not)")
     for m in ("cpu", "bytes"):
         compare(f"duckdb {m}", con.sql(PER_SERIES.format(day=DAY, m=m)).fetchall(), expected[m])
     kv = pq.ParquetFile(files[0]).metadata.metadata
@@ -228,7 +259,7 @@ def main():
 
     # The 1h rollup table (delta-rs lists its files), folded per series and day.
     rollup_files = sorted(deltalake.DeltaTable(os.path.join(lake, "_rollups", "1h")).file_uris())
-    check(len(rollup_files) == 3, f"delta-rs: the 1h rollup table has 3 files ({len(rollup_files)})")
+    check(len(rollup_files) == len(files), f"delta-rs: the 1h rollup table has a file per day and shard ({len(rollup_files)})")
     rl = "[" + ", ".join(f"'{f}'" for f in rollup_files) + "]"
     con.execute(f"CREATE VIEW rollup AS SELECT * FROM read_parquet({rl})")
     for m in ("cpu", "bytes"):
@@ -245,6 +276,11 @@ def main():
     ctx.sql("CREATE VIEW lake AS " + " UNION ALL ".join(f"SELECT * FROM f{i}" for i in range(len(files))))
     row = ctx.sql("SELECT count(*) AS n, count(DISTINCT _id) AS d FROM lake").to_pylist()[0]
     check(row["n"] == 3 * ROWS_PER_DAY and row["d"] == row["n"], f"datafusion: {row['n']} rows, {row['d']} distinct _id")
+    # The Delta table as delta-rs lists it (partition values from the log).
+    ctx.register_dataset("delta", dt.to_pyarrow_dataset())
+    rows = ctx.sql("SELECT shard, count(*) AS n FROM delta GROUP BY shard").to_pylist()
+    df_shards = {int(r["shard"]): int(r["n"]) for r in rows}
+    check(df_shards == by_report, f"datafusion over delta-rs: per-shard rows equal the report's")
     for m in ("cpu", "bytes"):
         rows = [tuple(r.values()) for r in ctx.sql(PER_SERIES_DF.format(day=DAY, m=m)).to_pylist()]
         compare(f"datafusion {m}", rows, expected[m])
