@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::{
     DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS, ExportOptions, ExportProgress, ExportReport,
-    WriteOptions, export, rollup_table_dir,
+    LakeStore, WriteOptions, export_to, rollup_table_dir,
 };
 use anyhow::{Context, Result};
 use tidemark::{Index, format_time, parse_time};
@@ -18,7 +18,9 @@ pub struct ExportArgs {
     /// Index directory (a time-partitioned index).
     #[arg(long)]
     pub index: PathBuf,
-    /// The lake: a Delta table directory (created if needed).
+    /// The lake: a Delta table directory (created if needed), `file:///dir`, or
+    /// `s3://bucket/prefix` (a build with tidemark-lake's `s3` feature; endpoint, region
+    /// and credentials from the AWS_* environment variables).
     #[arg(long)]
     pub to: PathBuf,
     /// Only the sealed partition starting at this time (RFC 3339 or epoch
@@ -92,7 +94,12 @@ pub fn run(cli: &ExportArgs) -> Result<()> {
             eprintln!("{line}");
         }
     };
-    let report = export(&index, &cli.to, &options, &mut on_progress)
+    let lake = match cli.to.to_str() {
+        Some(url) if url.contains("://") => LakeStore::open(url),
+        _ => LakeStore::local(&cli.to),
+    }
+    .with_context(|| format!("opening the lake {}", cli.to.display()))?;
+    let report = export_to(&index, &lake, &options, &mut on_progress)
         .with_context(|| format!("exporting {} to {}", cli.index.display(), cli.to.display()))?;
     let mut out = std::io::stdout().lock();
     if cli.json {

@@ -1,19 +1,19 @@
 //! A Delta Lake table written by the protocol's JSON log (Delta transaction protocol,
 //! reader version 1, writer version 2): `_delta_log/<version:020>.json`, one action per
-//! line. This writer reads the log back by replaying every commit (it writes no
-//! checkpoints and refuses a table that has some), and commits by creating the next
-//! version's file only if it does not exist (a hard link of a synced temporary file:
-//! atomic put-if-absent on a local filesystem), so two writers never both commit a
-//! version.
+//! line, in a [`LakeStore`]. This writer reads the log back by replaying every commit
+//! (it writes no checkpoints and refuses a table that has some), and commits by creating
+//! the next version's file only if it does not exist (put-if-absent: a hard link of a
+//! synced file on a local filesystem, a conditional put on S3), so two writers never
+//! both commit a version.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::schema::{ColumnType, parse_delta_schema};
+use crate::store::LakeStore;
 
 /// The log directory of a table.
 pub const LOG_DIR: &str = "_delta_log";
@@ -85,51 +85,52 @@ pub struct Commit {
     pub parameters: BTreeMap<String, String>,
 }
 
-/// A Delta table on the local filesystem.
+/// A Delta table in a [`LakeStore`] (a local directory or a bucket prefix).
 #[derive(Debug, Clone)]
 pub struct DeltaTable {
-    root: PathBuf,
+    store: LakeStore,
 }
 
 impl DeltaTable {
-    /// The table at `root` (which may not exist yet).
-    pub fn new(root: impl Into<PathBuf>) -> DeltaTable {
-        DeltaTable { root: root.into() }
+    /// The table at the root of `store` (which may hold nothing yet).
+    pub fn new(store: LakeStore) -> DeltaTable {
+        DeltaTable { store }
     }
 
-    /// The table's root directory.
-    pub fn root(&self) -> &Path {
-        &self.root
+    /// The table in the local directory `dir` (which may not exist yet).
+    ///
+    /// # Errors
+    /// As [`LakeStore::local`].
+    pub fn local(dir: &Path) -> Result<DeltaTable> {
+        Ok(DeltaTable::new(LakeStore::local(dir)?))
     }
 
-    fn log_dir(&self) -> PathBuf {
-        self.root.join(LOG_DIR)
+    /// The store holding the table (its root is the table's).
+    pub fn store(&self) -> &LakeStore {
+        &self.store
+    }
+
+    /// A log entry's path relative to the table.
+    fn log_path(name: &str) -> String {
+        format!("{LOG_DIR}/{name}")
     }
 
     /// Replays the log.
     ///
     /// # Errors
-    /// I/O errors, [`Error::DeltaLog`] for a log with checkpoints, a gap in its
+    /// Store errors, [`Error::DeltaLog`] for a log with checkpoints, a gap in its
     /// versions, a malformed line or a schema this writer does not write.
     pub fn state(&self) -> Result<TableState> {
-        let dir = self.log_dir();
         let mut state = TableState::default();
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(state),
-            Err(e) => return Err(Error::io(&dir)(e)),
-        };
         let mut versions = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(Error::io(&dir))?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
+        for object in self.store.list(LOG_DIR)? {
+            let name = object.path.rsplit('/').next().unwrap_or_default();
             if name.starts_with('.') {
                 continue;
             }
             if name.contains("checkpoint") {
                 return Err(Error::DeltaLog {
-                    path: entry.path(),
+                    path: self.log_location(name),
                     detail: "the table has checkpoints, which this writer does not read yet"
                         .to_owned(),
                 });
@@ -145,17 +146,27 @@ impl DeltaTable {
         for (i, v) in versions.iter().enumerate() {
             if *v != i as u64 {
                 return Err(Error::DeltaLog {
-                    path: dir.clone(),
+                    path: self.log_location(""),
                     detail: format!(
                         "versions are not contiguous from 0: found {v} at position {i}"
                     ),
                 });
             }
-            let path = dir.join(version_name(*v));
-            let text = std::fs::read_to_string(&path).map_err(Error::io(&path))?;
+            let name = version_name(*v);
+            let bytes = self
+                .store
+                .get(&Self::log_path(&name))?
+                .ok_or_else(|| Error::DeltaLog {
+                    path: self.log_location(&name),
+                    detail: "listed, then gone".to_owned(),
+                })?;
+            let text = String::from_utf8(bytes).map_err(|_| Error::DeltaLog {
+                path: self.log_location(&name),
+                detail: "a commit is not UTF-8".to_owned(),
+            })?;
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
                 apply(&mut state, line).map_err(|detail| Error::DeltaLog {
-                    path: path.clone(),
+                    path: self.log_location(&name),
                     detail,
                 })?;
             }
@@ -164,44 +175,32 @@ impl DeltaTable {
         Ok(state)
     }
 
-    /// Writes `commit` as version `version`, only if no commit of that version exists.
+    /// A log entry's location, for messages.
+    fn log_location(&self, name: &str) -> PathBuf {
+        PathBuf::from(self.store.location())
+            .join(LOG_DIR)
+            .join(name)
+    }
+
+    /// Writes `commit` as version `version`, only if no commit of that version exists
+    /// (put-if-absent: a hard link of a synced file on a local filesystem, a
+    /// conditional put on S3).
     ///
     /// # Errors
-    /// I/O errors; [`Error::CommitConflict`] when the version exists (another writer).
+    /// Store errors; [`Error::CommitConflict`] when the version exists (another
+    /// writer).
     pub fn commit(&self, version: u64, commit: &Commit, now_ms: i64) -> Result<()> {
-        let dir = self.log_dir();
-        std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
         let mut text = String::new();
         for action in actions(version, commit, now_ms) {
             text.push_str(&action.to_string());
             text.push('\n');
         }
-        let target = dir.join(version_name(version));
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}",
-            version_name(version),
-            std::process::id()
-        ));
-        let written = (|| -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(Error::io(&tmp)(e));
+        let path = Self::log_path(&version_name(version));
+        if self.store.put_if_absent(&path, text.into_bytes())? {
+            Ok(())
+        } else {
+            Err(Error::CommitConflict { version })
         }
-        // `link` fails if the target exists: the version is taken only once.
-        let linked = std::fs::hard_link(&tmp, &target);
-        let _ = std::fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(Error::CommitConflict { version });
-            }
-            Err(e) => return Err(Error::io(&target)(e)),
-        }
-        tidemark_bloom::sync_dir(&dir).map_err(Error::io(&dir))
     }
 }
 
@@ -384,7 +383,7 @@ mod tests {
     #[test]
     fn replays_adds_removes_txns_and_the_schema() {
         let dir = tempfile::tempdir().unwrap();
-        let t = DeltaTable::new(dir.path());
+        let t = DeltaTable::local(dir.path()).unwrap();
         assert_eq!(t.state().unwrap(), TableState::default());
         t.commit(0, &commit(("a", 3), &[], &["p-0/x.parquet"]), 1)
             .unwrap();
@@ -423,7 +422,7 @@ mod tests {
     #[test]
     fn a_version_is_committed_once() {
         let dir = tempfile::tempdir().unwrap();
-        let t = DeltaTable::new(dir.path());
+        let t = DeltaTable::local(dir.path()).unwrap();
         t.commit(0, &commit(("a", 1), &[], &["p-0/x.parquet"]), 1)
             .unwrap();
         let again = t.commit(0, &commit(("a", 2), &[], &["p-0/y.parquet"]), 2);
@@ -442,7 +441,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             std::fs::create_dir_all(dir.path().join(LOG_DIR)).unwrap();
             std::fs::write(dir.path().join(LOG_DIR).join(name), text).unwrap();
-            let e = DeltaTable::new(dir.path()).state().unwrap_err();
+            let e = DeltaTable::local(dir.path()).unwrap().state().unwrap_err();
             e.to_string()
         };
         assert!(write("00000000000000000000.checkpoint.parquet", "").contains("checkpoints"));

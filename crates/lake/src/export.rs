@@ -25,6 +25,7 @@ use crate::VIRTUAL_SHARDS;
 use crate::delta::{AddFile, Commit, DeltaTable, LiveFile, TableState};
 use crate::error::{Error, Result};
 use crate::schema::{ID_COLUMN, LakeSchema, PARTITION_COLUMN, PARTITION_COLUMNS, SHARD_COLUMN};
+use crate::store::LakeStore;
 use crate::writer::{FileStats, Source, WriteOptions, write_partition};
 
 /// What to export and how.
@@ -224,6 +225,21 @@ pub fn export(
     options: &ExportOptions,
     progress: &mut dyn FnMut(&ExportProgress),
 ) -> Result<ExportReport> {
+    export_to(index, &LakeStore::local(lake)?, options, progress)
+}
+
+/// As [`export`], to the lake at the root of `lake`: a local directory
+/// ([`LakeStore::local`]) or an object store ([`LakeStore::open`], e.g.
+/// `s3://bucket/prefix` with the `s3` feature).
+///
+/// # Errors
+/// As [`export`]; [`Error::Store`] for what the object store refuses.
+pub fn export_to(
+    index: &Index,
+    lake: &LakeStore,
+    options: &ExportOptions,
+    progress: &mut dyn FnMut(&ExportProgress),
+) -> Result<ExportReport> {
     let started = Instant::now();
     options.write.check()?;
     if !index.engine().is_partitioned() {
@@ -247,7 +263,7 @@ pub fn export(
     )?;
     let jobs = chosen.iter().map(|p| (p, Source::raw(p))).collect();
     export_table(
-        &DeltaTable::new(lake),
+        &DeltaTable::new(lake.clone()),
         None,
         raw,
         jobs,
@@ -268,7 +284,7 @@ pub fn export(
             .iter()
             .filter_map(|p| rollup_of(p, r).map(|s| (p, Source::rollup(p, s))))
             .collect();
-        let table = DeltaTable::new(lake.join(rollup_table_dir(r)));
+        let table = DeltaTable::new(lake.child(&rollup_table_dir(r)));
         export_table(&table, Some(r), schema, jobs, &ctx, &mut report, progress)?;
     }
     report.seconds = started.elapsed().as_secs_f64();
@@ -346,9 +362,16 @@ fn export_table(
             };
             let rel = data_file_path(part.start_ms, shard, part.generation);
             let meta = file_metadata(&ctx.mapping, part, shard, rollup_ms, &ctx.options.write);
-            let path = table.root().join(&rel);
             let shard_rows = rows.rows();
-            let stats = write_file(&path, rows, &schema, &ctx.options.write, meta, &mut on_rows)?;
+            let stats = write_file(
+                table.store(),
+                &rel,
+                rows,
+                &schema,
+                &ctx.options.write,
+                meta,
+                &mut on_rows,
+            )?;
             done += shard_rows;
             entry.rows += stats.rows;
             entry.bytes += stats.bytes;
@@ -457,7 +480,7 @@ fn check_layout(table: &DeltaTable, state: &TableState) -> Result<()> {
         return Ok(());
     }
     Err(Error::DeltaLog {
-        path: table.root().join(crate::LOG_DIR),
+        path: PathBuf::from(table.store().location()).join(crate::LOG_DIR),
         detail: format!(
             "the table is partitioned by [{}], this writer partitions by [{}] (a lake written before files were split by shard?): export to a new directory",
             state.partition_columns.join(", "),
@@ -499,20 +522,20 @@ fn choose<'e>(
     Ok(out)
 }
 
-/// Writes one partition's file atomically (temporary file, fsync, rename).
+/// Writes one data file at `rel` in `store`, streamed as a multipart upload that
+/// appears at its path only once complete (locally: a staged file, fsynced and renamed).
 fn write_file(
-    path: &Path,
+    store: &LakeStore,
+    rel: &str,
     source: Source<'_>,
     schema: &LakeSchema,
     options: &WriteOptions,
     meta: Vec<KeyValue>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<FileStats> {
-    let dir: PathBuf = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
-    let out = tidemark::segment::AtomicFile::create(path).map_err(Error::io(path))?;
+    let out = store.upload(rel)?;
     let (out, stats) = write_partition(out, source, schema, options, meta, progress)?;
-    out.commit().map_err(Error::io(path))?;
+    out.finish()?;
     Ok(stats)
 }
 

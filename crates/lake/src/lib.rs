@@ -8,6 +8,7 @@ mod delta;
 mod error;
 mod export;
 mod schema;
+mod store;
 mod writer;
 
 use std::num::NonZeroU32;
@@ -15,13 +16,14 @@ use std::num::NonZeroU32;
 pub use delta::{AddFile, Commit, DeltaTable, LOG_DIR, LiveFile, TableState};
 pub use error::{Error, Result};
 pub use export::{
-    ExportOptions, ExportProgress, ExportReport, FileReport, PartitionReport, export,
+    ExportOptions, ExportProgress, ExportReport, FileReport, PartitionReport, export, export_to,
     rollup_table_dir, rollup_txn_app_id, txn_app_id,
 };
 pub use schema::{
     Column, ColumnType, ID_COLUMN, LakeSchema, PARTITION_COLUMN, PARTITION_COLUMNS, Role,
     SHARD_COLUMN, TSID_COLUMN,
 };
+pub use store::{LakeStore, StoredObject};
 pub use writer::{
     DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS, FileStats, Source, WriteOptions, write_partition,
 };

@@ -102,7 +102,8 @@ fn options(row_group_rows: usize) -> ExportOptions {
 }
 
 fn live_files(lake: &Path) -> Vec<PathBuf> {
-    DeltaTable::new(lake)
+    DeltaTable::local(lake)
+        .unwrap()
         .state()
         .unwrap()
         .files
@@ -255,7 +256,7 @@ fn files_are_split_by_partition_and_shard_in_segment_order() {
     let index = sealed_index(&dir.path().join("index"));
     let lake = dir.path().join("lake");
     export(&index, &lake, &options(100), &mut |_| {}).unwrap();
-    let state = DeltaTable::new(&lake).state().unwrap();
+    let state = DeltaTable::local(&lake).unwrap().state().unwrap();
     assert_eq!(state.partition_columns, ["partition", "shard"]);
     let mut per_day: BTreeMap<i64, u64> = BTreeMap::new();
     for (rel, live) in &state.files {
@@ -459,7 +460,7 @@ fn re_exports_are_exactly_once_and_a_late_write_replaces_its_partition() {
         (again.committed(), again.skipped(), again.rows()),
         (0, 3, 0)
     );
-    let state = DeltaTable::new(&lake).state().unwrap();
+    let state = DeltaTable::local(&lake).unwrap().state().unwrap();
     assert_eq!(state.version, Some(2));
     let files_before = state.files.len();
     let day1_before = state
@@ -484,7 +485,7 @@ fn re_exports_are_exactly_once_and_a_late_write_replaces_its_partition() {
         (p.start_ms, p.replaced, p.rows),
         (DAY, day1_before, u64::from(HOSTS) * 288 + 1)
     );
-    let state = DeltaTable::new(&lake).state().unwrap();
+    let state = DeltaTable::local(&lake).unwrap().state().unwrap();
     assert_eq!(state.files.len(), files_before);
     let (rows, ids, stats) = lake_stats(&live_files(&lake), "cpu");
     assert_eq!(rows, 3 * u64::from(HOSTS) * 288 + 1);
