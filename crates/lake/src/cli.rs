@@ -5,11 +5,11 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use crate::{
-    DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS, ExportOptions, ExportProgress, ExportReport,
-    LakeStore, WriteOptions, export_to, rollup_table_dir,
+    DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS, ExportOptions,
+    ExportProgress, ExportReport, LakeStore, WriteOptions, export_to, rollup_table_dir, vacuum,
 };
 use anyhow::{Context, Result};
-use tidemark::{Index, format_time, parse_time};
+use tidemark::{Index, format_time, parse_interval, parse_time};
 
 /// Export the sealed time partitions of a Tidemark index as a Parquet lake (a Delta
 /// table that DuckDB, DataFusion and Spark read), exactly once per partition.
@@ -36,6 +36,14 @@ pub struct ExportArgs {
     /// Leave the `_id` column out (to measure its cost; it is `_tsid` ‖ timestamp).
     #[arg(long)]
     pub without_id: bool,
+    /// Write a Delta checkpoint after every N commits of a table (0: never).
+    #[arg(long, default_value_t = DEFAULT_CHECKPOINT_INTERVAL)]
+    pub checkpoint_interval: u64,
+    /// After the export, delete the files of each table that its commits removed at
+    /// least this long ago (`7d`, `12h`, `30m`; Delta's VACUUM), and unreferenced files
+    /// at least as old (and at least an hour old).
+    #[arg(long, value_name = "RETENTION")]
+    pub vacuum: Option<String>,
     /// The report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -62,7 +70,13 @@ pub fn run(cli: &ExportArgs) -> Result<()> {
             ..WriteOptions::default()
         },
         partitions,
+        checkpoint_interval: cli.checkpoint_interval,
     };
+    let retention_ms = cli
+        .vacuum
+        .as_deref()
+        .map(|r| parse_interval(r).with_context(|| format!("--vacuum {r}")))
+        .transpose()?;
     let index = Index::open(&cli.index)
         .with_context(|| format!("opening the index {}", cli.index.display()))?;
     let terminal = std::io::stderr().is_terminal();
@@ -101,11 +115,36 @@ pub fn run(cli: &ExportArgs) -> Result<()> {
     .with_context(|| format!("opening the lake {}", cli.to.display()))?;
     let report = export_to(&index, &lake, &options, &mut on_progress)
         .with_context(|| format!("exporting {} to {}", cli.index.display(), cli.to.display()))?;
+    let vacuumed = match retention_ms {
+        Some(r) => {
+            Some(vacuum(&lake, r).with_context(|| format!("vacuuming {}", cli.to.display()))?)
+        }
+        None => None,
+    };
     let mut out = std::io::stdout().lock();
     if cli.json {
-        writeln!(out, "{}", report.to_json())?;
+        let mut json = report.to_json();
+        if let (Some(v), serde_json::Value::Object(o)) = (&vacuumed, &mut json) {
+            o.insert(
+                "vacuum".to_owned(),
+                v.iter()
+                    .map(|(table, r)| {
+                        serde_json::json!({"table": table, "deleted": r.deleted, "bytes": r.bytes})
+                    })
+                    .collect(),
+            );
+        }
+        writeln!(out, "{json}")?;
     } else {
         write_report(&mut out, &report)?;
+        for (table, r) in vacuumed.iter().flatten() {
+            writeln!(
+                out,
+                "vacuum {table}: deleted {} files, {} bytes",
+                r.deleted.len(),
+                r.bytes
+            )?;
+        }
     }
     Ok(())
 }

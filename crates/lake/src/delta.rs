@@ -1,7 +1,9 @@
 //! A Delta Lake table written by the protocol's JSON log (Delta transaction protocol,
 //! reader version 1, writer version 2): `_delta_log/<version:020>.json`, one action per
-//! line, in a [`LakeStore`]. This writer reads the log back by replaying every commit
-//! (it writes no checkpoints and refuses a table that has some), and commits by creating
+//! line, in a [`LakeStore`], with a Parquet checkpoint every few commits
+//! (`<version>.checkpoint.parquet` and `_last_checkpoint`, see `checkpoint.rs`). This
+//! writer reads the log back from the latest checkpoint and the commits after it, and
+//! commits by creating
 //! the next version's file only if it does not exist (put-if-absent: a hard link of a
 //! synced file on a local filesystem, a conditional put on S3), so two writers never
 //! both commit a version.
@@ -17,14 +19,28 @@ use crate::store::LakeStore;
 
 /// The log directory of a table.
 pub const LOG_DIR: &str = "_delta_log";
+/// The log entry naming the latest checkpoint.
+pub const LAST_CHECKPOINT: &str = "_last_checkpoint";
+/// Tombstones (`remove` actions) a checkpoint keeps: a week, Delta's default
+/// `delta.deletedFileRetentionDuration`.
+pub const TOMBSTONE_RETENTION_MS: i64 = 7 * 86_400_000;
 
 /// The state of a table after replaying its log.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TableState {
     /// The last committed version (`None`: no table yet).
     pub version: Option<u64>,
+    /// The checkpoint the state was read from (`None`: the log was replayed from
+    /// version 0).
+    pub checkpoint: Option<u64>,
+    /// The table's protocol: reader and writer versions.
+    pub protocol: (i32, i32),
     /// The table's id (`metaData.id`).
     pub id: Option<String>,
+    /// The latest `metaData.schemaString`.
+    pub schema_string: Option<String>,
+    /// The latest `metaData.createdTime`.
+    pub created_time: Option<i64>,
     /// The table's columns, from its latest `metaData`.
     pub columns: Vec<(String, ColumnType)>,
     /// The table's `metaData.configuration`.
@@ -33,6 +49,10 @@ pub struct TableState {
     pub partition_columns: Vec<String>,
     /// Live data files: path (relative to the table) → what its `add` action says.
     pub files: BTreeMap<String, LiveFile>,
+    /// Removed data files (tombstones): path → when the commit removing it was made
+    /// (milliseconds since the epoch). A vacuum deletes them once older than its
+    /// retention.
+    pub removed: BTreeMap<String, i64>,
     /// The latest transaction version of each application id (`txn` actions).
     pub txns: BTreeMap<String, i64>,
 }
@@ -115,40 +135,69 @@ impl DeltaTable {
         format!("{LOG_DIR}/{name}")
     }
 
-    /// Replays the log.
+    /// Reads the table's state: from its latest checkpoint (named by
+    /// `_delta_log/_last_checkpoint`, or the newest `<v>.checkpoint.parquet` listed)
+    /// and the JSON commits after it, or by replaying every commit from version 0.
     ///
     /// # Errors
-    /// Store errors, [`Error::DeltaLog`] for a log with checkpoints, a gap in its
-    /// versions, a malformed line or a schema this writer does not write.
+    /// Store errors, [`Error::DeltaLog`] for a gap in the versions, a malformed line or
+    /// checkpoint, a multi-part or V2 checkpoint, or a schema this writer does not write.
     pub fn state(&self) -> Result<TableState> {
         let mut state = TableState::default();
         let mut versions = Vec::new();
+        let mut checkpoints = Vec::new();
         for object in self.store.list(LOG_DIR)? {
             let name = object.path.rsplit('/').next().unwrap_or_default();
-            if name.starts_with('.') {
+            if name.starts_with('.') || name == LAST_CHECKPOINT {
                 continue;
             }
-            if name.contains("checkpoint") {
+            if let Some(v) = name
+                .strip_suffix(".checkpoint.parquet")
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                checkpoints.push(v);
+            } else if name.contains(".checkpoint.") {
                 return Err(Error::DeltaLog {
                     path: self.log_location(name),
-                    detail: "the table has checkpoints, which this writer does not read yet"
+                    detail: "a multi-part or V2 checkpoint, which this writer does not read"
                         .to_owned(),
                 });
-            }
-            if let Some(v) = name
+            } else if let Some(v) = name
                 .strip_suffix(".json")
                 .and_then(|v| v.parse::<u64>().ok())
             {
                 versions.push(v);
             }
         }
+        let named = self.last_checkpoint()?;
+        let from = named.or_else(|| checkpoints.iter().max().copied());
+        if let Some(c) = from {
+            let name = checkpoint_name(c);
+            let bytes = self
+                .store
+                .get(&Self::log_path(&name))?
+                .ok_or_else(|| Error::DeltaLog {
+                    path: self.log_location(&name),
+                    detail: "_last_checkpoint names a checkpoint that is not there".to_owned(),
+                })?;
+            crate::checkpoint::read(bytes::Bytes::from(bytes), &mut state).map_err(|detail| {
+                Error::DeltaLog {
+                    path: self.log_location(&name),
+                    detail,
+                }
+            })?;
+            state.version = Some(c);
+            state.checkpoint = Some(c);
+        }
+        let first = from.map_or(0, |c| c + 1);
+        versions.retain(|v| *v >= first);
         versions.sort_unstable();
         for (i, v) in versions.iter().enumerate() {
-            if *v != i as u64 {
+            if *v != first + i as u64 {
                 return Err(Error::DeltaLog {
                     path: self.log_location(""),
                     detail: format!(
-                        "versions are not contiguous from 0: found {v} at position {i}"
+                        "versions are not contiguous from {first}: found {v} at position {i}"
                     ),
                 });
             }
@@ -173,6 +222,56 @@ impl DeltaTable {
             state.version = Some(*v);
         }
         Ok(state)
+    }
+
+    /// The version `_delta_log/_last_checkpoint` names, if there is one.
+    fn last_checkpoint(&self) -> Result<Option<u64>> {
+        let Some(bytes) = self.store.get(&Self::log_path(LAST_CHECKPOINT))? else {
+            return Ok(None);
+        };
+        let v: Value = serde_json::from_slice(&bytes).map_err(|e| Error::DeltaLog {
+            path: self.log_location(LAST_CHECKPOINT),
+            detail: format!("not JSON: {e}"),
+        })?;
+        v.get("version")
+            .and_then(Value::as_u64)
+            .map(Some)
+            .ok_or_else(|| Error::DeltaLog {
+                path: self.log_location(LAST_CHECKPOINT),
+                detail: "no version".to_owned(),
+            })
+    }
+
+    /// Writes a checkpoint of `state` (the table at `state.version`):
+    /// `_delta_log/<version>.checkpoint.parquet`, then `_last_checkpoint` naming it.
+    /// Tombstones older than [`TOMBSTONE_RETENTION_MS`] before `now_ms` are left out.
+    /// Rewriting a checkpoint is harmless (same version, same actions), so a crash
+    /// between the two puts only leaves readers on the previous checkpoint.
+    ///
+    /// # Errors
+    /// Store and Parquet errors; [`Error::DeltaLog`] for a table with no version.
+    pub fn checkpoint(&self, state: &TableState, now_ms: i64) -> Result<()> {
+        let Some(version) = state.version else {
+            return Err(Error::DeltaLog {
+                path: self.log_location(""),
+                detail: "no commit to checkpoint".to_owned(),
+            });
+        };
+        let (bytes, actions) =
+            crate::checkpoint::write(state, now_ms, now_ms.saturating_sub(TOMBSTONE_RETENTION_MS))?;
+        let size_in_bytes = bytes.len();
+        self.store
+            .put(&Self::log_path(&checkpoint_name(version)), bytes)?;
+        let last = json!({
+            "version": version,
+            "size": actions,
+            "sizeInBytes": size_in_bytes,
+            "numOfAddFiles": state.files.len(),
+        });
+        self.store.put(
+            &Self::log_path(LAST_CHECKPOINT),
+            last.to_string().into_bytes(),
+        )
     }
 
     /// A log entry's location, for messages.
@@ -204,6 +303,64 @@ impl DeltaTable {
     }
 }
 
+/// What a vacuum deleted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VacuumReport {
+    /// The data files deleted, relative to the table.
+    pub deleted: Vec<String>,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// Files a vacuum deletes though no `remove` names them (left by an export that
+/// crashed before its commit, or whose tombstone has aged out of the checkpoints) must
+/// be at least this old, whatever the retention: an export under way has written files
+/// it has not committed yet.
+pub const UNTRACKED_MIN_AGE_MS: i64 = 3_600_000;
+
+impl DeltaTable {
+    /// Deletes the data files the table no longer references: those its commits
+    /// removed (a late write's re-export replaced them) at least `retention_ms` before
+    /// `now_ms`, and files no commit ever added or whose tombstone expired, last
+    /// written at least `max(retention_ms, UNTRACKED_MIN_AGE_MS)` before. Live files,
+    /// the log and paths starting with `_` or `.` (`_delta_log`, `_rollups`) are never
+    /// touched. Readers of a table version older than the retention may then miss
+    /// files, as with Delta's `VACUUM`: keep the retention above the longest query.
+    ///
+    /// # Errors
+    /// Store errors, and the log's (see [`state`](Self::state)).
+    pub fn vacuum(&self, retention_ms: i64, now_ms: i64) -> Result<VacuumReport> {
+        let state = self.state()?;
+        let removed_before = now_ms.saturating_sub(retention_ms.max(0));
+        let untracked_before = now_ms.saturating_sub(retention_ms.max(UNTRACKED_MIN_AGE_MS));
+        let mut report = VacuumReport::default();
+        for object in self.store.list("")? {
+            let hidden = object
+                .path
+                .split('/')
+                .any(|p| p.starts_with('_') || p.starts_with('.'));
+            if hidden || state.files.contains_key(&object.path) {
+                continue;
+            }
+            let expired = match state.removed.get(&object.path) {
+                Some(at) => *at <= removed_before,
+                None => object.last_modified_ms <= untracked_before,
+            };
+            if expired {
+                self.store.delete(&object.path)?;
+                report.bytes += object.size;
+                report.deleted.push(object.path);
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// `00000000000000000007.checkpoint.parquet`.
+fn checkpoint_name(v: u64) -> String {
+    format!("{v:020}.checkpoint.parquet")
+}
+
 /// `00000000000000000007.json`.
 fn version_name(v: u64) -> String {
     format!("{v:020}.json")
@@ -223,9 +380,16 @@ fn apply(state: &mut TableState, line: &str) -> std::result::Result<(), String> 
                 .unwrap_or(0),
             stats: add.get("stats").and_then(Value::as_str).map(str::to_owned),
         };
+        state.removed.remove(&path);
         state.files.insert(path, file);
     } else if let Some(remove) = v.get("remove") {
-        state.files.remove(&str_field(remove, "path")?);
+        let path = str_field(remove, "path")?;
+        let at = remove
+            .get("deletionTimestamp")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        state.files.remove(&path);
+        state.removed.insert(path, at);
     } else if let Some(txn) = v.get("txn") {
         let app = str_field(txn, "appId")?;
         let version = txn
@@ -235,7 +399,10 @@ fn apply(state: &mut TableState, line: &str) -> std::result::Result<(), String> 
         state.txns.insert(app, version);
     } else if let Some(meta) = v.get("metaData") {
         state.id = meta.get("id").and_then(Value::as_str).map(str::to_owned);
-        state.columns = parse_delta_schema(&str_field(meta, "schemaString")?)?;
+        let schema = str_field(meta, "schemaString")?;
+        state.columns = parse_delta_schema(&schema)?;
+        state.schema_string = Some(schema);
+        state.created_time = meta.get("createdTime").and_then(Value::as_i64);
         state.partition_columns = meta
             .get("partitionColumns")
             .and_then(Value::as_array)
@@ -257,6 +424,14 @@ fn apply(state: &mut TableState, line: &str) -> std::result::Result<(), String> 
                 "the table needs reader version {reader}; this writer knows version 1"
             ));
         }
+        let writer = p
+            .get("minWriterVersion")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        state.protocol = (
+            i32::try_from(reader).unwrap_or(i32::MAX),
+            i32::try_from(writer).unwrap_or(i32::MAX),
+        );
     }
     Ok(())
 }
@@ -444,7 +619,14 @@ mod tests {
             let e = DeltaTable::local(dir.path()).unwrap().state().unwrap_err();
             e.to_string()
         };
-        assert!(write("00000000000000000000.checkpoint.parquet", "").contains("checkpoints"));
+        assert!(
+            write(
+                "00000000000000000000.checkpoint.0000000001.0000000002.parquet",
+                ""
+            )
+            .contains("multi-part")
+        );
+        assert!(write("00000000000000000000.checkpoint.parquet", "").contains("not Parquet"));
         assert!(write("00000000000000000001.json", "{}").contains("not contiguous"));
         assert!(write("00000000000000000000.json", "{nope").contains("not JSON"));
         assert!(

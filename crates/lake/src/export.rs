@@ -22,19 +22,36 @@ use tidemark::dedup::SealedPartition;
 use tidemark::segment::Segment;
 
 use crate::VIRTUAL_SHARDS;
-use crate::delta::{AddFile, Commit, DeltaTable, LiveFile, TableState};
+use crate::delta::{AddFile, Commit, DeltaTable, LiveFile, TableState, VacuumReport};
 use crate::error::{Error, Result};
 use crate::schema::{ID_COLUMN, LakeSchema, PARTITION_COLUMN, PARTITION_COLUMNS, SHARD_COLUMN};
 use crate::store::LakeStore;
 use crate::writer::{FileStats, Source, WriteOptions, write_partition};
 
+/// Commits between two checkpoints of a table, by default (Delta's own default
+/// `delta.checkpointInterval`).
+pub const DEFAULT_CHECKPOINT_INTERVAL: u64 = 10;
+
 /// What to export and how.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ExportOptions {
     /// How files are written.
     pub write: WriteOptions,
     /// Only the sealed partitions starting at these times (milliseconds); `None`: all.
     pub partitions: Option<Vec<i64>>,
+    /// A checkpoint is written after each commit whose version + 1 is a multiple of
+    /// this (0: never), so readers replay at most this many JSON commits.
+    pub checkpoint_interval: u64,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        ExportOptions {
+            write: WriteOptions::default(),
+            partitions: None,
+            checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
+        }
+    }
 }
 
 /// What happened to one partition.
@@ -59,6 +76,8 @@ pub struct PartitionReport {
     pub replaced: usize,
     /// The table version committed (`None`: skipped, already in the lake).
     pub version: Option<u64>,
+    /// Whether a checkpoint of the table was written after the commit.
+    pub checkpoint: bool,
     /// Seconds spent writing and committing.
     pub seconds: f64,
 }
@@ -150,6 +169,7 @@ impl ExportReport {
                 })).collect::<Vec<_>>(),
                 "replaced": p.replaced,
                 "version": p.version,
+                "checkpoint": p.checkpoint,
                 "skipped": p.version.is_none(),
                 "seconds": p.seconds,
             })).collect::<Vec<_>>(),
@@ -341,6 +361,7 @@ fn export_table(
             files: Vec::new(),
             replaced: 0,
             version: None,
+            checkpoint: false,
             seconds: 0.0,
         };
         if state.txns.get(&app).is_some_and(|v| *v >= generation) {
@@ -432,6 +453,13 @@ fn export_table(
         table.commit(version, &commit, now)?;
         crate::failpoint("export-after-commit");
         apply_commit(&mut state, version, &commit, &schema, now);
+        let interval = ctx.options.checkpoint_interval;
+        if interval > 0 && (version + 1) % interval == 0 {
+            // From the log itself, so the checkpoint is exactly what the log says.
+            let logged = table.state()?;
+            table.checkpoint(&logged, now)?;
+            entry.checkpoint = true;
+        }
         entry.replaced = remove.len();
         entry.version = Some(version);
         entry.seconds = t.elapsed().as_secs_f64();
@@ -487,6 +515,37 @@ fn check_layout(table: &DeltaTable, state: &TableState) -> Result<()> {
             PARTITION_COLUMNS.join(", ")
         ),
     })
+}
+
+/// Vacuums every table of the lake at `lake` (the raw rows' table and each rollup
+/// table under `_rollups/`): see [`DeltaTable::vacuum`]. Returns, per table (`.` or
+/// `_rollups/<resolution>`), what it deleted.
+///
+/// # Errors
+/// Store and log errors.
+pub fn vacuum(lake: &LakeStore, retention_ms: i64) -> Result<Vec<(String, VacuumReport)>> {
+    let now = now_ms();
+    let mut out = vec![(
+        ".".to_owned(),
+        DeltaTable::new(lake.clone()).vacuum(retention_ms, now)?,
+    )];
+    let rollups: BTreeSet<String> = lake
+        .list("_rollups")?
+        .into_iter()
+        .filter_map(|o| {
+            let mut parts = o.path.split('/');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some("_rollups"), Some(r), Some(crate::LOG_DIR)) => Some(r.to_owned()),
+                _ => None,
+            }
+        })
+        .collect();
+    for r in rollups {
+        let dir = format!("_rollups/{r}");
+        let report = DeltaTable::new(lake.child(&dir)).vacuum(retention_ms, now)?;
+        out.push((dir, report));
+    }
+    Ok(out)
 }
 
 /// The sealed partitions asked for, or all of them.
@@ -636,6 +695,7 @@ fn apply_commit(
     }
     for r in &commit.remove {
         state.files.remove(r);
+        state.removed.insert(r.clone(), now_ms);
     }
     for a in &commit.add {
         state.files.insert(

@@ -2,6 +2,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod checkpoint;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod delta;
@@ -13,11 +14,14 @@ mod writer;
 
 use std::num::NonZeroU32;
 
-pub use delta::{AddFile, Commit, DeltaTable, LOG_DIR, LiveFile, TableState};
+pub use delta::{
+    AddFile, Commit, DeltaTable, LAST_CHECKPOINT, LOG_DIR, LiveFile, TOMBSTONE_RETENTION_MS,
+    TableState, UNTRACKED_MIN_AGE_MS, VacuumReport,
+};
 pub use error::{Error, Result};
 pub use export::{
-    ExportOptions, ExportProgress, ExportReport, FileReport, PartitionReport, export, export_to,
-    rollup_table_dir, rollup_txn_app_id, txn_app_id,
+    DEFAULT_CHECKPOINT_INTERVAL, ExportOptions, ExportProgress, ExportReport, FileReport,
+    PartitionReport, export, export_to, rollup_table_dir, rollup_txn_app_id, txn_app_id, vacuum,
 };
 pub use schema::{
     Column, ColumnType, ID_COLUMN, LakeSchema, PARTITION_COLUMN, PARTITION_COLUMNS, Role,

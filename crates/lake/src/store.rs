@@ -165,6 +165,15 @@ impl LakeStore {
         move |source| Error::Store { location, source }
     }
 
+    /// Writes `bytes` at `rel`, replacing what is there (atomically).
+    pub(crate) fn put(&self, rel: &str, bytes: Vec<u8>) -> Result<()> {
+        let path = self.path(rel);
+        self.runtime
+            .block_on(self.store.put(&path, PutPayload::from(bytes)))
+            .map(|_| ())
+            .map_err(self.error(rel))
+    }
+
     /// Writes `bytes` at `rel` only if nothing is there: `Ok(false)` if something is.
     pub(crate) fn put_if_absent(&self, rel: &str, bytes: Vec<u8>) -> Result<bool> {
         let path = self.path(rel);
@@ -193,7 +202,8 @@ impl LakeStore {
         }
     }
 
-    /// Every object under `rel` (recursively), paths relative to this root.
+    /// Every object under `rel` (recursively; `""`: the whole root), paths relative to
+    /// this root.
     pub(crate) fn list(&self, rel: &str) -> Result<Vec<StoredObject>> {
         use futures_util::TryStreamExt;
         let path = self.path(rel);
@@ -220,6 +230,15 @@ impl LakeStore {
                 })
             })
             .collect())
+    }
+
+    /// Deletes the object at `rel` (nothing if it is gone already).
+    pub(crate) fn delete(&self, rel: &str) -> Result<()> {
+        let path = self.path(rel);
+        match self.runtime.block_on(self.store.delete(&path)) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error(rel)(e)),
+        }
     }
 
     /// A writer streaming a new object to `rel` (a multipart upload): nothing is

@@ -97,7 +97,7 @@ fn options(row_group_rows: usize) -> ExportOptions {
             row_group_rows,
             ..WriteOptions::default()
         },
-        partitions: None,
+        ..ExportOptions::default()
     }
 }
 
@@ -587,4 +587,111 @@ fn bad_input_is_an_error_not_a_panic() {
         export(&single, &lake, &options(10), &mut |_| {}),
         Err(tidemark_lake::Error::NotPartitioned { .. })
     ));
+}
+
+/// The parts of a table state a reader sees, whether read from a checkpoint or by
+/// replaying every commit.
+fn visible(s: &tidemark_lake::TableState) -> impl PartialEq + std::fmt::Debug {
+    (
+        s.version,
+        s.protocol,
+        s.id.clone(),
+        s.schema_string.clone(),
+        s.partition_columns.clone(),
+        s.configuration.clone(),
+        s.files.clone(),
+        s.txns.clone(),
+        s.removed.clone(),
+    )
+}
+
+#[test]
+fn checkpoints_read_back_as_the_replayed_log_and_vacuum_deletes_replaced_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = sealed_index(&dir.path().join("index"));
+    let lake = dir.path().join("lake");
+    let opts = ExportOptions {
+        checkpoint_interval: 2,
+        ..options(100_000)
+    };
+    let first = export(&index, &lake, &opts, &mut |_| {}).unwrap();
+    // Versions 0, 1, 2: a checkpoint after version 1.
+    let flags: Vec<bool> = first.partitions.iter().map(|p| p.checkpoint).collect();
+    assert_eq!(flags, [false, true, false]);
+    let log = lake.join("_delta_log");
+    assert!(
+        log.join("00000000000000000001.checkpoint.parquet")
+            .is_file()
+    );
+    let last: Value =
+        serde_json::from_slice(&std::fs::read(log.join("_last_checkpoint")).unwrap()).unwrap();
+    assert_eq!(last["version"], 1);
+    let table = DeltaTable::local(&lake).unwrap();
+    let from_checkpoint = table.state().unwrap();
+    assert_eq!(from_checkpoint.checkpoint, Some(1));
+
+    // A late write re-seals day 1: version 3 replaces its files, checkpoint 3 follows.
+    let out = index
+        .bulk(vec![BulkItem::create(doc(0, DAY + 2 * MIN))])
+        .unwrap();
+    assert_eq!(out[0].http_status(), 201);
+    index.seal(DAY).unwrap();
+    let late = export(&index, &lake, &opts, &mut |_| {}).unwrap();
+    let p = late
+        .partitions
+        .iter()
+        .find(|p| p.version.is_some())
+        .unwrap();
+    assert_eq!((p.version, p.checkpoint), (Some(3), true));
+    let state = table.state().unwrap();
+    assert_eq!(state.checkpoint, Some(3));
+    assert_eq!(state.removed.len(), p.replaced);
+    assert!(p.replaced > 0);
+
+    // The same state without the checkpoints: every commit replayed from version 0.
+    let replay = dir.path().join("replay");
+    std::fs::create_dir_all(replay.join("_delta_log")).unwrap();
+    for e in std::fs::read_dir(&log).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        if name.ends_with(".json") {
+            std::fs::copy(e.path(), replay.join("_delta_log").join(&name)).unwrap();
+        }
+    }
+    let replayed = DeltaTable::local(&replay).unwrap().state().unwrap();
+    assert_eq!(replayed.checkpoint, None);
+    assert_eq!(visible(&state), visible(&replayed));
+    // And a table whose commits before the checkpoint are gone still reads (a reader
+    // starts from the checkpoint).
+    for v in 0..=3 {
+        std::fs::remove_file(log.join(format!("{v:020}.json"))).unwrap();
+    }
+    assert_eq!(visible(&table.state().unwrap()), visible(&replayed));
+
+    // Vacuum: a day's retention keeps the replaced files; none keeps nothing of them.
+    let on_disk = |p: &str| lake.join(p).is_file();
+    let replaced: Vec<String> = state.removed.keys().cloned().collect();
+    assert!(replaced.iter().all(|p| on_disk(p)));
+    let kept =
+        tidemark_lake::vacuum(&tidemark_lake::LakeStore::local(&lake).unwrap(), DAY).unwrap();
+    assert!(kept.iter().all(|(_, r)| r.deleted.is_empty()), "{kept:?}");
+    // An untracked file just written (an export under way) survives any retention.
+    std::fs::write(lake.join("partition=0/in-flight.parquet"), b"x").unwrap();
+    let gone = tidemark_lake::vacuum(&tidemark_lake::LakeStore::local(&lake).unwrap(), 0).unwrap();
+    assert_eq!(gone[0].0, ".");
+    let mut deleted = gone[0].1.deleted.clone();
+    deleted.sort();
+    assert_eq!(deleted, replaced);
+    assert!(replaced.iter().all(|p| !on_disk(p)));
+    assert!(lake.join("partition=0/in-flight.parquet").is_file());
+    assert!(state.files.keys().all(|p| on_disk(p)));
+    // The lake still holds every row once, and a re-export skips everything.
+    let (rows, ids, stats) = lake_stats(&live_files(&lake), "cpu");
+    assert_eq!(
+        (rows, ids.len() as u64),
+        (3 * u64::from(HOSTS) * 288 + 1, rows)
+    );
+    assert_same_stats(&stats, &index_stats(&index, "cpu"));
+    let again = export(&index, &lake, &opts, &mut |_| {}).unwrap();
+    assert_eq!(again.committed(), 0);
 }

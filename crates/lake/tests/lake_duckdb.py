@@ -16,7 +16,10 @@ days of six series (plus one point on a fourth day, so the three are sealed),
 - a present `_id` finds one row (DuckDB scans one row group of all);
 - absent `_id`s inside a row group's [min, max] `_id` statistics find nothing and are
   pruned by the split-block bloom filter: DuckDB's `total_row_groups_scanned` is 0 and
-  DataFusion's `row_groups_pruned_bloom_filter` counts them.
+  DataFusion's `row_groups_pruned_bloom_filter` counts them;
+- checkpoints and vacuum: a lake checkpointed every 2 commits, re-exported after a late
+  write and vacuumed reads the same in delta-rs from the checkpoint alone and after the
+  vacuum, which deletes exactly what delta-rs' own vacuum would, leaving the live files.
 
 Usage: lake_duckdb.py TARGET_DIR/debug/tidemark   (tidemark-export beside it)
 """
@@ -24,6 +27,7 @@ Usage: lake_duckdb.py TARGET_DIR/debug/tidemark   (tidemark-export beside it)
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -144,6 +148,73 @@ def duckdb_row_groups(con, sql, prof):
     with open(prof) as f:
         q = json.load(f)["query"]
     return n, q["total_row_groups_scanned"], q["total_row_groups_to_scan"]
+
+
+def sorted_rows(table):
+    """A Delta table's rows as delta-rs reads them, in `_id` order, as Python values."""
+    t = table.to_pyarrow_table()
+    return t.sort_by("_id").to_pylist()
+
+
+def checkpoints_and_vacuum(tidemark, tmp, idx):
+    """A lake exported with a checkpoint every 2 commits, a late write's re-export and a
+    vacuum: delta-rs reads the same rows from the checkpoint (also with the JSON commits
+    before it gone), and after the vacuum, which deletes exactly the files delta-rs'
+    own vacuum (dry run) names, leaving only the live files."""
+    lake = os.path.join(tmp, "lake-checkpoints")
+    log = os.path.join(lake, "_delta_log")
+    rep = json.loads(run([tidemark, "export", "--index", idx, "--to", lake,
+                          "--checkpoint-interval", "2", "--json"]).stdout)
+    raw = [p for p in rep["partitions"] if p["rollup_ms"] is None]
+    check([p["checkpoint"] for p in raw] == [False, True, False],
+          f"checkpoint after the second commit ({[p['checkpoint'] for p in raw]})")
+    with open(os.path.join(log, "_last_checkpoint")) as f:
+        last = json.load(f)
+    check(last["version"] == 1 and os.path.isfile(os.path.join(log, f"{1:020}.checkpoint.parquet")),
+          f"_last_checkpoint names version 1 ({last})")
+    # A late point into the second day; ingest's maintenance re-seals the partition.
+    late = os.path.join(tmp, "late.ndjson")
+    with open(late, "w") as f:
+        f.write(json.dumps(doc(0, BASE + DAY + 2 * MIN)) + "\n")
+    run([tidemark, "ingest", idx, late])
+    rep = json.loads(run([tidemark, "export", "--index", idx, "--to", lake,
+                          "--checkpoint-interval", "2", "--json"]).stdout)
+    redone = [p for p in rep["partitions"] if p["rollup_ms"] is None and p["version"] is not None]
+    check(len(redone) == 1 and redone[0]["version"] == 3 and redone[0]["checkpoint"]
+          and redone[0]["replaced"] > 0,
+          "the late write's re-export is version 3, replaces the day's files, checkpoints "
+          f"({[(p['version'], p['replaced'], p['checkpoint']) for p in redone]})")
+    dt = deltalake.DeltaTable(lake)
+    before = sorted_rows(dt)
+    check(dt.version() == 3 and len(before) == 3 * ROWS_PER_DAY + 1,
+          f"delta-rs: version 3, {len(before)} rows with the late one")
+    # delta-rs from the checkpoint alone: a copy without the JSON commits it covers.
+    alone = os.path.join(tmp, "lake-checkpoint-only")
+    shutil.copytree(lake, alone)
+    for v in range(4):
+        os.remove(os.path.join(alone, "_delta_log", f"{v:020}.json"))
+    check(sorted_rows(deltalake.DeltaTable(alone)) == before,
+          "delta-rs reads the same rows from the checkpoint without the commits before it")
+    would = {os.path.basename(p) for p in
+             deltalake.DeltaTable(lake).vacuum(retention_hours=0, enforce_retention_duration=False,
+                                               dry_run=True)}
+    rep = json.loads(run([tidemark, "export", "--index", idx, "--to", lake,
+                          "--vacuum", "1ms", "--json"]).stdout)
+    raw_vacuum = next(v for v in rep["vacuum"] if v["table"] == ".")
+    deleted = {os.path.basename(p) for p in raw_vacuum["deleted"]}
+    check(deleted == would and len(deleted) == redone[0]["replaced"],
+          f"vacuum deletes the {len(deleted)} replaced files, as delta-rs' vacuum would ({len(would)})")
+    check(not any(os.path.exists(os.path.join(lake, p)) for p in raw_vacuum["deleted"]),
+          "the vacuumed files are gone")
+    dt = deltalake.DeltaTable(lake)
+    check(sorted_rows(dt) == before, "delta-rs reads the same rows after the vacuum")
+    on_disk = set()
+    for root, dirs, names in os.walk(lake):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        on_disk |= {os.path.relpath(os.path.join(root, n), lake) for n in names}
+    live = {os.path.relpath(u.removeprefix("file://"), lake) for u in dt.file_uris()}
+    check(on_disk == live, f"after the vacuum the table's directories hold its live files only "
+                           f"({len(on_disk)} files, {len(live)} live)")
 
 
 def main():
@@ -303,6 +374,8 @@ def main():
             bloom_pruned += int(m.group(1)) > 0
     check(bloom_pruned >= len(absent) - 2,
           f"datafusion: the bloom filter prunes the row group of {bloom_pruned} of {len(absent)} absent ids")
+
+    checkpoints_and_vacuum(tidemark, tmp, idx)
 
     print(f"lake: {len(PASSED)} passed, {len(FAILED)} failed")
     return 1 if FAILED else 0
