@@ -378,7 +378,11 @@ def main():
     checkpoints_and_vacuum(tidemark, tmp, idx)
 
     print(f"lake: {len(PASSED)} passed, {len(FAILED)} failed")
-    return 1 if FAILED else 0
+    if FAILED:
+        print(f"(the index and lakes are left in {tmp})")
+        return 1
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":
