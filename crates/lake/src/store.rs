@@ -145,15 +145,6 @@ impl LakeStore {
         &self.location
     }
 
-    /// The local directory of a local lake (its root as an absolute path), `None`
-    /// for another store.
-    pub fn local_dir(&self) -> Option<std::path::PathBuf> {
-        self.store
-            .to_string()
-            .starts_with("LocalFileSystem")
-            .then(|| std::path::PathBuf::from(format!("/{}", self.prefix.as_ref())))
-    }
-
     fn path(&self, rel: &str) -> StorePath {
         rel.split('/')
             .filter(|p| !p.is_empty())
