@@ -45,12 +45,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let report = export(&index, &lake, &ExportOptions::default(), &mut |_| {})?;
     for p in &report.partitions {
         println!(
-            "partition {}: {} rows, {} bytes, {}",
+            "partition {}: {} rows, {} bytes, {} files (one per shard)",
             tidemark::format_time(p.start_ms),
             p.rows,
             p.bytes,
-            p.file.as_deref().unwrap_or("-")
+            p.files.len()
         );
+        for f in &p.files {
+            println!("  shard {:3}: {} rows, {}", f.shard, f.rows, f.path);
+        }
     }
     let again = export(&index, &lake, &ExportOptions::default(), &mut |_| {})?;
     println!(

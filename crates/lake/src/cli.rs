@@ -5,11 +5,11 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use crate::{
-    DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS, ExportOptions, ExportProgress, ExportReport,
-    WriteOptions, export, rollup_table_dir,
+    DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS, ExportOptions,
+    ExportProgress, ExportReport, LakeStore, WriteOptions, export_to, rollup_table_dir, vacuum,
 };
 use anyhow::{Context, Result};
-use tidemark::{Index, format_time, parse_time};
+use tidemark::{Index, format_time, parse_interval, parse_time};
 
 /// Export the sealed time partitions of a Tidemark index as a Parquet lake (a Delta
 /// table that DuckDB, DataFusion and Spark read), exactly once per partition.
@@ -18,7 +18,9 @@ pub struct ExportArgs {
     /// Index directory (a time-partitioned index).
     #[arg(long)]
     pub index: PathBuf,
-    /// The lake: a Delta table directory (created if needed).
+    /// The lake: a Delta table directory (created if needed), `file:///dir`, or
+    /// `s3://bucket/prefix` (a build with tidemark-lake's `s3` feature; endpoint, region
+    /// and credentials from the AWS_* environment variables).
     #[arg(long)]
     pub to: PathBuf,
     /// Only the sealed partition starting at this time (RFC 3339 or epoch
@@ -34,6 +36,14 @@ pub struct ExportArgs {
     /// Leave the `_id` column out (to measure its cost; it is `_tsid` ‖ timestamp).
     #[arg(long)]
     pub without_id: bool,
+    /// Write a Delta checkpoint after every N commits of a table (0: never).
+    #[arg(long, default_value_t = DEFAULT_CHECKPOINT_INTERVAL)]
+    pub checkpoint_interval: u64,
+    /// After the export, delete the files of each table that its commits removed at
+    /// least this long ago (`7d`, `12h`, `30m`; Delta's VACUUM), and unreferenced files
+    /// at least as old (and at least an hour old).
+    #[arg(long, value_name = "RETENTION")]
+    pub vacuum: Option<String>,
     /// The report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -60,7 +70,13 @@ pub fn run(cli: &ExportArgs) -> Result<()> {
             ..WriteOptions::default()
         },
         partitions,
+        checkpoint_interval: cli.checkpoint_interval,
     };
+    let retention_ms = cli
+        .vacuum
+        .as_deref()
+        .map(|r| parse_interval(r).with_context(|| format!("--vacuum {r}")))
+        .transpose()?;
     let index = Index::open(&cli.index)
         .with_context(|| format!("opening the index {}", cli.index.display()))?;
     let terminal = std::io::stderr().is_terminal();
@@ -92,13 +108,43 @@ pub fn run(cli: &ExportArgs) -> Result<()> {
             eprintln!("{line}");
         }
     };
-    let report = export(&index, &cli.to, &options, &mut on_progress)
+    let lake = match cli.to.to_str() {
+        Some(url) if url.contains("://") => LakeStore::open(url),
+        _ => LakeStore::local(&cli.to),
+    }
+    .with_context(|| format!("opening the lake {}", cli.to.display()))?;
+    let report = export_to(&index, &lake, &options, &mut on_progress)
         .with_context(|| format!("exporting {} to {}", cli.index.display(), cli.to.display()))?;
+    let vacuumed = match retention_ms {
+        Some(r) => {
+            Some(vacuum(&lake, r).with_context(|| format!("vacuuming {}", cli.to.display()))?)
+        }
+        None => None,
+    };
     let mut out = std::io::stdout().lock();
     if cli.json {
-        writeln!(out, "{}", report.to_json())?;
+        let mut json = report.to_json();
+        if let (Some(v), serde_json::Value::Object(o)) = (&vacuumed, &mut json) {
+            o.insert(
+                "vacuum".to_owned(),
+                v.iter()
+                    .map(|(table, r)| {
+                        serde_json::json!({"table": table, "deleted": r.deleted, "bytes": r.bytes})
+                    })
+                    .collect(),
+            );
+        }
+        writeln!(out, "{json}")?;
     } else {
         write_report(&mut out, &report)?;
+        for (table, r) in vacuumed.iter().flatten() {
+            writeln!(
+                out,
+                "vacuum {table}: deleted {} files, {} bytes",
+                r.deleted.len(),
+                r.bytes
+            )?;
+        }
     }
     Ok(())
 }
@@ -117,7 +163,7 @@ fn table_name(rollup_ms: Option<i64>) -> String {
 fn write_report(out: &mut impl Write, r: &ExportReport) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<10} {:<26} {:>10} {:>12} {:>12} {:>6} {:>9}  file",
+        "{:<10} {:<26} {:>10} {:>12} {:>12} {:>6} {:>9}  files",
         "table", "partition", "generation", "rows", "bytes", "groups", "version"
     )?;
     for p in &r.partitions {
@@ -134,11 +180,16 @@ fn write_report(out: &mut impl Write, r: &ExportReport) -> std::io::Result<()> {
             p.bytes,
             p.row_groups,
             version,
-            p.file.as_deref().unwrap_or(if p.version.is_some() {
-                "(empty)"
-            } else {
-                "already in the lake"
-            })
+            match (p.version, p.files.as_slice()) {
+                (None, _) => "already in the lake".to_owned(),
+                (Some(_), []) => "(empty)".to_owned(),
+                (Some(_), [one]) => one.path.clone(),
+                (Some(_), files) => format!(
+                    "{} files (one per shard) under partition={}/",
+                    files.len(),
+                    p.start_ms
+                ),
+            }
         )?;
     }
     writeln!(

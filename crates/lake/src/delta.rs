@@ -1,38 +1,73 @@
 //! A Delta Lake table written by the protocol's JSON log (Delta transaction protocol,
 //! reader version 1, writer version 2): `_delta_log/<version:020>.json`, one action per
-//! line. This writer reads the log back by replaying every commit (it writes no
-//! checkpoints and refuses a table that has some), and commits by creating the next
-//! version's file only if it does not exist (a hard link of a synced temporary file:
-//! atomic put-if-absent on a local filesystem), so two writers never both commit a
-//! version.
+//! line, in a [`LakeStore`], with a Parquet checkpoint every few commits
+//! (`<version>.checkpoint.parquet` and `_last_checkpoint`, see `checkpoint.rs`). This
+//! writer reads the log back from the latest checkpoint and the commits after it, and
+//! commits by creating
+//! the next version's file only if it does not exist (put-if-absent: a hard link of a
+//! synced file on a local filesystem, a conditional put on S3), so two writers never
+//! both commit a version.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::schema::{ColumnType, parse_delta_schema};
+use crate::store::LakeStore;
 
 /// The log directory of a table.
 pub const LOG_DIR: &str = "_delta_log";
+/// The log entry naming the latest checkpoint.
+pub const LAST_CHECKPOINT: &str = "_last_checkpoint";
+/// Tombstones (`remove` actions) a checkpoint keeps: a week, Delta's default
+/// `delta.deletedFileRetentionDuration`.
+pub const TOMBSTONE_RETENTION_MS: i64 = 7 * 86_400_000;
 
 /// The state of a table after replaying its log.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TableState {
     /// The last committed version (`None`: no table yet).
     pub version: Option<u64>,
+    /// The checkpoint the state was read from (`None`: the log was replayed from
+    /// version 0).
+    pub checkpoint: Option<u64>,
+    /// The table's protocol: reader and writer versions.
+    pub protocol: (i32, i32),
     /// The table's id (`metaData.id`).
     pub id: Option<String>,
+    /// The latest `metaData.schemaString`.
+    pub schema_string: Option<String>,
+    /// The latest `metaData.createdTime`.
+    pub created_time: Option<i64>,
     /// The table's columns, from its latest `metaData`.
     pub columns: Vec<(String, ColumnType)>,
     /// The table's `metaData.configuration`.
     pub configuration: BTreeMap<String, String>,
-    /// Live data files: path (relative to the table) → size in bytes.
-    pub files: BTreeMap<String, u64>,
+    /// The table's partition columns (`metaData.partitionColumns`).
+    pub partition_columns: Vec<String>,
+    /// Live data files: path (relative to the table) → what its `add` action says.
+    pub files: BTreeMap<String, LiveFile>,
+    /// Removed data files (tombstones): path → when the commit removing it was made
+    /// (milliseconds since the epoch). A vacuum deletes them once older than its
+    /// retention.
+    pub removed: BTreeMap<String, i64>,
     /// The latest transaction version of each application id (`txn` actions).
     pub txns: BTreeMap<String, i64>,
+}
+
+/// A live data file of a table, as its `add` action records it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LiveFile {
+    /// Bytes.
+    pub size: u64,
+    /// Its partition columns' values (`partitionValues`).
+    pub partition_values: BTreeMap<String, String>,
+    /// When it was added (milliseconds since the epoch).
+    pub modification_time: i64,
+    /// Its statistics (`stats`, a JSON string), if recorded.
+    pub stats: Option<String>,
 }
 
 /// One data file to add in a commit.
@@ -44,6 +79,8 @@ pub struct AddFile {
     pub size: u64,
     /// Rows.
     pub rows: u64,
+    /// Its partition columns' values (`partitionValues`: column → value as text).
+    pub partition_values: BTreeMap<String, String>,
     /// The timestamp column's name and its smallest and largest value (milliseconds),
     /// for data skipping.
     pub ts_stats: Option<(String, i64, i64)>,
@@ -56,6 +93,8 @@ pub struct Commit {
     pub schema_string: Option<String>,
     /// The table's configuration, written with the metaData.
     pub configuration: BTreeMap<String, String>,
+    /// The table's partition columns, written with the metaData.
+    pub partition_columns: Vec<String>,
     /// The transaction (`txn`): application id and version.
     pub txn: Option<(String, i64)>,
     /// Files to remove (paths relative to the table).
@@ -66,77 +105,117 @@ pub struct Commit {
     pub parameters: BTreeMap<String, String>,
 }
 
-/// A Delta table on the local filesystem.
+/// A Delta table in a [`LakeStore`] (a local directory or a bucket prefix).
 #[derive(Debug, Clone)]
 pub struct DeltaTable {
-    root: PathBuf,
+    store: LakeStore,
 }
 
 impl DeltaTable {
-    /// The table at `root` (which may not exist yet).
-    pub fn new(root: impl Into<PathBuf>) -> DeltaTable {
-        DeltaTable { root: root.into() }
+    /// The table at the root of `store` (which may hold nothing yet).
+    pub fn new(store: LakeStore) -> DeltaTable {
+        DeltaTable { store }
     }
 
-    /// The table's root directory.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    fn log_dir(&self) -> PathBuf {
-        self.root.join(LOG_DIR)
-    }
-
-    /// Replays the log.
+    /// The table in the local directory `dir` (which may not exist yet).
     ///
     /// # Errors
-    /// I/O errors, [`Error::DeltaLog`] for a log with checkpoints, a gap in its
-    /// versions, a malformed line or a schema this writer does not write.
+    /// As [`LakeStore::local`].
+    pub fn local(dir: &Path) -> Result<DeltaTable> {
+        Ok(DeltaTable::new(LakeStore::local(dir)?))
+    }
+
+    /// The store holding the table (its root is the table's).
+    pub fn store(&self) -> &LakeStore {
+        &self.store
+    }
+
+    /// A log entry's path relative to the table.
+    fn log_path(name: &str) -> String {
+        format!("{LOG_DIR}/{name}")
+    }
+
+    /// Reads the table's state: from its latest checkpoint (named by
+    /// `_delta_log/_last_checkpoint`, or the newest `<v>.checkpoint.parquet` listed)
+    /// and the JSON commits after it, or by replaying every commit from version 0.
+    ///
+    /// # Errors
+    /// Store errors, [`Error::DeltaLog`] for a gap in the versions, a malformed line or
+    /// checkpoint, a multi-part or V2 checkpoint, or a schema this writer does not write.
     pub fn state(&self) -> Result<TableState> {
-        let dir = self.log_dir();
         let mut state = TableState::default();
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(state),
-            Err(e) => return Err(Error::io(&dir)(e)),
-        };
         let mut versions = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(Error::io(&dir))?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with('.') {
+        let mut checkpoints = Vec::new();
+        for object in self.store.list(LOG_DIR)? {
+            let name = object.path.rsplit('/').next().unwrap_or_default();
+            if name.starts_with('.') || name == LAST_CHECKPOINT {
                 continue;
             }
-            if name.contains("checkpoint") {
+            if let Some(v) = name
+                .strip_suffix(".checkpoint.parquet")
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                checkpoints.push(v);
+            } else if name.contains(".checkpoint.") {
                 return Err(Error::DeltaLog {
-                    path: entry.path(),
-                    detail: "the table has checkpoints, which this writer does not read yet"
+                    path: self.log_location(name),
+                    detail: "a multi-part or V2 checkpoint, which this writer does not read"
                         .to_owned(),
                 });
-            }
-            if let Some(v) = name
+            } else if let Some(v) = name
                 .strip_suffix(".json")
                 .and_then(|v| v.parse::<u64>().ok())
             {
                 versions.push(v);
             }
         }
+        let named = self.last_checkpoint()?;
+        let from = named.or_else(|| checkpoints.iter().max().copied());
+        if let Some(c) = from {
+            let name = checkpoint_name(c);
+            let bytes = self
+                .store
+                .get(&Self::log_path(&name))?
+                .ok_or_else(|| Error::DeltaLog {
+                    path: self.log_location(&name),
+                    detail: "_last_checkpoint names a checkpoint that is not there".to_owned(),
+                })?;
+            crate::checkpoint::read(bytes::Bytes::from(bytes), &mut state).map_err(|detail| {
+                Error::DeltaLog {
+                    path: self.log_location(&name),
+                    detail,
+                }
+            })?;
+            state.version = Some(c);
+            state.checkpoint = Some(c);
+        }
+        let first = from.map_or(0, |c| c + 1);
+        versions.retain(|v| *v >= first);
         versions.sort_unstable();
         for (i, v) in versions.iter().enumerate() {
-            if *v != i as u64 {
+            if *v != first + i as u64 {
                 return Err(Error::DeltaLog {
-                    path: dir.clone(),
+                    path: self.log_location(""),
                     detail: format!(
-                        "versions are not contiguous from 0: found {v} at position {i}"
+                        "versions are not contiguous from {first}: found {v} at position {i}"
                     ),
                 });
             }
-            let path = dir.join(version_name(*v));
-            let text = std::fs::read_to_string(&path).map_err(Error::io(&path))?;
+            let name = version_name(*v);
+            let bytes = self
+                .store
+                .get(&Self::log_path(&name))?
+                .ok_or_else(|| Error::DeltaLog {
+                    path: self.log_location(&name),
+                    detail: "listed, then gone".to_owned(),
+                })?;
+            let text = String::from_utf8(bytes).map_err(|_| Error::DeltaLog {
+                path: self.log_location(&name),
+                detail: "a commit is not UTF-8".to_owned(),
+            })?;
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
                 apply(&mut state, line).map_err(|detail| Error::DeltaLog {
-                    path: path.clone(),
+                    path: self.log_location(&name),
                     detail,
                 })?;
             }
@@ -145,45 +224,141 @@ impl DeltaTable {
         Ok(state)
     }
 
-    /// Writes `commit` as version `version`, only if no commit of that version exists.
+    /// The version `_delta_log/_last_checkpoint` names, if there is one.
+    fn last_checkpoint(&self) -> Result<Option<u64>> {
+        let Some(bytes) = self.store.get(&Self::log_path(LAST_CHECKPOINT))? else {
+            return Ok(None);
+        };
+        let v: Value = serde_json::from_slice(&bytes).map_err(|e| Error::DeltaLog {
+            path: self.log_location(LAST_CHECKPOINT),
+            detail: format!("not JSON: {e}"),
+        })?;
+        v.get("version")
+            .and_then(Value::as_u64)
+            .map(Some)
+            .ok_or_else(|| Error::DeltaLog {
+                path: self.log_location(LAST_CHECKPOINT),
+                detail: "no version".to_owned(),
+            })
+    }
+
+    /// Writes a checkpoint of `state` (the table at `state.version`):
+    /// `_delta_log/<version>.checkpoint.parquet`, then `_last_checkpoint` naming it.
+    /// Tombstones older than [`TOMBSTONE_RETENTION_MS`] before `now_ms` are left out.
+    /// Rewriting a checkpoint is harmless (same version, same actions), so a crash
+    /// between the two puts only leaves readers on the previous checkpoint.
     ///
     /// # Errors
-    /// I/O errors; [`Error::CommitConflict`] when the version exists (another writer).
+    /// Store and Parquet errors; [`Error::DeltaLog`] for a table with no version.
+    pub fn checkpoint(&self, state: &TableState, now_ms: i64) -> Result<()> {
+        let Some(version) = state.version else {
+            return Err(Error::DeltaLog {
+                path: self.log_location(""),
+                detail: "no commit to checkpoint".to_owned(),
+            });
+        };
+        let (bytes, actions) =
+            crate::checkpoint::write(state, now_ms, now_ms.saturating_sub(TOMBSTONE_RETENTION_MS))?;
+        let size_in_bytes = bytes.len();
+        self.store
+            .put(&Self::log_path(&checkpoint_name(version)), bytes)?;
+        let last = json!({
+            "version": version,
+            "size": actions,
+            "sizeInBytes": size_in_bytes,
+            "numOfAddFiles": state.files.len(),
+        });
+        self.store.put(
+            &Self::log_path(LAST_CHECKPOINT),
+            last.to_string().into_bytes(),
+        )
+    }
+
+    /// A log entry's location, for messages.
+    fn log_location(&self, name: &str) -> PathBuf {
+        PathBuf::from(self.store.location())
+            .join(LOG_DIR)
+            .join(name)
+    }
+
+    /// Writes `commit` as version `version`, only if no commit of that version exists
+    /// (put-if-absent: a hard link of a synced file on a local filesystem, a
+    /// conditional put on S3).
+    ///
+    /// # Errors
+    /// Store errors; [`Error::CommitConflict`] when the version exists (another
+    /// writer).
     pub fn commit(&self, version: u64, commit: &Commit, now_ms: i64) -> Result<()> {
-        let dir = self.log_dir();
-        std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
         let mut text = String::new();
         for action in actions(version, commit, now_ms) {
             text.push_str(&action.to_string());
             text.push('\n');
         }
-        let target = dir.join(version_name(version));
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}",
-            version_name(version),
-            std::process::id()
-        ));
-        let written = (|| -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(Error::io(&tmp)(e));
+        let path = Self::log_path(&version_name(version));
+        if self.store.put_if_absent(&path, text.into_bytes())? {
+            Ok(())
+        } else {
+            Err(Error::CommitConflict { version })
         }
-        // `link` fails if the target exists: the version is taken only once.
-        let linked = std::fs::hard_link(&tmp, &target);
-        let _ = std::fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(Error::CommitConflict { version });
-            }
-            Err(e) => return Err(Error::io(&target)(e)),
-        }
-        tidemark_bloom::sync_dir(&dir).map_err(Error::io(&dir))
     }
+}
+
+/// What a vacuum deleted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VacuumReport {
+    /// The data files deleted, relative to the table.
+    pub deleted: Vec<String>,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// Files a vacuum deletes though no `remove` names them (left by an export that
+/// crashed before its commit, or whose tombstone has aged out of the checkpoints) must
+/// be at least this old, whatever the retention: an export under way has written files
+/// it has not committed yet.
+pub const UNTRACKED_MIN_AGE_MS: i64 = 3_600_000;
+
+impl DeltaTable {
+    /// Deletes the data files the table no longer references: those its commits
+    /// removed (a late write's re-export replaced them) at least `retention_ms` before
+    /// `now_ms`, and files no commit ever added or whose tombstone expired, last
+    /// written at least `max(retention_ms, UNTRACKED_MIN_AGE_MS)` before. Live files,
+    /// the log and paths starting with `_` or `.` (`_delta_log`, `_rollups`) are never
+    /// touched. Readers of a table version older than the retention may then miss
+    /// files, as with Delta's `VACUUM`: keep the retention above the longest query.
+    ///
+    /// # Errors
+    /// Store errors, and the log's (see [`state`](Self::state)).
+    pub fn vacuum(&self, retention_ms: i64, now_ms: i64) -> Result<VacuumReport> {
+        let state = self.state()?;
+        let removed_before = now_ms.saturating_sub(retention_ms.max(0));
+        let untracked_before = now_ms.saturating_sub(retention_ms.max(UNTRACKED_MIN_AGE_MS));
+        let mut report = VacuumReport::default();
+        for object in self.store.list("")? {
+            let hidden = object
+                .path
+                .split('/')
+                .any(|p| p.starts_with('_') || p.starts_with('.'));
+            if hidden || state.files.contains_key(&object.path) {
+                continue;
+            }
+            let expired = match state.removed.get(&object.path) {
+                Some(at) => *at <= removed_before,
+                None => object.last_modified_ms <= untracked_before,
+            };
+            if expired {
+                self.store.delete(&object.path)?;
+                report.bytes += object.size;
+                report.deleted.push(object.path);
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// `00000000000000000007.checkpoint.parquet`.
+fn checkpoint_name(v: u64) -> String {
+    format!("{v:020}.checkpoint.parquet")
 }
 
 /// `00000000000000000007.json`.
@@ -196,10 +371,25 @@ fn apply(state: &mut TableState, line: &str) -> std::result::Result<(), String> 
     let v: Value = serde_json::from_str(line).map_err(|e| format!("a line is not JSON: {e}"))?;
     if let Some(add) = v.get("add") {
         let path = str_field(add, "path")?;
-        let size = add.get("size").and_then(Value::as_u64).unwrap_or(0);
-        state.files.insert(path, size);
+        let file = LiveFile {
+            size: add.get("size").and_then(Value::as_u64).unwrap_or(0),
+            partition_values: string_map(add.get("partitionValues")),
+            modification_time: add
+                .get("modificationTime")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+            stats: add.get("stats").and_then(Value::as_str).map(str::to_owned),
+        };
+        state.removed.remove(&path);
+        state.files.insert(path, file);
     } else if let Some(remove) = v.get("remove") {
-        state.files.remove(&str_field(remove, "path")?);
+        let path = str_field(remove, "path")?;
+        let at = remove
+            .get("deletionTimestamp")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        state.files.remove(&path);
+        state.removed.insert(path, at);
     } else if let Some(txn) = v.get("txn") {
         let app = str_field(txn, "appId")?;
         let version = txn
@@ -209,25 +399,21 @@ fn apply(state: &mut TableState, line: &str) -> std::result::Result<(), String> 
         state.txns.insert(app, version);
     } else if let Some(meta) = v.get("metaData") {
         state.id = meta.get("id").and_then(Value::as_str).map(str::to_owned);
-        state.columns = parse_delta_schema(&str_field(meta, "schemaString")?)?;
-        if meta
+        let schema = str_field(meta, "schemaString")?;
+        state.columns = parse_delta_schema(&schema)?;
+        state.schema_string = Some(schema);
+        state.created_time = meta.get("createdTime").and_then(Value::as_i64);
+        state.partition_columns = meta
             .get("partitionColumns")
             .and_then(Value::as_array)
-            .is_some_and(|p| !p.is_empty())
-        {
-            return Err(
-                "the table has partition columns, which this writer does not write".to_owned(),
-            );
-        }
-        state.configuration = meta
-            .get("configuration")
-            .and_then(Value::as_object)
-            .map(|o| {
-                o.iter()
-                    .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_owned())))
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
                     .collect()
             })
             .unwrap_or_default();
+        state.configuration = string_map(meta.get("configuration"));
     } else if let Some(p) = v.get("protocol") {
         let reader = p
             .get("minReaderVersion")
@@ -238,8 +424,27 @@ fn apply(state: &mut TableState, line: &str) -> std::result::Result<(), String> 
                 "the table needs reader version {reader}; this writer knows version 1"
             ));
         }
+        let writer = p
+            .get("minWriterVersion")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        state.protocol = (
+            i32::try_from(reader).unwrap_or(i32::MAX),
+            i32::try_from(writer).unwrap_or(i32::MAX),
+        );
     }
     Ok(())
+}
+
+/// A JSON object of strings as a map (other values left out); empty for anything else.
+fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
+    v.and_then(Value::as_object)
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn str_field(v: &Value, name: &str) -> std::result::Result<String, String> {
@@ -266,7 +471,7 @@ fn actions(version: u64, c: &Commit, now_ms: i64) -> Vec<Value> {
             "id": table_id(now_ms),
             "format": {"provider": "parquet", "options": {}},
             "schemaString": schema,
-            "partitionColumns": [],
+            "partitionColumns": c.partition_columns,
             "configuration": c.configuration,
             "createdTime": now_ms,
         }}));
@@ -292,7 +497,7 @@ fn actions(version: u64, c: &Commit, now_ms: i64) -> Vec<Value> {
         }
         out.push(json!({"add": {
             "path": a.path,
-            "partitionValues": {},
+            "partitionValues": a.partition_values,
             "size": a.size,
             "modificationTime": now_ms,
             "dataChange": true,
@@ -335,6 +540,7 @@ mod tests {
             path: path.to_owned(),
             size: 10,
             rows: 2,
+            partition_values: BTreeMap::new(),
             ts_stats: Some(("@timestamp".to_owned(), 0, 1000)),
         }
     }
@@ -352,7 +558,7 @@ mod tests {
     #[test]
     fn replays_adds_removes_txns_and_the_schema() {
         let dir = tempfile::tempdir().unwrap();
-        let t = DeltaTable::new(dir.path());
+        let t = DeltaTable::local(dir.path()).unwrap();
         assert_eq!(t.state().unwrap(), TableState::default());
         t.commit(0, &commit(("a", 3), &[], &["p-0/x.parquet"]), 1)
             .unwrap();
@@ -391,7 +597,7 @@ mod tests {
     #[test]
     fn a_version_is_committed_once() {
         let dir = tempfile::tempdir().unwrap();
-        let t = DeltaTable::new(dir.path());
+        let t = DeltaTable::local(dir.path()).unwrap();
         t.commit(0, &commit(("a", 1), &[], &["p-0/x.parquet"]), 1)
             .unwrap();
         let again = t.commit(0, &commit(("a", 2), &[], &["p-0/y.parquet"]), 2);
@@ -410,10 +616,17 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             std::fs::create_dir_all(dir.path().join(LOG_DIR)).unwrap();
             std::fs::write(dir.path().join(LOG_DIR).join(name), text).unwrap();
-            let e = DeltaTable::new(dir.path()).state().unwrap_err();
+            let e = DeltaTable::local(dir.path()).unwrap().state().unwrap_err();
             e.to_string()
         };
-        assert!(write("00000000000000000000.checkpoint.parquet", "").contains("checkpoints"));
+        assert!(
+            write(
+                "00000000000000000000.checkpoint.0000000001.0000000002.parquet",
+                ""
+            )
+            .contains("multi-part")
+        );
+        assert!(write("00000000000000000000.checkpoint.parquet", "").contains("not Parquet"));
         assert!(write("00000000000000000001.json", "{}").contains("not contiguous"));
         assert!(write("00000000000000000000.json", "{nope").contains("not JSON"));
         assert!(
@@ -423,8 +636,6 @@ mod tests {
             )
             .contains("reader version 3")
         );
-        let partitioned = r#"{"metaData":{"id":"x","schemaString":"{\"type\":\"struct\",\"fields\":[]}","partitionColumns":["shard"]}}"#;
-        assert!(write("00000000000000000000.json", partitioned).contains("partition columns"));
         assert!(
             write("00000000000000000000.json", r#"{"add":{"size":1}}"#)
                 .contains("no string `path`")

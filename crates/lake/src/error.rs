@@ -18,6 +18,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The object store refused an operation (a put, get, list or delete of the lake).
+    #[error("object store, {location}: {source}")]
+    Store {
+        /// The object (or the lake's root).
+        location: String,
+        /// The store's error.
+        #[source]
+        source: object_store::Error,
+    },
     /// The index could not be opened or read (façade and engine errors).
     #[error(transparent)]
     Index(#[from] tidemark::Error),

@@ -1,5 +1,6 @@
-//! The export: each sealed partition of an index written as one Parquet file and
-//! committed to the lake's Delta table, exactly once.
+//! The export: each sealed partition of an index written as one Parquet file per
+//! virtual shard (`partition=<start_ms>/shard=<n>/`) and committed to the lake's Delta
+//! table in one commit, exactly once.
 //!
 //! A partition's export is one commit holding a transaction action (`txn`) whose
 //! application id names the partition (`tidemark-partition-<start_ms>`) and whose
@@ -7,10 +8,11 @@
 //! the table's latest version for that id by replaying the log: the same generation
 //! already committed is skipped (a retried or crashed-after-commit export leaves one
 //! copy); a newer generation (a late write re-sealed the partition) removes the
-//! partition's files and adds the new one in the same commit. A crash before the commit
-//! leaves at most an unreferenced file, which the next export overwrites and commits.
+//! partition's files and adds the new ones in the same commit. A crash before the commit
+//! leaves at most unreferenced files, which the next export overwrites and commits.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -20,18 +22,36 @@ use tidemark::dedup::SealedPartition;
 use tidemark::segment::Segment;
 
 use crate::VIRTUAL_SHARDS;
-use crate::delta::{AddFile, Commit, DeltaTable, TableState};
+use crate::delta::{AddFile, Commit, DeltaTable, LiveFile, TableState, VacuumReport};
 use crate::error::{Error, Result};
-use crate::schema::{ID_COLUMN, LakeSchema};
+use crate::schema::{ID_COLUMN, LakeSchema, PARTITION_COLUMN, PARTITION_COLUMNS, SHARD_COLUMN};
+use crate::store::LakeStore;
 use crate::writer::{FileStats, Source, WriteOptions, write_partition};
 
+/// Commits between two checkpoints of a table, by default (Delta's own default
+/// `delta.checkpointInterval`).
+pub const DEFAULT_CHECKPOINT_INTERVAL: u64 = 10;
+
 /// What to export and how.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ExportOptions {
     /// How files are written.
     pub write: WriteOptions,
     /// Only the sealed partitions starting at these times (milliseconds); `None`: all.
     pub partitions: Option<Vec<i64>>,
+    /// A checkpoint is written after each commit whose version + 1 is a multiple of
+    /// this (0: never), so readers replay at most this many JSON commits.
+    pub checkpoint_interval: u64,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        ExportOptions {
+            write: WriteOptions::default(),
+            partitions: None,
+            checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
+        }
+    }
 }
 
 /// What happened to one partition.
@@ -45,18 +65,34 @@ pub struct PartitionReport {
     pub generation: u64,
     /// Rows written (0 when skipped).
     pub rows: u64,
-    /// Bytes of the file written (0 when skipped).
+    /// Bytes of the files written (0 when skipped).
     pub bytes: u64,
     /// Row groups written.
     pub row_groups: u64,
-    /// The file added, relative to the lake (`None` when skipped or empty).
-    pub file: Option<String>,
+    /// The files added, one per virtual shard holding rows (none when skipped or
+    /// empty), by shard.
+    pub files: Vec<FileReport>,
     /// Files of an older generation the commit removed.
     pub replaced: usize,
     /// The table version committed (`None`: skipped, already in the lake).
     pub version: Option<u64>,
+    /// Whether a checkpoint of the table was written after the commit.
+    pub checkpoint: bool,
     /// Seconds spent writing and committing.
     pub seconds: f64,
+}
+
+/// One data file an export added.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileReport {
+    /// Its path relative to the table: `partition=<start_ms>/shard=<n>/part-….parquet`.
+    pub path: String,
+    /// The virtual shard of its rows' series.
+    pub shard: u32,
+    /// Rows.
+    pub rows: u64,
+    /// Bytes.
+    pub bytes: u64,
 }
 
 /// What an export did.
@@ -82,7 +118,7 @@ impl ExportReport {
 
     /// Files written.
     pub fn files(&self) -> usize {
-        self.partitions.iter().filter(|p| p.file.is_some()).count()
+        self.partitions.iter().map(|p| p.files.len()).sum()
     }
 
     /// Partitions exported (committed).
@@ -110,7 +146,8 @@ impl ExportReport {
     /// The report as JSON, as `tidemark export --json` prints it and the server's
     /// `POST /<index>/_tidemark/export` answers it: per partition its table (`.` for the
     /// raw rows, `_rollups/<resolution>`), `start` (RFC 3339) and `start_ms`,
-    /// `generation`, `rows`, `bytes`, `row_groups`, `file`, `replaced`, `version` and
+    /// `generation`, `rows`, `bytes`, `row_groups`, `files` (per file added: `path`
+    /// relative to the table, `shard`, `rows`, `bytes`), `replaced`, `version` and
     /// `skipped`, then the totals (`committed`, `skipped`, `rows`, `files`, `bytes`,
     /// `seconds`, `rows_per_second`).
     pub fn to_json(&self) -> serde_json::Value {
@@ -124,9 +161,15 @@ impl ExportReport {
                 "rows": p.rows,
                 "bytes": p.bytes,
                 "row_groups": p.row_groups,
-                "file": p.file,
+                "files": p.files.iter().map(|f| serde_json::json!({
+                    "path": f.path,
+                    "shard": f.shard,
+                    "rows": f.rows,
+                    "bytes": f.bytes,
+                })).collect::<Vec<_>>(),
                 "replaced": p.replaced,
                 "version": p.version,
+                "checkpoint": p.checkpoint,
                 "skipped": p.version.is_none(),
                 "seconds": p.seconds,
             })).collect::<Vec<_>>(),
@@ -202,6 +245,21 @@ pub fn export(
     options: &ExportOptions,
     progress: &mut dyn FnMut(&ExportProgress),
 ) -> Result<ExportReport> {
+    export_to(index, &LakeStore::local(lake)?, options, progress)
+}
+
+/// As [`export`], to the lake at the root of `lake`: a local directory
+/// ([`LakeStore::local`]) or an object store ([`LakeStore::open`], e.g.
+/// `s3://bucket/prefix` with the `s3` feature).
+///
+/// # Errors
+/// As [`export`]; [`Error::Store`] for what the object store refuses.
+pub fn export_to(
+    index: &Index,
+    lake: &LakeStore,
+    options: &ExportOptions,
+    progress: &mut dyn FnMut(&ExportProgress),
+) -> Result<ExportReport> {
     let started = Instant::now();
     options.write.check()?;
     if !index.engine().is_partitioned() {
@@ -225,7 +283,7 @@ pub fn export(
     )?;
     let jobs = chosen.iter().map(|p| (p, Source::raw(p))).collect();
     export_table(
-        &DeltaTable::new(lake),
+        &DeltaTable::new(lake.clone()),
         None,
         raw,
         jobs,
@@ -246,7 +304,7 @@ pub fn export(
             .iter()
             .filter_map(|p| rollup_of(p, r).map(|s| (p, Source::rollup(p, s))))
             .collect();
-        let table = DeltaTable::new(lake.join(rollup_table_dir(r)));
+        let table = DeltaTable::new(lake.child(&rollup_table_dir(r)));
         export_table(&table, Some(r), schema, jobs, &ctx, &mut report, progress)?;
     }
     report.seconds = started.elapsed().as_secs_f64();
@@ -280,6 +338,7 @@ fn export_table(
     progress: &mut dyn FnMut(&ExportProgress),
 ) -> Result<()> {
     let mut state = table.state()?;
+    check_layout(table, &state)?;
     let mut schema = schema.with_table_columns(&state.columns)?;
     if !ctx.options.write.write_id {
         schema = schema.without(ID_COLUMN);
@@ -299,9 +358,10 @@ fn export_table(
             rows: 0,
             bytes: 0,
             row_groups: 0,
-            file: None,
+            files: Vec::new(),
             replaced: 0,
             version: None,
+            checkpoint: false,
             seconds: 0.0,
         };
         if state.txns.get(&app).is_some_and(|v| *v >= generation) {
@@ -310,35 +370,55 @@ fn export_table(
             continue;
         }
         let rows_total = source.rows();
-        let mut on_rows = |rows: u64| {
-            progress(&ExportProgress {
-                start_ms: part.start_ms,
-                rollup_ms,
-                partition: (i, total),
-                rows: (rows, rows_total),
-            });
-        };
-        let (file, stats) = if rows_total > 0 {
-            let rel = format!(
-                "p-{start}/part-{start}-g{gen:020}.parquet",
-                start = part.start_ms,
-                gen = part.generation
-            );
-            let meta = file_metadata(&ctx.mapping, part, rollup_ms, &ctx.options.write);
-            let path = table.root().join(&rel);
+        let mut add = Vec::new();
+        let mut done = 0u64;
+        for (shard, rows) in source.split_by_shard(shards())? {
+            let mut on_rows = |rows: u64| {
+                progress(&ExportProgress {
+                    start_ms: part.start_ms,
+                    rollup_ms,
+                    partition: (i, total),
+                    rows: (done + rows, rows_total),
+                });
+            };
+            let rel = data_file_path(part.start_ms, shard, part.generation);
+            let meta = file_metadata(&ctx.mapping, part, shard, rollup_ms, &ctx.options.write);
+            let shard_rows = rows.rows();
             let stats = write_file(
-                &path,
-                source,
+                table.store(),
+                &rel,
+                rows,
                 &schema,
                 &ctx.options.write,
                 meta,
                 &mut on_rows,
             )?;
-            (Some(rel), stats)
-        } else {
-            (None, FileStats::default())
-        };
-        let prefix = format!("p-{}/", part.start_ms);
+            done += shard_rows;
+            entry.rows += stats.rows;
+            entry.bytes += stats.bytes;
+            entry.row_groups += stats.row_groups;
+            entry.files.push(FileReport {
+                path: rel.clone(),
+                shard,
+                rows: stats.rows,
+                bytes: stats.bytes,
+            });
+            add.push(AddFile {
+                path: rel,
+                size: stats.bytes,
+                rows: stats.rows,
+                partition_values: partition_values(part.start_ms, shard),
+                ts_stats: Some((ctx.timestamp.clone(), stats.min_ts, stats.max_ts)),
+            });
+        }
+        if done != rows_total {
+            return Err(Error::RowCountMismatch {
+                start_ms: part.start_ms,
+                written: done,
+                expected: rows_total,
+            });
+        }
+        let prefix = partition_dir(part.start_ms);
         let remove: Vec<String> = state
             .files
             .keys()
@@ -362,33 +442,110 @@ fn export_table(
         let commit = Commit {
             schema_string: schema_change(&state, &schema),
             configuration: table_configuration(rollup_ms),
+            partition_columns: PARTITION_COLUMNS.iter().map(|c| (*c).to_owned()).collect(),
             txn: Some((app, generation)),
             remove: remove.clone(),
-            add: file
-                .iter()
-                .map(|path| AddFile {
-                    path: path.clone(),
-                    size: stats.bytes,
-                    rows: stats.rows,
-                    ts_stats: Some((ctx.timestamp.clone(), stats.min_ts, stats.max_ts)),
-                })
-                .collect(),
+            add,
             parameters,
         };
         crate::failpoint("export-before-commit");
-        table.commit(version, &commit, now_ms())?;
+        let now = now_ms();
+        table.commit(version, &commit, now)?;
         crate::failpoint("export-after-commit");
-        apply_commit(&mut state, version, &commit, &schema);
-        entry.rows = stats.rows;
-        entry.bytes = stats.bytes;
-        entry.row_groups = stats.row_groups;
-        entry.file = file;
+        apply_commit(&mut state, version, &commit, &schema, now);
+        let interval = ctx.options.checkpoint_interval;
+        if interval > 0 && (version + 1) % interval == 0 {
+            // From the log itself, so the checkpoint is exactly what the log says.
+            let logged = table.state()?;
+            table.checkpoint(&logged, now)?;
+            entry.checkpoint = true;
+        }
         entry.replaced = remove.len();
         entry.version = Some(version);
         entry.seconds = t.elapsed().as_secs_f64();
         report.partitions.push(entry);
     }
     Ok(())
+}
+
+/// The virtual shard count as the non-zero count `Tsid::shard` takes.
+fn shards() -> NonZeroU32 {
+    NonZeroU32::new(VIRTUAL_SHARDS).unwrap_or(NonZeroU32::MIN)
+}
+
+/// The directory of a partition's files, relative to the table: `partition=<start_ms>/`
+/// (Hive-style, as Spark and DuckDB read partition values from paths).
+fn partition_dir(start_ms: i64) -> String {
+    format!("{PARTITION_COLUMN}={start_ms}/")
+}
+
+/// A data file's path relative to the table:
+/// `partition=<start_ms>/shard=<n>/part-<start_ms>-<n>-g<generation>.parquet`. Names are
+/// unique in the table and fixed per generation, so a retried export writes the same
+/// names again.
+fn data_file_path(start_ms: i64, shard: u32, generation: u64) -> String {
+    format!(
+        "{dir}{SHARD_COLUMN}={shard}/part-{start_ms}-{shard:03}-g{generation:020}.parquet",
+        dir = partition_dir(start_ms)
+    )
+}
+
+/// A data file's `partitionValues`.
+fn partition_values(start_ms: i64, shard: u32) -> BTreeMap<String, String> {
+    [
+        (PARTITION_COLUMN.to_owned(), start_ms.to_string()),
+        (SHARD_COLUMN.to_owned(), shard.to_string()),
+    ]
+    .into_iter()
+    .collect()
+}
+
+/// Refuses a table partitioned otherwise than `partition`, `shard` (one written by an
+/// older version of this crate, unpartitioned, or by another writer): Delta cannot
+/// change a table's partition columns.
+fn check_layout(table: &DeltaTable, state: &TableState) -> Result<()> {
+    if state.version.is_none() || state.partition_columns == PARTITION_COLUMNS {
+        return Ok(());
+    }
+    Err(Error::DeltaLog {
+        path: PathBuf::from(table.store().location()).join(crate::LOG_DIR),
+        detail: format!(
+            "the table is partitioned by [{}], this writer partitions by [{}] (a lake written before files were split by shard?): export to a new directory",
+            state.partition_columns.join(", "),
+            PARTITION_COLUMNS.join(", ")
+        ),
+    })
+}
+
+/// Vacuums every table of the lake at `lake` (the raw rows' table and each rollup
+/// table under `_rollups/`): see [`DeltaTable::vacuum`]. Returns, per table (`.` or
+/// `_rollups/<resolution>`), what it deleted.
+///
+/// # Errors
+/// Store and log errors.
+pub fn vacuum(lake: &LakeStore, retention_ms: i64) -> Result<Vec<(String, VacuumReport)>> {
+    let now = now_ms();
+    let mut out = vec![(
+        ".".to_owned(),
+        DeltaTable::new(lake.clone()).vacuum(retention_ms, now)?,
+    )];
+    let rollups: BTreeSet<String> = lake
+        .list("_rollups")?
+        .into_iter()
+        .filter_map(|o| {
+            let mut parts = o.path.split('/');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some("_rollups"), Some(r), Some(crate::LOG_DIR)) => Some(r.to_owned()),
+                _ => None,
+            }
+        })
+        .collect();
+    for r in rollups {
+        let dir = format!("_rollups/{r}");
+        let report = DeltaTable::new(lake.child(&dir)).vacuum(retention_ms, now)?;
+        out.push((dir, report));
+    }
+    Ok(out)
 }
 
 /// The sealed partitions asked for, or all of them.
@@ -424,28 +581,29 @@ fn choose<'e>(
     Ok(out)
 }
 
-/// Writes one partition's file atomically (temporary file, fsync, rename).
+/// Writes one data file at `rel` in `store`, streamed as a multipart upload that
+/// appears at its path only once complete (locally: a staged file, fsynced and renamed).
 fn write_file(
-    path: &Path,
+    store: &LakeStore,
+    rel: &str,
     source: Source<'_>,
     schema: &LakeSchema,
     options: &WriteOptions,
     meta: Vec<KeyValue>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<FileStats> {
-    let dir: PathBuf = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
-    let out = tidemark::segment::AtomicFile::create(path).map_err(Error::io(path))?;
+    let out = store.upload(rel)?;
     let (out, stats) = write_partition(out, source, schema, options, meta, progress)?;
-    out.commit().map_err(Error::io(path))?;
+    out.finish()?;
     Ok(stats)
 }
 
-/// The file's key-value metadata: Tidemark's version, the index mapping, the partition
-/// and how `_id`, its filter and `shard` are made.
+/// The file's key-value metadata: Tidemark's version, the index mapping, the partition,
+/// the shard and how `_id`, its filter and `shard` are made.
 fn file_metadata(
     mapping: &str,
     part: &SealedPartition<'_>,
+    shard: u32,
     rollup_ms: Option<i64>,
     options: &WriteOptions,
 ) -> Vec<KeyValue> {
@@ -456,6 +614,7 @@ fn file_metadata(
         kv("tidemark.partition.start_ms", part.start_ms.to_string()),
         kv("tidemark.partition.end_ms", part.end_ms.to_string()),
         kv("tidemark.partition.generation", part.generation.to_string()),
+        kv("tidemark.partition.shard", shard.to_string()),
         kv(
             "tidemark.id",
             "_id = _tsid (20 bytes) ++ big-endian u64 of the timestamp with the sign bit flipped"
@@ -471,7 +630,7 @@ fn file_metadata(
         kv(
             "tidemark.shard",
             format!(
-                "Tsid::shard({VIRTUAL_SHARDS}): high 32 bits of Tsid::routing_hash times {VIRTUAL_SHARDS}, shifted right 32"
+                "the partition column shard (in the path, not the file) = Tsid::shard({VIRTUAL_SHARDS}): high 32 bits of Tsid::routing_hash times {VIRTUAL_SHARDS}, shifted right 32"
             ),
         ),
     ];
@@ -515,7 +674,13 @@ fn schema_change(state: &TableState, schema: &LakeSchema) -> Option<String> {
 }
 
 /// The state after `commit`, without reading the log again.
-fn apply_commit(state: &mut TableState, version: u64, commit: &Commit, schema: &LakeSchema) {
+fn apply_commit(
+    state: &mut TableState,
+    version: u64,
+    commit: &Commit,
+    schema: &LakeSchema,
+    now_ms: i64,
+) {
     state.version = Some(version);
     if commit.schema_string.is_some() {
         state.columns = schema
@@ -523,15 +688,25 @@ fn apply_commit(state: &mut TableState, version: u64, commit: &Commit, schema: &
             .iter()
             .map(|c| (c.name.clone(), c.ty))
             .collect();
+        state.partition_columns = commit.partition_columns.clone();
     }
     if let Some((app, v)) = &commit.txn {
         state.txns.insert(app.clone(), *v);
     }
     for r in &commit.remove {
         state.files.remove(r);
+        state.removed.insert(r.clone(), now_ms);
     }
     for a in &commit.add {
-        state.files.insert(a.path.clone(), a.size);
+        state.files.insert(
+            a.path.clone(),
+            LiveFile {
+                size: a.size,
+                partition_values: a.partition_values.clone(),
+                modification_time: now_ms,
+                stats: None,
+            },
+        );
     }
 }
 

@@ -3,7 +3,10 @@
 //!
 //! Columns, in this order: the timestamp (`@timestamp`, INT64 milliseconds, UTC),
 //! the dimensions by name, the metric columns by name, the extra (keyword, boolean)
-//! columns by name, then `_tsid`, `_id` and `shard`. A table's schema only grows: a
+//! columns by name, then `_tsid`, `_id`, `partition` and `shard`. The last two are the
+//! table's Delta partition columns: their values are in each file's path
+//! (`partition=<start_ms>/shard=<n>/`) and its `add` action's `partitionValues`, not in
+//! the Parquet files, as Delta writers do. A table's schema only grows: a
 //! column of the table that an export does not hold is written as nulls, and a new
 //! column is added to the table by the commit that brings it (Delta schema evolution
 //! by a `metaData` action; older files read it as null).
@@ -22,8 +25,14 @@ pub const TSID_COLUMN: &str = "_tsid";
 /// sign bit flipped (`BYTE_ARRAY`, `DELTA_BYTE_ARRAY` encoding, a split-block bloom
 /// filter per row group).
 pub const ID_COLUMN: &str = "_id";
-/// The `shard` column: the series' virtual shard (see [`shard_of`](crate::shard_of)).
+/// The `shard` column: the series' virtual shard (see [`shard_of`](crate::shard_of)), a
+/// Delta partition column.
 pub const SHARD_COLUMN: &str = "shard";
+/// The `partition` column: the first millisecond (UTC) of the row's time partition, a
+/// Delta partition column.
+pub const PARTITION_COLUMN: &str = "partition";
+/// The table's Delta partition columns, in path order: `partition=<start_ms>/shard=<n>/`.
+pub const PARTITION_COLUMNS: [&str; 2] = [PARTITION_COLUMN, SHARD_COLUMN];
 
 /// The type of a lake column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,8 +115,10 @@ pub enum Role {
     Tsid,
     /// The synthetic id.
     Id,
-    /// The series' virtual shard.
+    /// The series' virtual shard (a partition column: in the path, not the file).
     Shard,
+    /// The time partition's start (a partition column: in the path, not the file).
+    Partition,
     /// A column of the table that the exported partitions do not hold: nulls.
     Absent,
 }
@@ -124,12 +135,19 @@ pub struct Column {
 }
 
 impl Column {
-    /// Whether every row has a value: the timestamp, `_tsid`, `_id` and `shard` do.
+    /// Whether every row has a value: the timestamp, `_tsid`, `_id`, `partition` and
+    /// `shard` do.
     pub fn required(&self) -> bool {
         matches!(
             self.role,
-            Role::Timestamp | Role::Tsid | Role::Id | Role::Shard
+            Role::Timestamp | Role::Tsid | Role::Id | Role::Shard | Role::Partition
         )
+    }
+
+    /// Whether this is a Delta partition column (its value is in the file's path and
+    /// `partitionValues`, not in the file).
+    pub fn is_partition_column(&self) -> bool {
+        matches!(self.role, Role::Shard | Role::Partition)
     }
 }
 
@@ -225,6 +243,7 @@ impl LakeSchema {
         for (name, ty, role) in [
             (TSID_COLUMN, ColumnType::Binary, Role::Tsid),
             (ID_COLUMN, ColumnType::Binary, Role::Id),
+            (PARTITION_COLUMN, ColumnType::Long, Role::Partition),
             (SHARD_COLUMN, ColumnType::Int, Role::Shard),
         ] {
             columns.push(Column {
@@ -271,13 +290,26 @@ impl LakeSchema {
         self
     }
 
-    /// The columns, in file order.
+    /// The table's columns, the partition columns included.
     pub fn columns(&self) -> &[Column] {
         &self.columns
     }
 
-    /// The Arrow schema of the files (every column nullable except the timestamp,
-    /// `_tsid`, `_id` and `shard`).
+    /// The columns a data file holds, in file order: every column but the partition
+    /// columns.
+    pub fn file_schema(&self) -> LakeSchema {
+        LakeSchema {
+            columns: self
+                .columns
+                .iter()
+                .filter(|c| !c.is_partition_column())
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// The Arrow schema of these columns (every column nullable except the timestamp,
+    /// `_tsid`, `_id` and the partition columns).
     pub fn arrow_schema(&self) -> Arc<Schema> {
         let fields: Vec<Field> = self
             .columns
@@ -377,7 +409,14 @@ mod tests {
     fn a_table_column_is_kept_as_nulls_and_a_type_change_is_refused() {
         let base = LakeSchema::from_segments("@timestamp", []).unwrap();
         let names: Vec<&str> = base.columns().iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["@timestamp", "_tsid", "_id", "shard"]);
+        assert_eq!(names, ["@timestamp", "_tsid", "_id", "partition", "shard"]);
+        let file: Vec<String> = base
+            .file_schema()
+            .columns()
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        assert_eq!(file, ["@timestamp", "_tsid", "_id"]);
         let wide = base
             .clone()
             .with_table_columns(&[("host".to_owned(), ColumnType::Text)])

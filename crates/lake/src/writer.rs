@@ -1,12 +1,13 @@
-//! One sealed partition written as one Parquet file: its rows in segment order (tsid,
-//! timestamp), read block by block through the partition's cursor, gathered in Arrow
+//! The rows of one sealed partition and shard written as one Parquet file, in segment
+//! order (tsid, timestamp), read block by block through a cursor, gathered in Arrow
 //! batches and encoded column by column into row groups of a configurable number of
 //! rows. A row group's encoded pages are the only thing held in memory; the `_id`
 //! column's bloom filter is Tidemark's split-block filter (XXH64 seed 0, Parquet's
 //! layout), sized from the row group's row count and spliced into the column chunk.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use arrow_array::builder::{
@@ -23,6 +24,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
+use roaring::RoaringBitmap;
 use tidemark::dedup::{SealedPartition, dim_value_text};
 use tidemark::segment::{Dim, Extra, MetricValue, RowCursor, Segment};
 use tidemark::tsid::SyntheticId;
@@ -30,7 +32,6 @@ use tidemark_bloom::{Hash64, SplitBlockBloomFilter};
 
 use crate::error::{Error, Result};
 use crate::schema::{ColumnType, LakeSchema, Role};
-use crate::shard_of;
 
 /// Default rows per row group (about a million, as the issue and Parquet practice ask).
 pub const DEFAULT_ROW_GROUP_ROWS: usize = 1 << 20;
@@ -106,26 +107,28 @@ pub struct FileStats {
     pub max_ts: i64,
 }
 
-/// The rows one file is written from: a segment's live rows in segment order.
-#[derive(Debug)]
+/// The rows one file is written from: a segment's rows that are not in a set of
+/// skipped rows (its tombstones, and for one shard the other shards' rows), in segment
+/// order.
+#[derive(Debug, Clone)]
 pub struct Source<'e> {
     /// First millisecond of the partition (for errors).
     pub start_ms: i64,
     /// The segment, if there are rows.
     segment: Option<&'e Segment>,
-    /// Its cursor over the live rows.
-    cursor: Option<RowCursor<'e>>,
-    /// Live rows.
+    /// Rows of the segment that are not written.
+    skip: Option<RoaringBitmap>,
+    /// Rows written.
     rows: u64,
 }
 
 impl<'e> Source<'e> {
-    /// A sealed partition's raw rows.
+    /// A sealed partition's live raw rows.
     pub fn raw(part: &SealedPartition<'e>) -> Source<'e> {
         Source {
             start_ms: part.start_ms,
             segment: part.segment(),
-            cursor: part.cursor(),
+            skip: part.tombstones().map(|t| t.dead().clone()),
             rows: part.rows(),
         }
     }
@@ -136,18 +139,86 @@ impl<'e> Source<'e> {
         Source {
             start_ms: part.start_ms,
             segment: Some(rollup),
-            cursor: Some(rollup.cursor(None)),
+            skip: None,
             rows: rollup.row_count(),
         }
     }
 
-    /// Live rows.
+    /// Rows written.
     pub fn rows(&self) -> u64 {
         self.rows
     }
+
+    /// These rows split by the virtual shard of their series
+    /// ([`Tsid::shard`](tidemark::tsid::Tsid::shard) of `shards`): per shard holding a
+    /// row, ascending, the source of its rows, still in segment order. Each is read in
+    /// its own pass over the segment, which skips undecoded the blocks holding none of
+    /// its rows (series are contiguous runs of rows), so memory stays one file's row
+    /// group while the files are written one after the other.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOption`] for a segment too large for 32-bit row numbers (the
+    /// segment format's own limit, so never in practice).
+    pub fn split_by_shard(&self, shards: NonZeroU32) -> Result<Vec<(u32, Source<'e>)>> {
+        let Some(seg) = self.segment else {
+            return Ok(Vec::new());
+        };
+        let too_large = || Error::InvalidOption {
+            name: "segment",
+            detail: format!(
+                "partition {}: {} rows do not fit 32-bit row numbers",
+                self.start_ms,
+                seg.row_count()
+            ),
+        };
+        let all = u32::try_from(seg.row_count()).map_err(|_| too_large())?;
+        // Per shard: the row ranges of its series and their live rows.
+        let mut by_shard: BTreeMap<u32, (Vec<std::ops::Range<u32>>, u64)> = BTreeMap::new();
+        for s in seg.series() {
+            let lo = u32::try_from(s.first_row).map_err(|_| too_large())?;
+            let hi = s
+                .first_row
+                .checked_add(s.row_count)
+                .and_then(|h| u32::try_from(h).ok())
+                .ok_or_else(too_large)?;
+            let dead = self
+                .skip
+                .as_ref()
+                .map_or(0, |d| d.range_cardinality(lo..hi));
+            let live = u64::from(hi - lo).saturating_sub(dead);
+            if live == 0 {
+                continue;
+            }
+            let e = by_shard.entry(s.tsid.shard(shards)).or_default();
+            e.0.push(lo..hi);
+            e.1 += live;
+        }
+        let mut out = Vec::with_capacity(by_shard.len());
+        for (shard, (ranges, rows)) in by_shard {
+            let mut skip = RoaringBitmap::new();
+            skip.insert_range(0..all);
+            for r in ranges {
+                skip.remove_range(r);
+            }
+            if let Some(d) = &self.skip {
+                skip |= d;
+            }
+            out.push((
+                shard,
+                Source {
+                    start_ms: self.start_ms,
+                    segment: Some(seg),
+                    skip: Some(skip),
+                    rows,
+                },
+            ));
+        }
+        Ok(out)
+    }
 }
 
-/// Writes the rows of `source` to `out` as one Parquet file of schema `schema`, with
+/// Writes the rows of `source` to `out` as one Parquet file of the file columns of
+/// `schema` (the table's, partition columns left out), with
 /// `metadata` in the file's key-value metadata; `progress` gets the rows written so
 /// far after each batch. Returns the writer and what was written.
 ///
@@ -163,6 +234,7 @@ pub fn write_partition<W: Write + Send>(
     progress: &mut dyn FnMut(u64),
 ) -> Result<(W, FileStats)> {
     options.check()?;
+    let schema = &schema.file_schema();
     let arrow_schema = schema.arrow_schema();
     let level = ZstdLevel::try_new(options.zstd_level)?;
     let mut props = WriterProperties::builder()
@@ -201,7 +273,8 @@ pub fn write_partition<W: Write + Send>(
         },
         expected: source.rows,
     };
-    if let (Some(seg), Some(mut cursor)) = (source.segment, source.cursor) {
+    if let Some(seg) = source.segment {
+        let mut cursor: RowCursor<'_> = seg.cursor(source.skip.as_ref());
         let sources = Sources::new(schema, seg);
         let mut series_at = usize::MAX;
         let mut series: Option<SeriesValues> = None;
@@ -432,7 +505,6 @@ enum DimCell {
 #[derive(Debug)]
 struct SeriesValues {
     tsid: tidemark::tsid::Tsid,
-    shard: i32,
     /// Per schema column: the series' dimension value (dimension columns only).
     dims: Vec<Option<DimCell>>,
 }
@@ -454,11 +526,7 @@ impl SeriesValues {
                 })
             })
             .collect();
-        SeriesValues {
-            tsid: s.tsid,
-            shard: shard_of(&s.tsid) as i32,
-            dims,
-        }
+        SeriesValues { tsid: s.tsid, dims }
     }
 }
 
@@ -616,7 +684,6 @@ impl Batch {
                 }
                 (Role::Tsid, ColumnBuf::Binary(b)) => b.append_value(series.tsid.as_bytes()),
                 (Role::Id, ColumnBuf::Binary(b)) => b.append_value(id),
-                (Role::Shard, ColumnBuf::Int(b)) => b.append_value(series.shard),
                 (_, ColumnBuf::Timestamp(v)) => v.push(ts),
                 (_, ColumnBuf::Text(d)) => d.push(None),
                 (_, ColumnBuf::Long(b)) => b.append_null(),

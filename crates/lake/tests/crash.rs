@@ -71,7 +71,7 @@ fn aborted(out: &std::process::Output) {
 /// Live rows of the table: the sum of its add actions' numRecords is what readers see;
 /// here each live file is read back by row count from its Parquet footer.
 fn live_rows(lake: &Path) -> u64 {
-    let state = DeltaTable::new(lake).state().unwrap();
+    let state = DeltaTable::local(lake).unwrap().state().unwrap();
     state
         .files
         .keys()
@@ -93,16 +93,19 @@ fn a_crash_before_the_commit_leaves_nothing_live_and_the_retry_commits_once() {
     let out = export(&idx, &lake, Some("export-before-commit"));
     aborted(&out);
     // The first partition's file is on disk, but no commit names it.
-    let state = DeltaTable::new(&lake).state().unwrap();
+    let state = DeltaTable::local(&lake).unwrap().state().unwrap();
     assert_eq!((state.version, state.files.len()), (None, 0));
-    assert!(lake.join("p-0").read_dir().unwrap().count() >= 1);
+    assert!(lake.join("partition=0").read_dir().unwrap().count() >= 1);
 
     assert!(export(&idx, &lake, None).status.success());
-    let state = DeltaTable::new(&lake).state().unwrap();
+    let state = DeltaTable::local(&lake).unwrap().state().unwrap();
     assert_eq!((state.version, state.files.len()), (Some(2), 3));
     assert_eq!(live_rows(&lake), 3 * ROWS_PER_DAY as u64);
     assert!(export(&idx, &lake, None).status.success());
-    assert_eq!(DeltaTable::new(&lake).state().unwrap().version, Some(2));
+    assert_eq!(
+        DeltaTable::local(&lake).unwrap().state().unwrap().version,
+        Some(2)
+    );
 }
 
 #[test]
@@ -114,7 +117,7 @@ fn a_crash_after_the_commit_is_not_exported_twice() {
     let out = export(&idx, &lake, Some("export-after-commit"));
     aborted(&out);
     // The first partition was committed before the crash.
-    let state = DeltaTable::new(&lake).state().unwrap();
+    let state = DeltaTable::local(&lake).unwrap().state().unwrap();
     assert_eq!((state.version, state.files.len()), (Some(0), 1));
     assert!(state.txns.contains_key(&txn_app_id(0)));
 
@@ -122,7 +125,7 @@ fn a_crash_after_the_commit_is_not_exported_twice() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("exported 2 partitions (1 skipped"), "{text}");
-    let state = DeltaTable::new(&lake).state().unwrap();
+    let state = DeltaTable::local(&lake).unwrap().state().unwrap();
     assert_eq!(
         (state.version, state.files.len(), state.txns.len()),
         (Some(2), 3, 3)

@@ -12,7 +12,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int32Type, Int64Type, TimestampMillisecondType};
+use arrow_array::types::{Float64Type, Int64Type, TimestampMillisecondType};
 use arrow_array::{Array, RecordBatch};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Encoding;
@@ -97,18 +97,29 @@ fn options(row_group_rows: usize) -> ExportOptions {
             row_group_rows,
             ..WriteOptions::default()
         },
-        partitions: None,
+        ..ExportOptions::default()
     }
 }
 
 fn live_files(lake: &Path) -> Vec<PathBuf> {
-    DeltaTable::new(lake)
+    DeltaTable::local(lake)
+        .unwrap()
         .state()
         .unwrap()
         .files
         .keys()
         .map(|p| lake.join(p))
         .collect()
+}
+
+/// The value of the Hive-style `name=value` component of a data file's path.
+fn path_value(path: &Path, name: &str) -> i64 {
+    path.components()
+        .filter_map(|c| c.as_os_str().to_str())
+        .find_map(|c| c.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("{} has no {name}=", path.display()))
+        .parse()
+        .unwrap()
 }
 
 fn read_batches(path: &Path) -> Vec<RecordBatch> {
@@ -136,17 +147,17 @@ fn lake_stats(files: &[PathBuf], metric: &str) -> (u64, BTreeSet<Vec<u8>>, Stats
                 .as_primitive::<TimestampMillisecondType>();
             let tsid = b.column_by_name("_tsid").unwrap().as_binary::<i32>();
             let id = b.column_by_name("_id").unwrap().as_binary::<i32>();
-            let shard = b
-                .column_by_name("shard")
-                .unwrap()
-                .as_primitive::<Int32Type>();
+            // `shard` is a partition column: in the path, not in the file.
+            assert!(b.column_by_name("shard").is_none());
+            assert!(b.column_by_name("partition").is_none());
+            let shard = path_value(f, "shard");
             let m = b.column_by_name(metric).unwrap();
             for r in 0..b.num_rows() {
                 // `_id` is `_tsid` ‖ timestamp, and `shard` is the tsid's shard.
                 let t = tidemark::tsid::Tsid::try_from_slice(tsid.value(r)).unwrap();
                 let sid = SyntheticId::new(t, ts.value(r));
                 assert_eq!(id.value(r), sid.to_bytes());
-                assert_eq!(shard.value(r) as u32, shard_of(&t));
+                assert_eq!(shard, i64::from(shard_of(&t)));
                 assert!(ids.insert(id.value(r).to_vec()), "an _id twice");
                 if m.is_null(r) {
                     continue;
@@ -212,11 +223,12 @@ fn exported_rows_equal_the_index_per_series() {
     let report = export(&index, &lake, &options(500), &mut |_| {}).unwrap();
     let expected_rows = 3 * u64::from(HOSTS) * (DAY / MIN / 5) as u64;
     assert_eq!(report.rows(), expected_rows);
-    assert_eq!((report.files(), report.committed()), (3, 3));
-    // 1440 rows per day and file: three row groups of 500, one of 440.
-    assert!(report.partitions.iter().all(|p| p.row_groups == 3));
+    // One file per partition and shard holding a series.
+    let shards = index_shards(&index);
+    assert!(shards.len() > 1, "the test needs series in several shards");
+    assert_eq!((report.files(), report.committed()), (3 * shards.len(), 3));
     let files = live_files(&lake);
-    assert_eq!(files.len(), 3);
+    assert_eq!(files.len(), 3 * shards.len());
     for metric in ["cpu", "bytes", "temp"] {
         let (rows, ids, stats) = lake_stats(&files, metric);
         assert_eq!(rows, expected_rows);
@@ -225,13 +237,71 @@ fn exported_rows_equal_the_index_per_series() {
     }
 }
 
+/// The virtual shards of the index's series (every series has `cpu`).
+fn index_shards(index: &Index) -> BTreeSet<u32> {
+    let result = index
+        .aggregate(&AggQuery {
+            metric: "cpu".to_owned(),
+            interval_millis: DAY,
+            raw_only: true,
+            ..AggQuery::default()
+        })
+        .unwrap();
+    result.series.iter().map(|s| shard_of(&s.tsid)).collect()
+}
+
+#[test]
+fn files_are_split_by_partition_and_shard_in_segment_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = sealed_index(&dir.path().join("index"));
+    let lake = dir.path().join("lake");
+    export(&index, &lake, &options(100), &mut |_| {}).unwrap();
+    let state = DeltaTable::local(&lake).unwrap().state().unwrap();
+    assert_eq!(state.partition_columns, ["partition", "shard"]);
+    let mut per_day: BTreeMap<i64, u64> = BTreeMap::new();
+    for (rel, live) in &state.files {
+        let path = lake.join(rel);
+        let (start, shard) = (path_value(&path, "partition"), path_value(&path, "shard"));
+        // The path and the add action's partitionValues agree.
+        assert_eq!(live.partition_values["partition"], start.to_string());
+        assert_eq!(live.partition_values["shard"], shard.to_string());
+        let mut last: Option<(Vec<u8>, i64)> = None;
+        for b in read_batches(&path) {
+            let ts = b
+                .column_by_name("@timestamp")
+                .unwrap()
+                .as_primitive::<TimestampMillisecondType>();
+            let tsid = b.column_by_name("_tsid").unwrap().as_binary::<i32>();
+            for r in 0..b.num_rows() {
+                let t = tidemark::tsid::Tsid::try_from_slice(tsid.value(r)).unwrap();
+                assert_eq!(i64::from(shard_of(&t)), shard);
+                assert_eq!(ts.value(r).div_euclid(DAY) * DAY, start);
+                // Segment order: (tsid, timestamp) ascending.
+                let key = (tsid.value(r).to_vec(), ts.value(r));
+                assert!(
+                    last.as_ref().is_none_or(|l| *l < key),
+                    "{rel}: out of order"
+                );
+                last = Some(key);
+                *per_day.entry(start).or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(per_day.len(), 3);
+    assert!(per_day.values().all(|n| *n == u64::from(HOSTS) * 288));
+}
+
 #[test]
 fn files_carry_types_encodings_metadata_and_id_filters() {
     let dir = tempfile::tempdir().unwrap();
     let index = sealed_index(&dir.path().join("index"));
     let lake = dir.path().join("lake");
-    export(&index, &lake, &options(500), &mut |_| {}).unwrap();
-    let file = live_files(&lake).into_iter().next().unwrap();
+    export(&index, &lake, &options(100), &mut |_| {}).unwrap();
+    // The largest file (one per partition and shard): several row groups of 100 rows.
+    let file = live_files(&lake)
+        .into_iter()
+        .max_by_key(|f| std::fs::metadata(f).unwrap().len())
+        .unwrap();
 
     let batches = read_batches(&file);
     let schema = batches[0].schema();
@@ -341,7 +411,7 @@ fn files_carry_types_encodings_metadata_and_id_filters() {
             }
         }
     }
-    assert!(absent_probes > 1000);
+    assert!(absent_probes > 150, "{absent_probes}");
     // The filters are sized for 1%: far fewer than 5% of absent ids may pass.
     assert!(
         absent_hits * 20 < absent_probes,
@@ -390,9 +460,14 @@ fn re_exports_are_exactly_once_and_a_late_write_replaces_its_partition() {
         (again.committed(), again.skipped(), again.rows()),
         (0, 3, 0)
     );
-    let state = DeltaTable::new(&lake).state().unwrap();
+    let state = DeltaTable::local(&lake).unwrap().state().unwrap();
     assert_eq!(state.version, Some(2));
-    assert_eq!(state.files.len(), 3);
+    let files_before = state.files.len();
+    let day1_before = state
+        .files
+        .keys()
+        .filter(|p| p.starts_with(&format!("partition={DAY}/")))
+        .count();
 
     // A late point into day 1 (between two stored ones), then the re-seal.
     let late = doc(0, DAY + 2 * MIN);
@@ -408,10 +483,10 @@ fn re_exports_are_exactly_once_and_a_late_write_replaces_its_partition() {
         .unwrap();
     assert_eq!(
         (p.start_ms, p.replaced, p.rows),
-        (DAY, 1, u64::from(HOSTS) * 288 + 1)
+        (DAY, day1_before, u64::from(HOSTS) * 288 + 1)
     );
-    let state = DeltaTable::new(&lake).state().unwrap();
-    assert_eq!(state.files.len(), 3);
+    let state = DeltaTable::local(&lake).unwrap().state().unwrap();
+    assert_eq!(state.files.len(), files_before);
     let (rows, ids, stats) = lake_stats(&live_files(&lake), "cpu");
     assert_eq!(rows, 3 * u64::from(HOSTS) * 288 + 1);
     assert_eq!(ids.len() as u64, rows);
@@ -451,7 +526,7 @@ fn rollups_are_their_own_tables_equal_to_the_raw_rows() {
     assert_eq!(tidemark_lake::rollup_table_dir(60 * MIN), "_rollups/1h");
     let table = lake.join("_rollups/1h");
     let files = live_files(&table);
-    assert_eq!(files.len(), 3);
+    assert_eq!(files.len(), 3 * index_shards(&index).len());
     // Per series and day: the rollup's counts, minima, maxima and sums fold to the raw
     // rows' (count exact, extremes exact, sums within 1e-9).
     for metric in ["cpu", "bytes", "temp"] {
@@ -512,4 +587,111 @@ fn bad_input_is_an_error_not_a_panic() {
         export(&single, &lake, &options(10), &mut |_| {}),
         Err(tidemark_lake::Error::NotPartitioned { .. })
     ));
+}
+
+/// The parts of a table state a reader sees, whether read from a checkpoint or by
+/// replaying every commit.
+fn visible(s: &tidemark_lake::TableState) -> impl PartialEq + std::fmt::Debug {
+    (
+        s.version,
+        s.protocol,
+        s.id.clone(),
+        s.schema_string.clone(),
+        s.partition_columns.clone(),
+        s.configuration.clone(),
+        s.files.clone(),
+        s.txns.clone(),
+        s.removed.clone(),
+    )
+}
+
+#[test]
+fn checkpoints_read_back_as_the_replayed_log_and_vacuum_deletes_replaced_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = sealed_index(&dir.path().join("index"));
+    let lake = dir.path().join("lake");
+    let opts = ExportOptions {
+        checkpoint_interval: 2,
+        ..options(100_000)
+    };
+    let first = export(&index, &lake, &opts, &mut |_| {}).unwrap();
+    // Versions 0, 1, 2: a checkpoint after version 1.
+    let flags: Vec<bool> = first.partitions.iter().map(|p| p.checkpoint).collect();
+    assert_eq!(flags, [false, true, false]);
+    let log = lake.join("_delta_log");
+    assert!(
+        log.join("00000000000000000001.checkpoint.parquet")
+            .is_file()
+    );
+    let last: Value =
+        serde_json::from_slice(&std::fs::read(log.join("_last_checkpoint")).unwrap()).unwrap();
+    assert_eq!(last["version"], 1);
+    let table = DeltaTable::local(&lake).unwrap();
+    let from_checkpoint = table.state().unwrap();
+    assert_eq!(from_checkpoint.checkpoint, Some(1));
+
+    // A late write re-seals day 1: version 3 replaces its files, checkpoint 3 follows.
+    let out = index
+        .bulk(vec![BulkItem::create(doc(0, DAY + 2 * MIN))])
+        .unwrap();
+    assert_eq!(out[0].http_status(), 201);
+    index.seal(DAY).unwrap();
+    let late = export(&index, &lake, &opts, &mut |_| {}).unwrap();
+    let p = late
+        .partitions
+        .iter()
+        .find(|p| p.version.is_some())
+        .unwrap();
+    assert_eq!((p.version, p.checkpoint), (Some(3), true));
+    let state = table.state().unwrap();
+    assert_eq!(state.checkpoint, Some(3));
+    assert_eq!(state.removed.len(), p.replaced);
+    assert!(p.replaced > 0);
+
+    // The same state without the checkpoints: every commit replayed from version 0.
+    let replay = dir.path().join("replay");
+    std::fs::create_dir_all(replay.join("_delta_log")).unwrap();
+    for e in std::fs::read_dir(&log).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        if name.ends_with(".json") {
+            std::fs::copy(e.path(), replay.join("_delta_log").join(&name)).unwrap();
+        }
+    }
+    let replayed = DeltaTable::local(&replay).unwrap().state().unwrap();
+    assert_eq!(replayed.checkpoint, None);
+    assert_eq!(visible(&state), visible(&replayed));
+    // And a table whose commits before the checkpoint are gone still reads (a reader
+    // starts from the checkpoint).
+    for v in 0..=3 {
+        std::fs::remove_file(log.join(format!("{v:020}.json"))).unwrap();
+    }
+    assert_eq!(visible(&table.state().unwrap()), visible(&replayed));
+
+    // Vacuum: a day's retention keeps the replaced files; none keeps nothing of them.
+    let on_disk = |p: &str| lake.join(p).is_file();
+    let replaced: Vec<String> = state.removed.keys().cloned().collect();
+    assert!(replaced.iter().all(|p| on_disk(p)));
+    let kept =
+        tidemark_lake::vacuum(&tidemark_lake::LakeStore::local(&lake).unwrap(), DAY).unwrap();
+    assert!(kept.iter().all(|(_, r)| r.deleted.is_empty()), "{kept:?}");
+    // An untracked file just written (an export under way) survives any retention.
+    std::fs::write(lake.join("partition=0/in-flight.parquet"), b"x").unwrap();
+    let gone = tidemark_lake::vacuum(&tidemark_lake::LakeStore::local(&lake).unwrap(), 0).unwrap();
+    assert_eq!(gone[0].0, ".");
+    let mut deleted = gone[0].1.deleted.clone();
+    deleted.sort();
+    assert_eq!(deleted, replaced);
+    assert!(replaced.iter().all(|p| !on_disk(p)));
+    assert!(lake.join("partition=0/in-flight.parquet").is_file());
+    assert!(state.files.keys().all(|p| on_disk(p)));
+    // The lake still holds every row once, and a re-export skips everything.
+    let (rows, ids, stats) = lake_stats(&live_files(&lake), "cpu");
+    assert_eq!(
+        (rows, ids.len() as u64),
+        (3 * u64::from(HOSTS) * 288 + 1, rows)
+    );
+    assert_same_stats(&stats, &index_stats(&index, "cpu"));
+    let again = export(&index, &lake, &opts, &mut |_| {}).unwrap();
+    assert_eq!(again.committed(), 0);
 }

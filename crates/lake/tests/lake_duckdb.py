@@ -5,14 +5,21 @@ Runs the real binaries: `tidemark create` (1-day partitions), `tidemark ingest` 
 days of six series (plus one point on a fourth day, so the three are sealed),
 `tidemark export --index IDX --to LAKE` (which runs `tidemark-export`), twice. Then:
 
-- deltalake (delta-rs) opens the table: 3 commits, 3 live files, the rows;
+- deltalake (delta-rs) opens the table: 3 commits, one live file per day and shard, the
+  rows, partitioned by `partition` and `shard`;
+- per shard, the rows DuckDB (Hive-style paths), DataFusion (over delta-rs' dataset)
+  and delta-rs count equal the export report's and `tidemark agg --raw`'s series counts
+  summed by shard, the shard computed from the tsid as docs/lake.md says (byte 4);
 - DuckDB and DataFusion over the live files: row count, distinct `_id`, and per series
   and day count/min/max exactly and sum within 1e-9 of `tidemark agg --raw`, for a gauge
   and a counter;
 - a present `_id` finds one row (DuckDB scans one row group of all);
 - absent `_id`s inside a row group's [min, max] `_id` statistics find nothing and are
   pruned by the split-block bloom filter: DuckDB's `total_row_groups_scanned` is 0 and
-  DataFusion's `row_groups_pruned_bloom_filter` counts them.
+  DataFusion's `row_groups_pruned_bloom_filter` counts them;
+- checkpoints and vacuum: a lake checkpointed every 2 commits, re-exported after a late
+  write and vacuumed reads the same in delta-rs from the checkpoint alone and after the
+  vacuum, which deletes exactly what delta-rs' own vacuum would, leaving the live files.
 
 Usage: lake_duckdb.py TARGET_DIR/debug/tidemark   (tidemark-export beside it)
 """
@@ -20,6 +27,7 @@ Usage: lake_duckdb.py TARGET_DIR/debug/tidemark   (tidemark-export beside it)
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -107,6 +115,7 @@ def absent_ids_inside_row_groups(files, how_many):
     each strictly inside its row group's [min, max] `_id` statistics, so that only the
     bloom filter can skip the row group."""
     out = []
+    not_delta = []
     for f in files:
         meta = pq.ParquetFile(f).metadata
         names = [meta.schema.column(i).name for i in range(meta.num_columns)]
@@ -117,9 +126,8 @@ def absent_ids_inside_row_groups(files, how_many):
         for g in range(meta.num_row_groups):
             rg = meta.row_group(g)
             st = rg.column(col).statistics
-            if g == 0:
-                check("DELTA_BYTE_ARRAY" in (rg.column(col).encodings or ()),
-                      f"{os.path.basename(f)}: _id is DELTA_BYTE_ARRAY")
+            if "DELTA_BYTE_ARRAY" not in (rg.column(col).encodings or ()):
+                not_delta.append(f"{os.path.basename(f)} row group {g}")
             group_ids = set(ids[start:start + rg.num_rows])
             for i in range(start + 10, start + rg.num_rows - 10, max(rg.num_rows // 8, 1)):
                 raw = ids[i]
@@ -128,6 +136,7 @@ def absent_ids_inside_row_groups(files, how_many):
                 if st.min < cand < st.max and cand not in group_ids:
                     out.append((cand, raw))
             start += rg.num_rows
+    check(not not_delta, f"_id is DELTA_BYTE_ARRAY in every row group of every file {not_delta[:3]}")
     return out[:how_many]
 
 
@@ -139,6 +148,73 @@ def duckdb_row_groups(con, sql, prof):
     with open(prof) as f:
         q = json.load(f)["query"]
     return n, q["total_row_groups_scanned"], q["total_row_groups_to_scan"]
+
+
+def sorted_rows(table):
+    """A Delta table's rows as delta-rs reads them, in `_id` order, as Python values."""
+    t = table.to_pyarrow_table()
+    return t.sort_by("_id").to_pylist()
+
+
+def checkpoints_and_vacuum(tidemark, tmp, idx):
+    """A lake exported with a checkpoint every 2 commits, a late write's re-export and a
+    vacuum: delta-rs reads the same rows from the checkpoint (also with the JSON commits
+    before it gone), and after the vacuum, which deletes exactly the files delta-rs'
+    own vacuum (dry run) names, leaving only the live files."""
+    lake = os.path.join(tmp, "lake-checkpoints")
+    log = os.path.join(lake, "_delta_log")
+    rep = json.loads(run([tidemark, "export", "--index", idx, "--to", lake,
+                          "--checkpoint-interval", "2", "--json"]).stdout)
+    raw = [p for p in rep["partitions"] if p["rollup_ms"] is None]
+    check([p["checkpoint"] for p in raw] == [False, True, False],
+          f"checkpoint after the second commit ({[p['checkpoint'] for p in raw]})")
+    with open(os.path.join(log, "_last_checkpoint")) as f:
+        last = json.load(f)
+    check(last["version"] == 1 and os.path.isfile(os.path.join(log, f"{1:020}.checkpoint.parquet")),
+          f"_last_checkpoint names version 1 ({last})")
+    # A late point into the second day; ingest's maintenance re-seals the partition.
+    late = os.path.join(tmp, "late.ndjson")
+    with open(late, "w") as f:
+        f.write(json.dumps(doc(0, BASE + DAY + 2 * MIN)) + "\n")
+    run([tidemark, "ingest", idx, late])
+    rep = json.loads(run([tidemark, "export", "--index", idx, "--to", lake,
+                          "--checkpoint-interval", "2", "--json"]).stdout)
+    redone = [p for p in rep["partitions"] if p["rollup_ms"] is None and p["version"] is not None]
+    check(len(redone) == 1 and redone[0]["version"] == 3 and redone[0]["checkpoint"]
+          and redone[0]["replaced"] > 0,
+          "the late write's re-export is version 3, replaces the day's files, checkpoints "
+          f"({[(p['version'], p['replaced'], p['checkpoint']) for p in redone]})")
+    dt = deltalake.DeltaTable(lake)
+    before = sorted_rows(dt)
+    check(dt.version() == 3 and len(before) == 3 * ROWS_PER_DAY + 1,
+          f"delta-rs: version 3, {len(before)} rows with the late one")
+    # delta-rs from the checkpoint alone: a copy without the JSON commits it covers.
+    alone = os.path.join(tmp, "lake-checkpoint-only")
+    shutil.copytree(lake, alone)
+    for v in range(4):
+        os.remove(os.path.join(alone, "_delta_log", f"{v:020}.json"))
+    check(sorted_rows(deltalake.DeltaTable(alone)) == before,
+          "delta-rs reads the same rows from the checkpoint without the commits before it")
+    would = {os.path.basename(p) for p in
+             deltalake.DeltaTable(lake).vacuum(retention_hours=0, enforce_retention_duration=False,
+                                               dry_run=True)}
+    rep = json.loads(run([tidemark, "export", "--index", idx, "--to", lake,
+                          "--vacuum", "1ms", "--json"]).stdout)
+    raw_vacuum = next(v for v in rep["vacuum"] if v["table"] == ".")
+    deleted = {os.path.basename(p) for p in raw_vacuum["deleted"]}
+    check(deleted == would and len(deleted) == redone[0]["replaced"],
+          f"vacuum deletes the {len(deleted)} replaced files, as delta-rs' vacuum would ({len(would)})")
+    check(not any(os.path.exists(os.path.join(lake, p)) for p in raw_vacuum["deleted"]),
+          "the vacuumed files are gone")
+    dt = deltalake.DeltaTable(lake)
+    check(sorted_rows(dt) == before, "delta-rs reads the same rows after the vacuum")
+    on_disk = set()
+    for root, dirs, names in os.walk(lake):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        on_disk |= {os.path.relpath(os.path.join(root, n), lake) for n in names}
+    live = {os.path.relpath(u.removeprefix("file://"), lake) for u in dt.file_uris()}
+    check(on_disk == live, f"after the vacuum the table's directories hold its live files only "
+                           f"({len(on_disk)} files, {len(live)} live)")
 
 
 def main():
@@ -188,7 +264,13 @@ def main():
 
     dt = deltalake.DeltaTable(lake)
     files = sorted(dt.file_uris())
-    check(dt.version() == 2 and len(files) == 3, f"delta-rs: version 2, 3 files ({dt.version()}, {len(files)})")
+    report_files = [f for p in rep["partitions"] if p["rollup_ms"] is None for f in p["files"]]
+    check(dt.version() == 2 and len(files) == len(report_files) and len(files) > 3,
+          f"delta-rs: version 2, one file per day and shard ({dt.version()}, {len(files)}, report {len(report_files)})")
+    check(dt.metadata().partition_columns == ["partition", "shard"],
+          f"delta-rs: partitioned by partition, shard ({dt.metadata().partition_columns})")
+    check(all(f"/partition={int(p['start_ms'])}/shard={f['shard']}/" in "/" + f["path"]
+              for p in rep["partitions"] for f in p["files"]), "file paths are partition=…/shard=…/")
     check(dt.to_pyarrow_table().num_rows == 3 * ROWS_PER_DAY, "delta-rs reads every row")
     txns = set()
     for v in range(3):
@@ -200,6 +282,20 @@ def main():
     check(len(txns) == 3, "one txn app id per partition")
 
     expected = {m: agg(tidemark, idx, m) for m in ("cpu", "bytes")}
+    # What Tidemark says per shard: the report's files, and the series' counts (every row
+    # has cpu) summed by the shard computed from each tsid: Tsid::shard(256) is byte 4.
+    by_report = {}
+    for f in report_files:
+        by_report[f["shard"]] = by_report.get(f["shard"], 0) + f["rows"]
+    by_agg = {}
+    for (tsid, _day), (n, _lo, _hi, _sum) in expected["cpu"].items():
+        shard = bytes.fromhex(tsid)[4]
+        by_agg[shard] = by_agg.get(shard, 0) + n
+    check(by_report == by_agg and len(by_report) > 1,
+          f"per shard: the export report equals tidemark agg by tsid byte 4 ({len(by_report)} shards)")
+    delta_counts = dt.to_pyarrow_table(columns=["shard"]).column("shard").value_counts().to_pylist()
+    delta_counts = {int(c["values"]): int(c["counts"]) for c in delta_counts}
+    check(delta_counts == by_report, f"delta-rs: per-shard rows equal the report's {delta_counts}")
     file_list = "[" + ", ".join(f"'{f}'" for f in files) + "]"
 
     # DuckDB.
@@ -207,6 +303,12 @@ def main():
     con.execute(f"CREATE VIEW lake AS SELECT * FROM read_parquet({file_list})")
     n, distinct = con.sql("SELECT count(*), count(DISTINCT _id) FROM lake").fetchall()[0]
     check(n == 3 * ROWS_PER_DAY and distinct == n, f"duckdb: {n} rows, {distinct} distinct _id")
+    # The partition columns come from the Hive-style paths.
+    per_shard = dict(con.sql("SELECT shard, count(*) FROM lake GROUP BY shard").fetchall())
+    check(per_shard == by_report, f"duckdb: per-shard rows (from shard=… paths) equal the report's")
+    days = con.sql(f"SELECT count(*) FROM lake WHERE partition <> "
+                   f"CAST(floor(epoch_ms(\"@timestamp\") / {DAY}) * {DAY} AS BIGINT)").fetchall()[0][0]
+    check(days == 0, f"duckdb: every row lies in its partition=… ({days} do not)")
     for m in ("cpu", "bytes"):
         compare(f"duckdb {m}", con.sql(PER_SERIES.format(day=DAY, m=m)).fetchall(), expected[m])
     kv = pq.ParquetFile(files[0]).metadata.metadata
@@ -228,7 +330,7 @@ def main():
 
     # The 1h rollup table (delta-rs lists its files), folded per series and day.
     rollup_files = sorted(deltalake.DeltaTable(os.path.join(lake, "_rollups", "1h")).file_uris())
-    check(len(rollup_files) == 3, f"delta-rs: the 1h rollup table has 3 files ({len(rollup_files)})")
+    check(len(rollup_files) == len(files), f"delta-rs: the 1h rollup table has a file per day and shard ({len(rollup_files)})")
     rl = "[" + ", ".join(f"'{f}'" for f in rollup_files) + "]"
     con.execute(f"CREATE VIEW rollup AS SELECT * FROM read_parquet({rl})")
     for m in ("cpu", "bytes"):
@@ -245,6 +347,11 @@ def main():
     ctx.sql("CREATE VIEW lake AS " + " UNION ALL ".join(f"SELECT * FROM f{i}" for i in range(len(files))))
     row = ctx.sql("SELECT count(*) AS n, count(DISTINCT _id) AS d FROM lake").to_pylist()[0]
     check(row["n"] == 3 * ROWS_PER_DAY and row["d"] == row["n"], f"datafusion: {row['n']} rows, {row['d']} distinct _id")
+    # The Delta table as delta-rs lists it (partition values from the log).
+    ctx.register_dataset("delta", dt.to_pyarrow_dataset())
+    rows = ctx.sql("SELECT shard, count(*) AS n FROM delta GROUP BY shard").to_pylist()
+    df_shards = {int(r["shard"]): int(r["n"]) for r in rows}
+    check(df_shards == by_report, f"datafusion over delta-rs: per-shard rows equal the report's")
     for m in ("cpu", "bytes"):
         rows = [tuple(r.values()) for r in ctx.sql(PER_SERIES_DF.format(day=DAY, m=m)).to_pylist()]
         compare(f"datafusion {m}", rows, expected[m])
@@ -268,8 +375,14 @@ def main():
     check(bloom_pruned >= len(absent) - 2,
           f"datafusion: the bloom filter prunes the row group of {bloom_pruned} of {len(absent)} absent ids")
 
+    checkpoints_and_vacuum(tidemark, tmp, idx)
+
     print(f"lake: {len(PASSED)} passed, {len(FAILED)} failed")
-    return 1 if FAILED else 0
+    if FAILED:
+        print(f"(the index and lakes are left in {tmp})")
+        return 1
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -48,6 +48,13 @@ impl<'e> SealedPartition<'e> {
         &self.rollups
     }
 
+    /// The merged segment's tombstones (its dead rows), or `None` for a partition with no
+    /// rows. With [`Segment::cursor`] a reader walks a subset of the live rows in one
+    /// pass, e.g. the series of one shard: their dead rows plus every other row.
+    pub fn tombstones(&self) -> Option<&'e Tombstones> {
+        self.source.map(|(_, t)| t)
+    }
+
     /// A cursor over the live rows in (tsid, timestamp) order (call
     /// [`RowCursor::advance`] first), or `None` for a partition with no rows.
     pub fn cursor(&self) -> Option<RowCursor<'e>> {
