@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -24,6 +24,11 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 use tidemark_datagen::exposition::{escape_tag, field_name, labels, sanitize};
 use tidemark_datagen::{Dataset, MetricVal, Options, Record};
+
+use crate::harness::{
+    Process, agent, dir_bytes, ensure_installed, free_port, get_text, loadavg, package_version,
+    post_text, tidemark_server_bin, vm_hwm_kib, wait_stable,
+};
 
 /// Command-line options.
 #[derive(Debug, Clone, PartialEq)]
@@ -452,161 +457,19 @@ fn prepare(a: &Args, ds: &Dataset, start_millis: i64, influx: bool, rw: bool) ->
 // ---------------------------------------------------------------------------------------
 // Running a system.
 
-fn which(bin: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join(bin))
-            .find(|p| p.is_file())
-    })
-}
-
-/// The binary, installed with apt-get (package `pkg`) when missing.
-pub(crate) fn ensure_installed(bin: &str, pkg: &str) -> Result<PathBuf> {
-    if let Some(p) = which(bin) {
-        return Ok(p);
-    }
-    eprintln!("peers: {bin} missing, apt-get install -y {pkg}");
-    let install = || {
-        Command::new("apt-get")
-            .args(["install", "-y", pkg])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !install() {
-        let _ = Command::new("apt-get")
-            .arg("update")
-            .stdout(Stdio::null())
-            .status();
-        install();
-    }
-    which(bin)
-        .ok_or_else(|| anyhow!("{bin} not found and `apt-get install {pkg}` did not provide it"))
-}
-
-pub(crate) fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
-}
-
-fn dir_bytes(p: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(p) else {
-        return 0;
-    };
-    rd.flatten()
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-            Ok(m) => m.len(),
-            Err(_) => 0,
-        })
-        .sum()
-}
-
-pub(crate) fn vm_hwm_kib(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
-pub(crate) fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-pub(crate) fn agent(secs: u64) -> ureq::Agent {
-    ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(secs))
-        .build()
-}
-
-pub(crate) fn get_text(url: &str) -> Result<String> {
-    match agent(120).get(url).call() {
-        Ok(r) => Ok(r.into_string()?),
-        Err(ureq::Error::Status(code, r)) => {
-            bail!("GET {url}: {code} {}", r.into_string().unwrap_or_default())
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-pub(crate) fn post_text(url: &str, body: &str, content_type: &str) -> Result<String> {
-    match agent(600)
-        .post(url)
-        .set("content-type", content_type)
-        .send_string(body)
-    {
-        Ok(r) => Ok(r.into_string()?),
-        Err(ureq::Error::Status(code, r)) => {
-            bail!("POST {url}: {code} {}", r.into_string().unwrap_or_default())
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
 struct Running {
-    child: Child,
+    process: Process,
     base: String,
     dir: tempfile::TempDir,
     version: String,
 }
 
 impl Running {
-    /// SIGTERM, up to 15 s to exit, then SIGKILL; the temporary directory goes with it.
+    /// SIGTERM, up to 15 s to exit, then SIGKILL; the temporary directory goes with it
+    /// (fields drop in order: the process first).
     fn stop(self) {
         drop(self);
     }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let until = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < until {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-pub(crate) fn wait_ready(child: &mut Child, url: &str) -> Result<()> {
-    let until = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < until {
-        if let Ok(Some(status)) = child.try_wait() {
-            bail!("exited before it was ready: {status}");
-        }
-        if agent(2).get(url).call().is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    bail!("not ready at {url} after 60 s")
-}
-
-/// The installed Debian package's version (`dpkg-query`), or the binary's name.
-pub(crate) fn package_version(pkg: &str) -> String {
-    Command::new("dpkg-query")
-        .args(["-W", "-f", "${Version}", pkg])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map_or_else(
-            || pkg.to_owned(),
-            |o| format!("{pkg} {}", String::from_utf8_lossy(&o.stdout).trim()),
-        )
 }
 
 const INDEX: &str = "peers";
@@ -621,16 +484,7 @@ fn start(spec: SystemSpec, a: &Args, span_secs: i64) -> Result<Running> {
     let log = std::fs::File::create(dir.path().join("server.log"))?;
     let (mut cmd, ready, version) = match spec.kind {
         Kind::Tidemark => {
-            let bin = match &a.tidemark_bin {
-                Some(b) => b.clone(),
-                None => crate::project_root().join("target/release/tidemark-server"),
-            };
-            if !bin.is_file() {
-                bail!(
-                    "{} missing: cargo build --release -p tidemark-server",
-                    bin.display()
-                );
-            }
+            let bin = tidemark_server_bin(a.tidemark_bin.as_deref())?;
             let mut c = Command::new(&bin);
             c.arg("--data").arg(&data).args(["--listen", &addr]);
             let v = format!("tidemark-server {}", env!("CARGO_PKG_VERSION"));
@@ -693,15 +547,10 @@ fn start(spec: SystemSpec, a: &Args, span_secs: i64) -> Result<Running> {
             (c, format!("{base}/ping"), v)
         }
     };
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
+    let mut process = Process::spawn(&mut cmd, log, Duration::from_secs(15))
         .with_context(|| format!("starting {}", spec.label()))?;
-    if let Err(e) = wait_ready(&mut child, &ready) {
-        let _ = child.kill();
-        let _ = child.wait();
+    if let Err(e) = process.wait_ready(&ready) {
+        process.kill();
         let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(10).collect();
         bail!("{}: {e}; log tail: {:?}", spec.label(), tail);
@@ -714,7 +563,7 @@ fn start(spec: SystemSpec, a: &Args, span_secs: i64) -> Result<Running> {
         )?;
     }
     Ok(Running {
-        child,
+        process,
         base,
         dir,
         version,
@@ -826,24 +675,6 @@ fn ingest(spec: SystemSpec, base: &str, bodies: &Arc<Bodies>, clients: usize) ->
         rejected_samples: rejected_samples.load(Ordering::Relaxed),
         first_error,
     }
-}
-
-/// Poll `size` until it has not changed for `quiet`, at most `max`.
-fn wait_stable(size: impl Fn() -> u64, quiet: Duration, max: Duration) -> u64 {
-    let until = Instant::now() + max;
-    let mut last = size();
-    let mut since = Instant::now();
-    while Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(500));
-        let now = size();
-        if now != last {
-            last = now;
-            since = Instant::now();
-        } else if since.elapsed() >= quiet {
-            break;
-        }
-    }
-    last
 }
 
 /// Rows VictoriaMetrics holds in its parts (`vm_rows{type="storage/..."}` of its
@@ -1147,7 +978,7 @@ fn run_system(spec: SystemSpec, a: &Args, p: &Prepared, span_secs: i64) -> Resul
                     .join(", ")
             ),
         };
-        let peak_rss_kib = vm_hwm_kib(running.child.id()).unwrap_or(0);
+        let peak_rss_kib = vm_hwm_kib(running.process.id()).unwrap_or(0);
         Ok(Row {
             system: spec.label(),
             protocol: spec.proto.name().into(),

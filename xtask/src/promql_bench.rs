@@ -9,7 +9,7 @@
 //! the same data directory.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,10 +17,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
-use crate::peers::{
-    agent, ensure_installed, free_port, get_text, len_field, loadavg, package_version, post_text,
-    varint, vm_hwm_kib, wait_ready,
+use crate::harness::{
+    Process, agent, ensure_installed, free_port, get_text, loadavg, package_version, post_text,
+    status_kib, tidemark_server_bin, vm_hwm_kib,
 };
+use crate::peers::{len_field, varint};
+
+/// How long a stopped server has to exit after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(20);
 
 struct Args {
     series: u64,
@@ -177,28 +181,9 @@ fn write_request(a: &Args, start_ms: i64, lo: u64, hi: u64, k0: u64, k1: u64) ->
 }
 
 struct Server {
-    child: Child,
+    process: Process,
     base: String,
     _dir: Option<tempfile::TempDir>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let until = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < until {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn start_tidemark(
@@ -212,19 +197,16 @@ fn start_tidemark(
         .create(true)
         .append(true)
         .open(data.with_extension("log"))?;
-    let mut child = Command::new(bin)
-        .arg("--data")
+    let mut cmd = Command::new(bin);
+    cmd.arg("--data")
         .arg(data)
         .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("TIDEMARK_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
+        .env("TIDEMARK_LOG", "warn");
+    let mut process = Process::spawn(&mut cmd, log, STOP_GRACE)
         .with_context(|| format!("starting {}", bin.display()))?;
-    wait_ready(&mut child, &format!("{base}/"))?;
+    process.wait_ready(&format!("{base}/"))?;
     Ok(Server {
-        child,
+        process,
         base,
         _dir: dir,
     })
@@ -236,18 +218,15 @@ fn start_vm(data: &std::path::Path, dir: Option<tempfile::TempDir>) -> Result<Se
     let base = format!("http://127.0.0.1:{port}");
     std::fs::create_dir_all(data)?;
     let log = std::fs::File::create(data.with_extension("log"))?;
-    let mut child = Command::new(bin)
-        .arg(format!("-storageDataPath={}", data.display()))
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("-storageDataPath={}", data.display()))
         .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
-        .arg("-retentionPeriod=100y")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
-        .context("starting victoria-metrics")?;
-    wait_ready(&mut child, &format!("{base}/health"))?;
+        .arg("-retentionPeriod=100y");
+    let mut process =
+        Process::spawn(&mut cmd, log, STOP_GRACE).context("starting victoria-metrics")?;
+    process.wait_ready(&format!("{base}/health"))?;
     Ok(Server {
-        child,
+        process,
         base,
         _dir: dir,
     })
@@ -534,28 +513,9 @@ fn run_rollups(a: &Args, bin: &PathBuf) -> Result<()> {
     Ok(())
 }
 
-fn status_kib(pid: u32, key: &str) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find(|l| l.starts_with(key))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let a = parse_args(args)?;
-    let bin = match &a.tidemark_bin {
-        Some(b) => b.clone(),
-        None => crate::project_root().join("target/release/tidemark-server"),
-    };
-    if !bin.is_file() {
-        bail!(
-            "{} missing: cargo build --release -p tidemark-server",
-            bin.display()
-        );
-    }
+    let bin = tidemark_server_bin(a.tidemark_bin.as_deref())?;
     if a.rollups {
         return run_rollups(&a, &bin);
     }
@@ -614,10 +574,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         .to_owned();
     let (tm_med, tm_times, tm_answer) =
         time_query(&tm.base, q, start_s, end_s, a.step_s, a.reps, "")?;
-    let tm_hwm_after_load = vm_hwm_kib(tm.child.id());
+    let tm_hwm_after_load = vm_hwm_kib(tm.process.id());
     eprintln!("tidemark: {tm_series} series; query median {tm_med:.3} s {tm_times:?}");
     let tm_queries = if a.queries {
-        run_queries(&a, &tm.base, "", start_s, end_s, Some(tm.child.id()))?
+        run_queries(&a, &tm.base, "", start_s, end_s, Some(tm.process.id()))?
     } else {
         Vec::new()
     };
@@ -632,7 +592,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 continue;
             }
             let s = start_tidemark(&bin, &tdata, None)?;
-            let pid = s.child.id();
+            let pid = s.process.id();
             let before = vm_hwm_kib(pid).unwrap_or(0);
             let (secs, ans) = query_range(
                 &s.base,
@@ -700,7 +660,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     } else {
         Vec::new()
     };
-    let vm_hwm = vm_hwm_kib(vm.child.id());
+    let vm_hwm = vm_hwm_kib(vm.process.id());
     eprintln!(
         "victoria-metrics: {vm_series} series; query median {vm_med:.3} s {vm_times:?} (cache on: {vm_cached:.3} s)"
     );
