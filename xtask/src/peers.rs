@@ -6,8 +6,8 @@
 //!
 //! Every system gets the same bodies (built before the clock starts), the same number of
 //! connections and the same batches: Influx line protocol for Tidemark, VictoriaMetrics
-//! and InfluxDB, Prometheus remote write (snappy + protobuf, encoded here from the
-//! specification's field numbers) for Prometheus and, as `tidemark:rw` /
+//! and InfluxDB, Prometheus remote write (snappy + protobuf, by the server crate's
+//! encoder, `tidemark_server::metrics::remote_write`) for Prometheus and, as `tidemark:rw` /
 //! `victoria-metrics:rw`, for the others too. A sample is one (series, metric,
 //! timestamp); a line-protocol field `m` of measurement `ds` is the metric `ds_m`, as
 //! VictoriaMetrics and Tidemark name it and as the remote-write bodies name it.
@@ -24,6 +24,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 use tidemark_datagen::exposition::{escape_tag, field_name, labels, sanitize};
 use tidemark_datagen::{Dataset, MetricVal, Options, Record};
+use tidemark_server::metrics::remote_write::{self, Label, Sample, TimeSeries, WriteRequest};
 
 use crate::harness::{
     Process, agent, dir_bytes, ensure_installed, free_port, get_text, loadavg, package_version,
@@ -306,46 +307,29 @@ fn influx_line(ds: &str, r: &Record, values: &[(String, MetricVal)], out: &mut S
     out.push_str(&format!(" {}\n", r.ts_millis));
 }
 
-// Protobuf, from the remote-write 1.0 specification's field numbers:
-// WriteRequest { repeated TimeSeries timeseries = 1; }
-// TimeSeries { repeated Label labels = 1; repeated Sample samples = 2; }
-// Label { string name = 1; string value = 2; }  Sample { double value = 1; int64 timestamp = 2; }
-pub(crate) fn varint(mut v: u64, out: &mut Vec<u8>) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-pub(crate) fn len_field(field: u32, bytes: &[u8], out: &mut Vec<u8>) {
-    varint(u64::from(field << 3 | 2), out);
-    varint(bytes.len() as u64, out);
-    out.extend_from_slice(bytes);
-}
-
-fn rw_series(name: &str, labels: &[(String, String)], ts: i64, v: f64, out: &mut Vec<u8>) {
-    let mut ts_msg = Vec::with_capacity(128);
-    let mut label = Vec::with_capacity(64);
-    let mut all: Vec<(&str, &str)> = labels
+/// The remote-write series of one sample: the point's labels and `__name__`, sorted by
+/// name as Prometheus sends them.
+fn rw_series(name: &str, labels: &[(String, String)], ts: i64, v: f64) -> TimeSeries {
+    let mut all: Vec<Label> = labels
         .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .map(|(k, v)| Label {
+            name: k.clone(),
+            value: v.clone(),
+        })
+        .chain([Label {
+            name: "__name__".into(),
+            value: name.into(),
+        }])
         .collect();
-    all.push(("__name__", name));
-    all.sort();
-    for (k, val) in all {
-        label.clear();
-        len_field(1, k.as_bytes(), &mut label);
-        len_field(2, val.as_bytes(), &mut label);
-        len_field(1, &label, &mut ts_msg);
+    all.sort_by(|x, y| (&x.name, &x.value).cmp(&(&y.name, &y.value)));
+    TimeSeries {
+        labels: all,
+        samples: vec![Sample {
+            value: v,
+            timestamp: ts,
+        }],
+        ..TimeSeries::default()
     }
-    let mut sample = Vec::with_capacity(20);
-    sample.push(1 << 3 | 1);
-    sample.extend_from_slice(&v.to_le_bytes());
-    varint(2 << 3, &mut sample);
-    varint(ts as u64, &mut sample);
-    len_field(2, &sample, &mut ts_msg);
-    len_field(1, &ts_msg, out);
 }
 
 /// Generate the dataset once: its truth, and the bodies of each protocol needed, in
@@ -359,23 +343,24 @@ fn prepare(a: &Args, ds: &Dataset, start_millis: i64, influx: bool, rw: bool) ->
     let mut lp_bodies = Vec::new();
     let mut rw_bodies = Vec::new();
     let mut lp = String::new();
-    let mut pb = Vec::new();
+    let mut series = Vec::new();
     let mut in_batch = 0u64;
     let name = a.dataset.as_str();
-    let mut encoder = snap::raw::Encoder::new();
-    let mut flush = |lp: &mut String, pb: &mut Vec<u8>, n: &mut u64| -> Result<()> {
+    let mut flush = |lp: &mut String, series: &mut Vec<TimeSeries>, n: &mut u64| {
         if *n == 0 {
-            return Ok(());
+            return;
         }
         if influx {
             lp_bodies.push((std::mem::take(lp).into_bytes(), *n));
         }
         if rw {
-            rw_bodies.push((encoder.compress_vec(pb).context("snappy")?, *n));
-            pb.clear();
+            let req = WriteRequest {
+                timeseries: std::mem::take(series),
+                ..WriteRequest::default()
+            };
+            rw_bodies.push((remote_write::encode(&req), *n));
         }
         *n = 0;
-        Ok(())
     };
     let mut seen: std::collections::HashMap<(u32, i64), Box<[f64]>> = Default::default();
     for r in ds.records() {
@@ -432,21 +417,20 @@ fn prepare(a: &Args, ds: &Dataset, start_millis: i64, influx: bool, rw: bool) ->
         if rw {
             let l = labels(&r);
             for (field, v) in &values {
-                rw_series(
+                series.push(rw_series(
                     &format!("{name}_{field}"),
                     &l,
                     r.ts_millis,
                     metric_f64(*v),
-                    &mut pb,
-                );
+                ));
             }
         }
         in_batch += values.len() as u64;
         if in_batch >= a.batch as u64 {
-            flush(&mut lp, &mut pb, &mut in_batch)?;
+            flush(&mut lp, &mut series, &mut in_batch);
         }
     }
-    flush(&mut lp, &mut pb, &mut in_batch)?;
+    flush(&mut lp, &mut series, &mut in_batch);
     Ok(Prepared {
         truth,
         influx: influx.then(|| Arc::new(Bodies { bodies: lp_bodies })),
@@ -1404,5 +1388,84 @@ mod tests {
         assert_eq!(j["systems"][0]["bytes_per_sample"], 2.5);
         assert_eq!(j["truth"]["unique_samples"], 10);
         assert!(j["systems"][1]["error"].is_string());
+    }
+
+    // The hand-written encoder this module had, kept here only to show that the server
+    // crate's encoder builds the same messages.
+    // Protobuf, from the remote-write 1.0 specification's field numbers:
+    // WriteRequest { repeated TimeSeries timeseries = 1; }
+    // TimeSeries { repeated Label labels = 1; repeated Sample samples = 2; }
+    // Label { string name = 1; string value = 2; }  Sample { double value = 1; int64 timestamp = 2; }
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    fn len_field(field: u32, bytes: &[u8], out: &mut Vec<u8>) {
+        varint(u64::from(field << 3 | 2), out);
+        varint(bytes.len() as u64, out);
+        out.extend_from_slice(bytes);
+    }
+
+    fn old_rw_series(name: &str, labels: &[(String, String)], ts: i64, v: f64, out: &mut Vec<u8>) {
+        let mut ts_msg = Vec::with_capacity(128);
+        let mut label = Vec::with_capacity(64);
+        let mut all: Vec<(&str, &str)> = labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        all.push(("__name__", name));
+        all.sort();
+        for (k, val) in all {
+            label.clear();
+            len_field(1, k.as_bytes(), &mut label);
+            len_field(2, val.as_bytes(), &mut label);
+            len_field(1, &label, &mut ts_msg);
+        }
+        let mut sample = Vec::with_capacity(20);
+        sample.push(1 << 3 | 1);
+        sample.extend_from_slice(&v.to_le_bytes());
+        varint(2 << 3, &mut sample);
+        varint(ts as u64, &mut sample);
+        len_field(2, &sample, &mut ts_msg);
+        len_field(1, &ts_msg, out);
+    }
+
+    fn decode(body: &[u8]) -> WriteRequest {
+        let raw = remote_write::decompress(body, 1 << 30).unwrap();
+        <WriteRequest as prost::Message>::decode(raw.as_slice()).unwrap()
+    }
+
+    /// Every sample of the small dataset, encoded as one body by the old hand-written
+    /// encoder and by the server's: both decode (prost) to the same message.
+    #[test]
+    fn server_encoder_equals_the_hand_written_one() {
+        let a = parse_args(&args("--small")).unwrap();
+        let start = 1_764_460_800_000;
+        let ds = dataset(&a, start).unwrap();
+        let (mut old, mut new) = (Vec::new(), Vec::new());
+        for r in ds.records() {
+            let l = labels(&r);
+            for (p, m) in &r.metrics {
+                let name = format!("k8s_{}", field_name(p));
+                old_rw_series(&name, &l, r.ts_millis, metric_f64(*m), &mut old);
+                new.push(rw_series(&name, &l, r.ts_millis, metric_f64(*m)));
+            }
+        }
+        let old_body = snap::raw::Encoder::new().compress_vec(&old).unwrap();
+        let new_req = WriteRequest {
+            timeseries: new,
+            ..WriteRequest::default()
+        };
+        let new_body = remote_write::encode(&new_req);
+        assert_eq!(decode(&old_body), decode(&new_body));
+        assert_eq!(decode(&new_body), new_req);
+        eprintln!(
+            "protobuf bytes identical: {}",
+            old == prost::Message::encode_to_vec(&new_req)
+        );
     }
 }

@@ -16,12 +16,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
+use tidemark_server::metrics::remote_write::{self, Label, Sample, TimeSeries, WriteRequest};
 
 use crate::harness::{
     Process, agent, ensure_installed, free_port, get_text, loadavg, package_version, post_text,
     status_kib, tidemark_server_bin, vm_hwm_kib,
 };
-use crate::peers::{len_field, varint};
 
 /// How long a stopped server has to exit after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(20);
@@ -122,62 +122,54 @@ fn total_series(a: &Args) -> u64 {
     a.series + a.buckets.unwrap_or(0)
 }
 
-/// One remote-write 1.0 `WriteRequest` (protobuf field numbers from the spec, as in
-/// `peers`): series `lo..hi`, points `k0..k1` of each, snappy-compressed.
-fn write_request(a: &Args, start_ms: i64, lo: u64, hi: u64, k0: u64, k1: u64) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(((hi - lo) * (k1 - k0) * 12 + (hi - lo) * 64) as usize);
-    let mut ts_msg = Vec::new();
-    let mut label = Vec::new();
-    for i in lo..hi {
-        ts_msg.clear();
-        // Series past `series` are the histogram's buckets (`--buckets`).
-        let bucket = i.checked_sub(a.series);
-        let labels: Vec<(&str, String)> = match bucket {
-            None => vec![
-                ("__name__", "x".into()),
-                ("host", format!("h{i}")),
-                ("job", "bench".into()),
-                ("site", format!("s{}", i % a.sites)),
-            ],
-            Some(b) => vec![
-                ("__name__", "lat_bucket".into()),
-                ("host", format!("h{}", b / LES.len() as u64)),
-                ("job", "bench".into()),
-                ("le", LES[(b % LES.len() as u64) as usize].into()),
-                ("site", format!("s{}", (b / LES.len() as u64) % a.sites)),
-            ],
-        };
-        for (k, v) in &labels {
-            label.clear();
-            len_field(1, k.as_bytes(), &mut label);
-            len_field(2, v.as_bytes(), &mut label);
-            len_field(1, &label, &mut ts_msg);
-        }
-        for k in k0..k1 {
-            let mut sample = [0u8; 24];
-            let mut n = 0;
-            sample[0] = 1 << 3 | 1;
-            let v = match bucket {
-                None => value(i, k),
-                Some(b) => bucket_value(b, k),
+/// One remote-write 1.0 `WriteRequest` (the server crate's encoder): series `lo..hi`,
+/// points `k0..k1` of each, snappy-compressed.
+fn write_request(a: &Args, start_ms: i64, lo: u64, hi: u64, k0: u64, k1: u64) -> Vec<u8> {
+    let timeseries = (lo..hi)
+        .map(|i| {
+            // Series past `series` are the histogram's buckets (`--buckets`).
+            let bucket = i.checked_sub(a.series);
+            let labels: Vec<(&str, String)> = match bucket {
+                None => vec![
+                    ("__name__", "x".into()),
+                    ("host", format!("h{i}")),
+                    ("job", "bench".into()),
+                    ("site", format!("s{}", i % a.sites)),
+                ],
+                Some(b) => vec![
+                    ("__name__", "lat_bucket".into()),
+                    ("host", format!("h{}", b / LES.len() as u64)),
+                    ("job", "bench".into()),
+                    ("le", LES[(b % LES.len() as u64) as usize].into()),
+                    ("site", format!("s{}", (b / LES.len() as u64) % a.sites)),
+                ],
             };
-            sample[1..9].copy_from_slice(&v.to_le_bytes());
-            n += 9;
-            let mut tail = Vec::with_capacity(11);
-            varint(2 << 3, &mut tail);
-            varint(
-                (start_ms + (k * a.interval_s * 1000) as i64) as u64,
-                &mut tail,
-            );
-            sample[n..n + tail.len()].copy_from_slice(&tail);
-            n += tail.len();
-            len_field(2, &sample[..n], &mut ts_msg);
-        }
-        len_field(1, &ts_msg, &mut out);
-    }
-    snap::raw::Encoder::new()
-        .compress_vec(&out)
-        .context("snappy")
+            let samples = (k0..k1)
+                .map(|k| Sample {
+                    value: match bucket {
+                        None => value(i, k),
+                        Some(b) => bucket_value(b, k),
+                    },
+                    timestamp: start_ms + (k * a.interval_s * 1000) as i64,
+                })
+                .collect();
+            TimeSeries {
+                labels: labels
+                    .into_iter()
+                    .map(|(name, value)| Label {
+                        name: name.into(),
+                        value,
+                    })
+                    .collect(),
+                samples,
+                ..TimeSeries::default()
+            }
+        })
+        .collect();
+    remote_write::encode(&WriteRequest {
+        timeseries,
+        ..WriteRequest::default()
+    })
 }
 
 struct Server {
@@ -260,14 +252,14 @@ fn load(a: &Args, url: &str, start_ms: i64, points: u64) -> Result<f64> {
                     if err.lock().map(|e| e.is_some()).unwrap_or(true) {
                         return;
                     }
-                    let result = write_request(a, start_ms, lo, hi, k0, k1).and_then(|body| {
-                        ag.post(url)
-                            .set("content-type", "application/x-protobuf")
-                            .set("content-encoding", "snappy")
-                            .set("x-prometheus-remote-write-version", "0.1.0")
-                            .send_bytes(&body)
-                            .map_err(|e| anyhow!("{e}"))
-                    });
+                    let body = write_request(a, start_ms, lo, hi, k0, k1);
+                    let result = ag
+                        .post(url)
+                        .set("content-type", "application/x-protobuf")
+                        .set("content-encoding", "snappy")
+                        .set("x-prometheus-remote-write-version", "0.1.0")
+                        .send_bytes(&body)
+                        .map_err(|e| anyhow!("{e}"));
                     match result {
                         Ok(_) => {
                             sent.fetch_add((hi - lo) * (k1 - k0), Ordering::Relaxed);
@@ -1001,4 +993,106 @@ fn fmt_times(xs: &[f64]) -> String {
         .map(|x| format!("{x:.2}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    fn len_field(field: u32, bytes: &[u8], out: &mut Vec<u8>) {
+        varint(u64::from(field << 3 | 2), out);
+        varint(bytes.len() as u64, out);
+        out.extend_from_slice(bytes);
+    }
+
+    /// One remote-write 1.0 `WriteRequest` (protobuf field numbers from the spec, as in
+    /// `peers`): series `lo..hi`, points `k0..k1` of each, snappy-compressed.
+    fn old_write_request(
+        a: &Args,
+        start_ms: i64,
+        lo: u64,
+        hi: u64,
+        k0: u64,
+        k1: u64,
+    ) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(((hi - lo) * (k1 - k0) * 12 + (hi - lo) * 64) as usize);
+        let mut ts_msg = Vec::new();
+        let mut label = Vec::new();
+        for i in lo..hi {
+            ts_msg.clear();
+            // Series past `series` are the histogram's buckets (`--buckets`).
+            let bucket = i.checked_sub(a.series);
+            let labels: Vec<(&str, String)> = match bucket {
+                None => vec![
+                    ("__name__", "x".into()),
+                    ("host", format!("h{i}")),
+                    ("job", "bench".into()),
+                    ("site", format!("s{}", i % a.sites)),
+                ],
+                Some(b) => vec![
+                    ("__name__", "lat_bucket".into()),
+                    ("host", format!("h{}", b / LES.len() as u64)),
+                    ("job", "bench".into()),
+                    ("le", LES[(b % LES.len() as u64) as usize].into()),
+                    ("site", format!("s{}", (b / LES.len() as u64) % a.sites)),
+                ],
+            };
+            for (k, v) in &labels {
+                label.clear();
+                len_field(1, k.as_bytes(), &mut label);
+                len_field(2, v.as_bytes(), &mut label);
+                len_field(1, &label, &mut ts_msg);
+            }
+            for k in k0..k1 {
+                let mut sample = [0u8; 24];
+                let mut n = 0;
+                sample[0] = 1 << 3 | 1;
+                let v = match bucket {
+                    None => value(i, k),
+                    Some(b) => bucket_value(b, k),
+                };
+                sample[1..9].copy_from_slice(&v.to_le_bytes());
+                n += 9;
+                let mut tail = Vec::with_capacity(11);
+                varint(2 << 3, &mut tail);
+                varint(
+                    (start_ms + (k * a.interval_s * 1000) as i64) as u64,
+                    &mut tail,
+                );
+                sample[n..n + tail.len()].copy_from_slice(&tail);
+                n += tail.len();
+                len_field(2, &sample[..n], &mut ts_msg);
+            }
+            len_field(1, &ts_msg, &mut out);
+        }
+        snap::raw::Encoder::new()
+            .compress_vec(&out)
+            .context("snappy")
+    }
+
+    fn decode(body: &[u8]) -> WriteRequest {
+        let raw = remote_write::decompress(body, 1 << 30).unwrap();
+        <WriteRequest as prost::Message>::decode(raw.as_slice()).unwrap()
+    }
+
+    #[test]
+    fn server_encoder_equals_the_hand_written_one() {
+        let mut a = parse_args(&["--series".into(), "30".into()]).unwrap();
+        a.buckets = Some(20);
+        let start = 1_764_460_800_000;
+        for (lo, hi, k0, k1) in [(0, 30, 0, 60), (25, 50, 60, 100), (0, 1, 0, 1)] {
+            let old = old_write_request(&a, start, lo, hi, k0, k1).unwrap();
+            let new = write_request(&a, start, lo, hi, k0, k1);
+            assert_eq!(decode(&old), decode(&new));
+            eprintln!("{lo}..{hi}: compressed bytes identical: {}", old == new);
+        }
+    }
 }

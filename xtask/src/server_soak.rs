@@ -14,9 +14,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
+use tidemark_server::metrics::remote_write::{self, Label, Sample, TimeSeries, WriteRequest};
 
 use crate::harness::{Process, agent, free_port, status_kib, vm_hwm_kib};
-use crate::peers::{len_field, varint};
 
 /// Points per batch: 50 series × 10 timestamps.
 const SERIES: usize = 50;
@@ -157,26 +157,32 @@ fn body(proto: &str, t0: i64, b: u64) -> (Vec<u8>, &'static str, &'static str) {
             )
         }
         "rw" => {
-            let mut out = Vec::new();
-            for k in 0..PER_BATCH as usize {
-                let (h, ts, v) = point(t0, b, k);
-                let mut series = Vec::new();
-                for (name, value) in [("__name__", "soak_rw"), ("host", &format!("h{h}"))] {
-                    let mut label = Vec::new();
-                    len_field(1, name.as_bytes(), &mut label);
-                    len_field(2, value.as_bytes(), &mut label);
-                    len_field(1, &label, &mut series);
-                }
-                let mut sample = vec![1 << 3 | 1];
-                sample.extend_from_slice(&v.to_le_bytes());
-                varint(2 << 3, &mut sample);
-                varint(ts as u64, &mut sample);
-                len_field(2, &sample, &mut series);
-                len_field(1, &series, &mut out);
-            }
-            let body = snap::raw::Encoder::new()
-                .compress_vec(&out)
-                .unwrap_or_default();
+            let timeseries = (0..PER_BATCH as usize)
+                .map(|k| {
+                    let (h, ts, v) = point(t0, b, k);
+                    TimeSeries {
+                        labels: vec![
+                            Label {
+                                name: "__name__".into(),
+                                value: "soak_rw".into(),
+                            },
+                            Label {
+                                name: "host".into(),
+                                value: format!("h{h}"),
+                            },
+                        ],
+                        samples: vec![Sample {
+                            value: v,
+                            timestamp: ts,
+                        }],
+                        ..TimeSeries::default()
+                    }
+                })
+                .collect();
+            let body = remote_write::encode(&WriteRequest {
+                timeseries,
+                ..WriteRequest::default()
+            });
             (
                 body,
                 "/api/v1/write?index=soak-rw",
@@ -492,4 +498,62 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         bail!("a point was lost or stored twice (table above)");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    fn len_field(field: u32, bytes: &[u8], out: &mut Vec<u8>) {
+        varint(u64::from(field << 3 | 2), out);
+        varint(bytes.len() as u64, out);
+        out.extend_from_slice(bytes);
+    }
+
+    /// The hand-written encoder this module had.
+    fn old_rw(t0: i64, b: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        for k in 0..PER_BATCH as usize {
+            let (h, ts, v) = point(t0, b, k);
+            let mut series = Vec::new();
+            for (name, value) in [("__name__", "soak_rw"), ("host", &format!("h{h}"))] {
+                let mut label = Vec::new();
+                len_field(1, name.as_bytes(), &mut label);
+                len_field(2, value.as_bytes(), &mut label);
+                len_field(1, &label, &mut series);
+            }
+            let mut sample = vec![1 << 3 | 1];
+            sample.extend_from_slice(&v.to_le_bytes());
+            varint(2 << 3, &mut sample);
+            varint(ts as u64, &mut sample);
+            len_field(2, &sample, &mut series);
+            len_field(1, &series, &mut out);
+        }
+        snap::raw::Encoder::new().compress_vec(&out).unwrap()
+    }
+
+    fn decode(body: &[u8]) -> WriteRequest {
+        let raw = remote_write::decompress(body, 1 << 30).unwrap();
+        <WriteRequest as prost::Message>::decode(raw.as_slice()).unwrap()
+    }
+
+    #[test]
+    fn server_encoder_equals_the_hand_written_one() {
+        let t0 = 1_764_460_800_000;
+        for b in [0, 1, 7] {
+            let (new, _, _) = body("rw", t0, b);
+            let old = old_rw(t0, b);
+            assert_eq!(decode(&old), decode(&new));
+            assert_eq!(decode(&new).timeseries.len() as u64, PER_BATCH);
+            eprintln!("batch {b}: compressed bytes identical: {}", old == new);
+        }
+    }
 }
