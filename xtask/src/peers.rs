@@ -1216,6 +1216,8 @@ impl Report {
 
 #[cfg(test)]
 mod tests {
+    use tidemark_server::metrics::line_protocol;
+
     use super::*;
 
     fn args(s: &str) -> Vec<String> {
@@ -1390,82 +1392,49 @@ mod tests {
         assert!(j["systems"][1]["error"].is_string());
     }
 
-    // The hand-written encoder this module had, kept here only to show that the server
-    // crate's encoder builds the same messages.
-    // Protobuf, from the remote-write 1.0 specification's field numbers:
-    // WriteRequest { repeated TimeSeries timeseries = 1; }
-    // TimeSeries { repeated Label labels = 1; repeated Sample samples = 2; }
-    // Label { string name = 1; string value = 2; }  Sample { double value = 1; int64 timestamp = 2; }
-    fn varint(mut v: u64, out: &mut Vec<u8>) {
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-    }
-
-    fn len_field(field: u32, bytes: &[u8], out: &mut Vec<u8>) {
-        varint(u64::from(field << 3 | 2), out);
-        varint(bytes.len() as u64, out);
-        out.extend_from_slice(bytes);
-    }
-
-    fn old_rw_series(name: &str, labels: &[(String, String)], ts: i64, v: f64, out: &mut Vec<u8>) {
-        let mut ts_msg = Vec::with_capacity(128);
-        let mut label = Vec::with_capacity(64);
-        let mut all: Vec<(&str, &str)> = labels
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        all.push(("__name__", name));
-        all.sort();
-        for (k, val) in all {
-            label.clear();
-            len_field(1, k.as_bytes(), &mut label);
-            len_field(2, val.as_bytes(), &mut label);
-            len_field(1, &label, &mut ts_msg);
-        }
-        let mut sample = Vec::with_capacity(20);
-        sample.push(1 << 3 | 1);
-        sample.extend_from_slice(&v.to_le_bytes());
-        varint(2 << 3, &mut sample);
-        varint(ts as u64, &mut sample);
-        len_field(2, &sample, &mut ts_msg);
-        len_field(1, &ts_msg, out);
-    }
-
     fn decode(body: &[u8]) -> WriteRequest {
         let raw = remote_write::decompress(body, 1 << 30).unwrap();
         <WriteRequest as prost::Message>::decode(raw.as_slice()).unwrap()
     }
 
-    /// Every sample of the small dataset, encoded as one body by the old hand-written
-    /// encoder and by the server's: both decode (prost) to the same message.
+    /// Both protocols' bodies carry the same samples in the same order: each line-protocol
+    /// field (parsed by the server's reader) is the next remote-write series (decoded by
+    /// prost), with the line's tags and `__name__` as labels, sorted by name.
     #[test]
-    fn server_encoder_equals_the_hand_written_one() {
-        let a = parse_args(&args("--small")).unwrap();
+    fn remote_write_and_line_protocol_bodies_agree() {
+        let a = parse_args(&args("--small --batch 500")).unwrap();
         let start = 1_764_460_800_000;
         let ds = dataset(&a, start).unwrap();
-        let (mut old, mut new) = (Vec::new(), Vec::new());
-        for r in ds.records() {
-            let l = labels(&r);
-            for (p, m) in &r.metrics {
-                let name = format!("k8s_{}", field_name(p));
-                old_rw_series(&name, &l, r.ts_millis, metric_f64(*m), &mut old);
-                new.push(rw_series(&name, &l, r.ts_millis, metric_f64(*m)));
+        let p = prepare(&a, &ds, start, true, true).unwrap();
+        let rw: Vec<TimeSeries> =
+            p.rw.unwrap()
+                .bodies
+                .iter()
+                .flat_map(|(b, _)| decode(b).timeseries)
+                .collect();
+        let mut from_lp = Vec::new();
+        for (body, _) in &p.influx.unwrap().bodies {
+            for line in std::str::from_utf8(body).unwrap().lines() {
+                let l = line_protocol::parse_line(line.as_bytes()).unwrap();
+                for (field, v) in &l.fields {
+                    let value = match v {
+                        line_protocol::FieldValue::Float(f) => *f,
+                        line_protocol::FieldValue::Int(i) => *i as f64,
+                        other => panic!("{other:?}"),
+                    };
+                    let tags: Vec<(String, String)> = l
+                        .tags
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect();
+                    let name = format!("{}_{field}", l.measurement);
+                    from_lp.push(rw_series(&name, &tags, l.timestamp.unwrap(), value));
+                }
             }
         }
-        let old_body = snap::raw::Encoder::new().compress_vec(&old).unwrap();
-        let new_req = WriteRequest {
-            timeseries: new,
-            ..WriteRequest::default()
-        };
-        let new_body = remote_write::encode(&new_req);
-        assert_eq!(decode(&old_body), decode(&new_body));
-        assert_eq!(decode(&new_body), new_req);
-        eprintln!(
-            "protobuf bytes identical: {}",
-            old == prost::Message::encode_to_vec(&new_req)
-        );
+        assert_eq!(rw.len() as u64, p.truth.sent_samples);
+        assert_eq!(rw, from_lp);
+        assert!(rw[0].labels.windows(2).all(|w| w[0].name < w[1].name));
+        assert!(rw[0].labels.iter().any(|l| l.name == "__name__"));
     }
 }
