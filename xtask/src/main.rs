@@ -6,6 +6,7 @@ mod bloom_demo;
 mod bloom_report;
 mod datasets;
 mod fuzz;
+mod harness;
 mod partition_soak;
 mod peers;
 mod promql_bench;

@@ -6,8 +6,8 @@
 //!
 //! Every system gets the same bodies (built before the clock starts), the same number of
 //! connections and the same batches: Influx line protocol for Tidemark, VictoriaMetrics
-//! and InfluxDB, Prometheus remote write (snappy + protobuf, encoded here from the
-//! specification's field numbers) for Prometheus and, as `tidemark:rw` /
+//! and InfluxDB, Prometheus remote write (snappy + protobuf, by the server crate's
+//! encoder, `tidemark_server::metrics::remote_write`) for Prometheus and, as `tidemark:rw` /
 //! `victoria-metrics:rw`, for the others too. A sample is one (series, metric,
 //! timestamp); a line-protocol field `m` of measurement `ds` is the metric `ds_m`, as
 //! VictoriaMetrics and Tidemark name it and as the remote-write bodies name it.
@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -24,6 +24,12 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 use tidemark_datagen::exposition::{escape_tag, field_name, labels, sanitize};
 use tidemark_datagen::{Dataset, MetricVal, Options, Record};
+use tidemark_server::metrics::remote_write::{self, Label, Sample, TimeSeries, WriteRequest};
+
+use crate::harness::{
+    Process, agent, dir_bytes, ensure_installed, free_port, get_text, loadavg, package_version,
+    post_text, tidemark_server_bin, vm_hwm_kib, wait_stable,
+};
 
 /// Command-line options.
 #[derive(Debug, Clone, PartialEq)]
@@ -301,46 +307,29 @@ fn influx_line(ds: &str, r: &Record, values: &[(String, MetricVal)], out: &mut S
     out.push_str(&format!(" {}\n", r.ts_millis));
 }
 
-// Protobuf, from the remote-write 1.0 specification's field numbers:
-// WriteRequest { repeated TimeSeries timeseries = 1; }
-// TimeSeries { repeated Label labels = 1; repeated Sample samples = 2; }
-// Label { string name = 1; string value = 2; }  Sample { double value = 1; int64 timestamp = 2; }
-pub(crate) fn varint(mut v: u64, out: &mut Vec<u8>) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-pub(crate) fn len_field(field: u32, bytes: &[u8], out: &mut Vec<u8>) {
-    varint(u64::from(field << 3 | 2), out);
-    varint(bytes.len() as u64, out);
-    out.extend_from_slice(bytes);
-}
-
-fn rw_series(name: &str, labels: &[(String, String)], ts: i64, v: f64, out: &mut Vec<u8>) {
-    let mut ts_msg = Vec::with_capacity(128);
-    let mut label = Vec::with_capacity(64);
-    let mut all: Vec<(&str, &str)> = labels
+/// The remote-write series of one sample: the point's labels and `__name__`, sorted by
+/// name as Prometheus sends them.
+fn rw_series(name: &str, labels: &[(String, String)], ts: i64, v: f64) -> TimeSeries {
+    let mut all: Vec<Label> = labels
         .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .map(|(k, v)| Label {
+            name: k.clone(),
+            value: v.clone(),
+        })
+        .chain([Label {
+            name: "__name__".into(),
+            value: name.into(),
+        }])
         .collect();
-    all.push(("__name__", name));
-    all.sort();
-    for (k, val) in all {
-        label.clear();
-        len_field(1, k.as_bytes(), &mut label);
-        len_field(2, val.as_bytes(), &mut label);
-        len_field(1, &label, &mut ts_msg);
+    all.sort_by(|x, y| (&x.name, &x.value).cmp(&(&y.name, &y.value)));
+    TimeSeries {
+        labels: all,
+        samples: vec![Sample {
+            value: v,
+            timestamp: ts,
+        }],
+        ..TimeSeries::default()
     }
-    let mut sample = Vec::with_capacity(20);
-    sample.push(1 << 3 | 1);
-    sample.extend_from_slice(&v.to_le_bytes());
-    varint(2 << 3, &mut sample);
-    varint(ts as u64, &mut sample);
-    len_field(2, &sample, &mut ts_msg);
-    len_field(1, &ts_msg, out);
 }
 
 /// Generate the dataset once: its truth, and the bodies of each protocol needed, in
@@ -354,23 +343,24 @@ fn prepare(a: &Args, ds: &Dataset, start_millis: i64, influx: bool, rw: bool) ->
     let mut lp_bodies = Vec::new();
     let mut rw_bodies = Vec::new();
     let mut lp = String::new();
-    let mut pb = Vec::new();
+    let mut series = Vec::new();
     let mut in_batch = 0u64;
     let name = a.dataset.as_str();
-    let mut encoder = snap::raw::Encoder::new();
-    let mut flush = |lp: &mut String, pb: &mut Vec<u8>, n: &mut u64| -> Result<()> {
+    let mut flush = |lp: &mut String, series: &mut Vec<TimeSeries>, n: &mut u64| {
         if *n == 0 {
-            return Ok(());
+            return;
         }
         if influx {
             lp_bodies.push((std::mem::take(lp).into_bytes(), *n));
         }
         if rw {
-            rw_bodies.push((encoder.compress_vec(pb).context("snappy")?, *n));
-            pb.clear();
+            let req = WriteRequest {
+                timeseries: std::mem::take(series),
+                ..WriteRequest::default()
+            };
+            rw_bodies.push((remote_write::encode(&req), *n));
         }
         *n = 0;
-        Ok(())
     };
     let mut seen: std::collections::HashMap<(u32, i64), Box<[f64]>> = Default::default();
     for r in ds.records() {
@@ -427,21 +417,20 @@ fn prepare(a: &Args, ds: &Dataset, start_millis: i64, influx: bool, rw: bool) ->
         if rw {
             let l = labels(&r);
             for (field, v) in &values {
-                rw_series(
+                series.push(rw_series(
                     &format!("{name}_{field}"),
                     &l,
                     r.ts_millis,
                     metric_f64(*v),
-                    &mut pb,
-                );
+                ));
             }
         }
         in_batch += values.len() as u64;
         if in_batch >= a.batch as u64 {
-            flush(&mut lp, &mut pb, &mut in_batch)?;
+            flush(&mut lp, &mut series, &mut in_batch);
         }
     }
-    flush(&mut lp, &mut pb, &mut in_batch)?;
+    flush(&mut lp, &mut series, &mut in_batch);
     Ok(Prepared {
         truth,
         influx: influx.then(|| Arc::new(Bodies { bodies: lp_bodies })),
@@ -452,161 +441,19 @@ fn prepare(a: &Args, ds: &Dataset, start_millis: i64, influx: bool, rw: bool) ->
 // ---------------------------------------------------------------------------------------
 // Running a system.
 
-fn which(bin: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join(bin))
-            .find(|p| p.is_file())
-    })
-}
-
-/// The binary, installed with apt-get (package `pkg`) when missing.
-pub(crate) fn ensure_installed(bin: &str, pkg: &str) -> Result<PathBuf> {
-    if let Some(p) = which(bin) {
-        return Ok(p);
-    }
-    eprintln!("peers: {bin} missing, apt-get install -y {pkg}");
-    let install = || {
-        Command::new("apt-get")
-            .args(["install", "-y", pkg])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !install() {
-        let _ = Command::new("apt-get")
-            .arg("update")
-            .stdout(Stdio::null())
-            .status();
-        install();
-    }
-    which(bin)
-        .ok_or_else(|| anyhow!("{bin} not found and `apt-get install {pkg}` did not provide it"))
-}
-
-pub(crate) fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
-}
-
-fn dir_bytes(p: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(p) else {
-        return 0;
-    };
-    rd.flatten()
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-            Ok(m) => m.len(),
-            Err(_) => 0,
-        })
-        .sum()
-}
-
-pub(crate) fn vm_hwm_kib(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
-pub(crate) fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-pub(crate) fn agent(secs: u64) -> ureq::Agent {
-    ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(secs))
-        .build()
-}
-
-pub(crate) fn get_text(url: &str) -> Result<String> {
-    match agent(120).get(url).call() {
-        Ok(r) => Ok(r.into_string()?),
-        Err(ureq::Error::Status(code, r)) => {
-            bail!("GET {url}: {code} {}", r.into_string().unwrap_or_default())
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-pub(crate) fn post_text(url: &str, body: &str, content_type: &str) -> Result<String> {
-    match agent(600)
-        .post(url)
-        .set("content-type", content_type)
-        .send_string(body)
-    {
-        Ok(r) => Ok(r.into_string()?),
-        Err(ureq::Error::Status(code, r)) => {
-            bail!("POST {url}: {code} {}", r.into_string().unwrap_or_default())
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
 struct Running {
-    child: Child,
+    process: Process,
     base: String,
     dir: tempfile::TempDir,
     version: String,
 }
 
 impl Running {
-    /// SIGTERM, up to 15 s to exit, then SIGKILL; the temporary directory goes with it.
+    /// SIGTERM, up to 15 s to exit, then SIGKILL; the temporary directory goes with it
+    /// (fields drop in order: the process first).
     fn stop(self) {
         drop(self);
     }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let until = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < until {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-pub(crate) fn wait_ready(child: &mut Child, url: &str) -> Result<()> {
-    let until = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < until {
-        if let Ok(Some(status)) = child.try_wait() {
-            bail!("exited before it was ready: {status}");
-        }
-        if agent(2).get(url).call().is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    bail!("not ready at {url} after 60 s")
-}
-
-/// The installed Debian package's version (`dpkg-query`), or the binary's name.
-pub(crate) fn package_version(pkg: &str) -> String {
-    Command::new("dpkg-query")
-        .args(["-W", "-f", "${Version}", pkg])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map_or_else(
-            || pkg.to_owned(),
-            |o| format!("{pkg} {}", String::from_utf8_lossy(&o.stdout).trim()),
-        )
 }
 
 const INDEX: &str = "peers";
@@ -621,16 +468,7 @@ fn start(spec: SystemSpec, a: &Args, span_secs: i64) -> Result<Running> {
     let log = std::fs::File::create(dir.path().join("server.log"))?;
     let (mut cmd, ready, version) = match spec.kind {
         Kind::Tidemark => {
-            let bin = match &a.tidemark_bin {
-                Some(b) => b.clone(),
-                None => crate::project_root().join("target/release/tidemark-server"),
-            };
-            if !bin.is_file() {
-                bail!(
-                    "{} missing: cargo build --release -p tidemark-server",
-                    bin.display()
-                );
-            }
+            let bin = tidemark_server_bin(a.tidemark_bin.as_deref())?;
             let mut c = Command::new(&bin);
             c.arg("--data").arg(&data).args(["--listen", &addr]);
             let v = format!("tidemark-server {}", env!("CARGO_PKG_VERSION"));
@@ -693,15 +531,10 @@ fn start(spec: SystemSpec, a: &Args, span_secs: i64) -> Result<Running> {
             (c, format!("{base}/ping"), v)
         }
     };
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
+    let mut process = Process::spawn(&mut cmd, log, Duration::from_secs(15))
         .with_context(|| format!("starting {}", spec.label()))?;
-    if let Err(e) = wait_ready(&mut child, &ready) {
-        let _ = child.kill();
-        let _ = child.wait();
+    if let Err(e) = process.wait_ready(&ready) {
+        process.kill();
         let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(10).collect();
         bail!("{}: {e}; log tail: {:?}", spec.label(), tail);
@@ -714,7 +547,7 @@ fn start(spec: SystemSpec, a: &Args, span_secs: i64) -> Result<Running> {
         )?;
     }
     Ok(Running {
-        child,
+        process,
         base,
         dir,
         version,
@@ -826,24 +659,6 @@ fn ingest(spec: SystemSpec, base: &str, bodies: &Arc<Bodies>, clients: usize) ->
         rejected_samples: rejected_samples.load(Ordering::Relaxed),
         first_error,
     }
-}
-
-/// Poll `size` until it has not changed for `quiet`, at most `max`.
-fn wait_stable(size: impl Fn() -> u64, quiet: Duration, max: Duration) -> u64 {
-    let until = Instant::now() + max;
-    let mut last = size();
-    let mut since = Instant::now();
-    while Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(500));
-        let now = size();
-        if now != last {
-            last = now;
-            since = Instant::now();
-        } else if since.elapsed() >= quiet {
-            break;
-        }
-    }
-    last
 }
 
 /// Rows VictoriaMetrics holds in its parts (`vm_rows{type="storage/..."}` of its
@@ -1147,7 +962,7 @@ fn run_system(spec: SystemSpec, a: &Args, p: &Prepared, span_secs: i64) -> Resul
                     .join(", ")
             ),
         };
-        let peak_rss_kib = vm_hwm_kib(running.child.id()).unwrap_or(0);
+        let peak_rss_kib = vm_hwm_kib(running.process.id()).unwrap_or(0);
         Ok(Row {
             system: spec.label(),
             protocol: spec.proto.name().into(),
@@ -1401,6 +1216,8 @@ impl Report {
 
 #[cfg(test)]
 mod tests {
+    use tidemark_server::metrics::line_protocol;
+
     use super::*;
 
     fn args(s: &str) -> Vec<String> {
@@ -1573,5 +1390,51 @@ mod tests {
         assert_eq!(j["systems"][0]["bytes_per_sample"], 2.5);
         assert_eq!(j["truth"]["unique_samples"], 10);
         assert!(j["systems"][1]["error"].is_string());
+    }
+
+    fn decode(body: &[u8]) -> WriteRequest {
+        let raw = remote_write::decompress(body, 1 << 30).unwrap();
+        <WriteRequest as prost::Message>::decode(raw.as_slice()).unwrap()
+    }
+
+    /// Both protocols' bodies carry the same samples in the same order: each line-protocol
+    /// field (parsed by the server's reader) is the next remote-write series (decoded by
+    /// prost), with the line's tags and `__name__` as labels, sorted by name.
+    #[test]
+    fn remote_write_and_line_protocol_bodies_agree() {
+        let a = parse_args(&args("--small --batch 500")).unwrap();
+        let start = 1_764_460_800_000;
+        let ds = dataset(&a, start).unwrap();
+        let p = prepare(&a, &ds, start, true, true).unwrap();
+        let rw: Vec<TimeSeries> =
+            p.rw.unwrap()
+                .bodies
+                .iter()
+                .flat_map(|(b, _)| decode(b).timeseries)
+                .collect();
+        let mut from_lp = Vec::new();
+        for (body, _) in &p.influx.unwrap().bodies {
+            for line in std::str::from_utf8(body).unwrap().lines() {
+                let l = line_protocol::parse_line(line.as_bytes()).unwrap();
+                for (field, v) in &l.fields {
+                    let value = match v {
+                        line_protocol::FieldValue::Float(f) => *f,
+                        line_protocol::FieldValue::Int(i) => *i as f64,
+                        other => panic!("{other:?}"),
+                    };
+                    let tags: Vec<(String, String)> = l
+                        .tags
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect();
+                    let name = format!("{}_{field}", l.measurement);
+                    from_lp.push(rw_series(&name, &tags, l.timestamp.unwrap(), value));
+                }
+            }
+        }
+        assert_eq!(rw.len() as u64, p.truth.sent_samples);
+        assert_eq!(rw, from_lp);
+        assert!(rw[0].labels.windows(2).all(|w| w[0].name < w[1].name));
+        assert!(rw[0].labels.iter().any(|l| l.name == "__name__"));
     }
 }

@@ -9,18 +9,22 @@
 //! the same data directory.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
+use tidemark_server::metrics::remote_write::{self, Label, Sample, TimeSeries, WriteRequest};
 
-use crate::peers::{
-    agent, ensure_installed, free_port, get_text, len_field, loadavg, package_version, post_text,
-    varint, vm_hwm_kib, wait_ready,
+use crate::harness::{
+    Process, agent, ensure_installed, free_port, get_text, loadavg, package_version, post_text,
+    status_kib, tidemark_server_bin, vm_hwm_kib,
 };
+
+/// How long a stopped server has to exit after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(20);
 
 struct Args {
     series: u64,
@@ -118,87 +122,60 @@ fn total_series(a: &Args) -> u64 {
     a.series + a.buckets.unwrap_or(0)
 }
 
-/// One remote-write 1.0 `WriteRequest` (protobuf field numbers from the spec, as in
-/// `peers`): series `lo..hi`, points `k0..k1` of each, snappy-compressed.
-fn write_request(a: &Args, start_ms: i64, lo: u64, hi: u64, k0: u64, k1: u64) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(((hi - lo) * (k1 - k0) * 12 + (hi - lo) * 64) as usize);
-    let mut ts_msg = Vec::new();
-    let mut label = Vec::new();
-    for i in lo..hi {
-        ts_msg.clear();
-        // Series past `series` are the histogram's buckets (`--buckets`).
-        let bucket = i.checked_sub(a.series);
-        let labels: Vec<(&str, String)> = match bucket {
-            None => vec![
-                ("__name__", "x".into()),
-                ("host", format!("h{i}")),
-                ("job", "bench".into()),
-                ("site", format!("s{}", i % a.sites)),
-            ],
-            Some(b) => vec![
-                ("__name__", "lat_bucket".into()),
-                ("host", format!("h{}", b / LES.len() as u64)),
-                ("job", "bench".into()),
-                ("le", LES[(b % LES.len() as u64) as usize].into()),
-                ("site", format!("s{}", (b / LES.len() as u64) % a.sites)),
-            ],
-        };
-        for (k, v) in &labels {
-            label.clear();
-            len_field(1, k.as_bytes(), &mut label);
-            len_field(2, v.as_bytes(), &mut label);
-            len_field(1, &label, &mut ts_msg);
-        }
-        for k in k0..k1 {
-            let mut sample = [0u8; 24];
-            let mut n = 0;
-            sample[0] = 1 << 3 | 1;
-            let v = match bucket {
-                None => value(i, k),
-                Some(b) => bucket_value(b, k),
+/// One remote-write 1.0 `WriteRequest` (the server crate's encoder): series `lo..hi`,
+/// points `k0..k1` of each, snappy-compressed.
+fn write_request(a: &Args, start_ms: i64, lo: u64, hi: u64, k0: u64, k1: u64) -> Vec<u8> {
+    let timeseries = (lo..hi)
+        .map(|i| {
+            // Series past `series` are the histogram's buckets (`--buckets`).
+            let bucket = i.checked_sub(a.series);
+            let labels: Vec<(&str, String)> = match bucket {
+                None => vec![
+                    ("__name__", "x".into()),
+                    ("host", format!("h{i}")),
+                    ("job", "bench".into()),
+                    ("site", format!("s{}", i % a.sites)),
+                ],
+                Some(b) => vec![
+                    ("__name__", "lat_bucket".into()),
+                    ("host", format!("h{}", b / LES.len() as u64)),
+                    ("job", "bench".into()),
+                    ("le", LES[(b % LES.len() as u64) as usize].into()),
+                    ("site", format!("s{}", (b / LES.len() as u64) % a.sites)),
+                ],
             };
-            sample[1..9].copy_from_slice(&v.to_le_bytes());
-            n += 9;
-            let mut tail = Vec::with_capacity(11);
-            varint(2 << 3, &mut tail);
-            varint(
-                (start_ms + (k * a.interval_s * 1000) as i64) as u64,
-                &mut tail,
-            );
-            sample[n..n + tail.len()].copy_from_slice(&tail);
-            n += tail.len();
-            len_field(2, &sample[..n], &mut ts_msg);
-        }
-        len_field(1, &ts_msg, &mut out);
-    }
-    snap::raw::Encoder::new()
-        .compress_vec(&out)
-        .context("snappy")
+            let samples = (k0..k1)
+                .map(|k| Sample {
+                    value: match bucket {
+                        None => value(i, k),
+                        Some(b) => bucket_value(b, k),
+                    },
+                    timestamp: start_ms + (k * a.interval_s * 1000) as i64,
+                })
+                .collect();
+            TimeSeries {
+                labels: labels
+                    .into_iter()
+                    .map(|(name, value)| Label {
+                        name: name.into(),
+                        value,
+                    })
+                    .collect(),
+                samples,
+                ..TimeSeries::default()
+            }
+        })
+        .collect();
+    remote_write::encode(&WriteRequest {
+        timeseries,
+        ..WriteRequest::default()
+    })
 }
 
 struct Server {
-    child: Child,
+    process: Process,
     base: String,
     _dir: Option<tempfile::TempDir>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let until = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < until {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn start_tidemark(
@@ -212,19 +189,16 @@ fn start_tidemark(
         .create(true)
         .append(true)
         .open(data.with_extension("log"))?;
-    let mut child = Command::new(bin)
-        .arg("--data")
+    let mut cmd = Command::new(bin);
+    cmd.arg("--data")
         .arg(data)
         .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("TIDEMARK_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
+        .env("TIDEMARK_LOG", "warn");
+    let mut process = Process::spawn(&mut cmd, log, STOP_GRACE)
         .with_context(|| format!("starting {}", bin.display()))?;
-    wait_ready(&mut child, &format!("{base}/"))?;
+    process.wait_ready(&format!("{base}/"))?;
     Ok(Server {
-        child,
+        process,
         base,
         _dir: dir,
     })
@@ -236,18 +210,15 @@ fn start_vm(data: &std::path::Path, dir: Option<tempfile::TempDir>) -> Result<Se
     let base = format!("http://127.0.0.1:{port}");
     std::fs::create_dir_all(data)?;
     let log = std::fs::File::create(data.with_extension("log"))?;
-    let mut child = Command::new(bin)
-        .arg(format!("-storageDataPath={}", data.display()))
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("-storageDataPath={}", data.display()))
         .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
-        .arg("-retentionPeriod=100y")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
-        .context("starting victoria-metrics")?;
-    wait_ready(&mut child, &format!("{base}/health"))?;
+        .arg("-retentionPeriod=100y");
+    let mut process =
+        Process::spawn(&mut cmd, log, STOP_GRACE).context("starting victoria-metrics")?;
+    process.wait_ready(&format!("{base}/health"))?;
     Ok(Server {
-        child,
+        process,
         base,
         _dir: dir,
     })
@@ -281,14 +252,14 @@ fn load(a: &Args, url: &str, start_ms: i64, points: u64) -> Result<f64> {
                     if err.lock().map(|e| e.is_some()).unwrap_or(true) {
                         return;
                     }
-                    let result = write_request(a, start_ms, lo, hi, k0, k1).and_then(|body| {
-                        ag.post(url)
-                            .set("content-type", "application/x-protobuf")
-                            .set("content-encoding", "snappy")
-                            .set("x-prometheus-remote-write-version", "0.1.0")
-                            .send_bytes(&body)
-                            .map_err(|e| anyhow!("{e}"))
-                    });
+                    let body = write_request(a, start_ms, lo, hi, k0, k1);
+                    let result = ag
+                        .post(url)
+                        .set("content-type", "application/x-protobuf")
+                        .set("content-encoding", "snappy")
+                        .set("x-prometheus-remote-write-version", "0.1.0")
+                        .send_bytes(&body)
+                        .map_err(|e| anyhow!("{e}"));
                     match result {
                         Ok(_) => {
                             sent.fetch_add((hi - lo) * (k1 - k0), Ordering::Relaxed);
@@ -534,28 +505,9 @@ fn run_rollups(a: &Args, bin: &PathBuf) -> Result<()> {
     Ok(())
 }
 
-fn status_kib(pid: u32, key: &str) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find(|l| l.starts_with(key))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let a = parse_args(args)?;
-    let bin = match &a.tidemark_bin {
-        Some(b) => b.clone(),
-        None => crate::project_root().join("target/release/tidemark-server"),
-    };
-    if !bin.is_file() {
-        bail!(
-            "{} missing: cargo build --release -p tidemark-server",
-            bin.display()
-        );
-    }
+    let bin = tidemark_server_bin(a.tidemark_bin.as_deref())?;
     if a.rollups {
         return run_rollups(&a, &bin);
     }
@@ -614,10 +566,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         .to_owned();
     let (tm_med, tm_times, tm_answer) =
         time_query(&tm.base, q, start_s, end_s, a.step_s, a.reps, "")?;
-    let tm_hwm_after_load = vm_hwm_kib(tm.child.id());
+    let tm_hwm_after_load = vm_hwm_kib(tm.process.id());
     eprintln!("tidemark: {tm_series} series; query median {tm_med:.3} s {tm_times:?}");
     let tm_queries = if a.queries {
-        run_queries(&a, &tm.base, "", start_s, end_s, Some(tm.child.id()))?
+        run_queries(&a, &tm.base, "", start_s, end_s, Some(tm.process.id()))?
     } else {
         Vec::new()
     };
@@ -632,7 +584,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 continue;
             }
             let s = start_tidemark(&bin, &tdata, None)?;
-            let pid = s.child.id();
+            let pid = s.process.id();
             let before = vm_hwm_kib(pid).unwrap_or(0);
             let (secs, ans) = query_range(
                 &s.base,
@@ -700,7 +652,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     } else {
         Vec::new()
     };
-    let vm_hwm = vm_hwm_kib(vm.child.id());
+    let vm_hwm = vm_hwm_kib(vm.process.id());
     eprintln!(
         "victoria-metrics: {vm_series} series; query median {vm_med:.3} s {vm_times:?} (cache on: {vm_cached:.3} s)"
     );

@@ -7,15 +7,16 @@
 //! re-sending every batch stores nothing new.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
+use tidemark_server::metrics::remote_write::{self, Label, Sample, TimeSeries, WriteRequest};
 
-use crate::peers::{free_port, len_field, varint, wait_ready};
+use crate::harness::{Process, agent, free_port, status_kib, vm_hwm_kib};
 
 /// Points per batch: 50 series × 10 timestamps.
 const SERIES: usize = 50;
@@ -81,7 +82,7 @@ struct Server {
     bin: PathBuf,
     data: PathBuf,
     port: u16,
-    child: Option<Child>,
+    process: Option<Process>,
 }
 
 impl Server {
@@ -90,50 +91,26 @@ impl Server {
             .create(true)
             .append(true)
             .open(self.data.with_extension("log"))?;
-        let mut child = Command::new(&self.bin)
-            .arg("--data")
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--data")
             .arg(&self.data)
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-            .env("TIDEMARK_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
+            .env("TIDEMARK_LOG", "warn");
+        // Dropped (SIGTERM, then SIGKILL after 20 s) at the end of the run.
+        let mut process = Process::spawn(&mut cmd, log, Duration::from_secs(20))
             .with_context(|| format!("starting {}", self.bin.display()))?;
-        wait_ready(&mut child, &format!("http://127.0.0.1:{}/", self.port))?;
-        self.child = Some(child);
+        process.wait_ready(&format!("http://127.0.0.1:{}/", self.port))?;
+        self.process = Some(process);
         Ok(())
     }
 
     fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.process.as_ref().map(Process::id)
     }
 
     fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(c) = &self.child {
-            let _ = Command::new("kill")
-                .args(["-TERM", &c.id().to_string()])
-                .status();
-        }
-        if let Some(mut c) = self.child.take() {
-            let until = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < until {
-                if matches!(c.try_wait(), Ok(Some(_))) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(p) = self.process.take() {
+            p.kill();
         }
     }
 }
@@ -180,26 +157,32 @@ fn body(proto: &str, t0: i64, b: u64) -> (Vec<u8>, &'static str, &'static str) {
             )
         }
         "rw" => {
-            let mut out = Vec::new();
-            for k in 0..PER_BATCH as usize {
-                let (h, ts, v) = point(t0, b, k);
-                let mut series = Vec::new();
-                for (name, value) in [("__name__", "soak_rw"), ("host", &format!("h{h}"))] {
-                    let mut label = Vec::new();
-                    len_field(1, name.as_bytes(), &mut label);
-                    len_field(2, value.as_bytes(), &mut label);
-                    len_field(1, &label, &mut series);
-                }
-                let mut sample = vec![1 << 3 | 1];
-                sample.extend_from_slice(&v.to_le_bytes());
-                varint(2 << 3, &mut sample);
-                varint(ts as u64, &mut sample);
-                len_field(2, &sample, &mut series);
-                len_field(1, &series, &mut out);
-            }
-            let body = snap::raw::Encoder::new()
-                .compress_vec(&out)
-                .unwrap_or_default();
+            let timeseries = (0..PER_BATCH as usize)
+                .map(|k| {
+                    let (h, ts, v) = point(t0, b, k);
+                    TimeSeries {
+                        labels: vec![
+                            Label {
+                                name: "__name__".into(),
+                                value: "soak_rw".into(),
+                            },
+                            Label {
+                                name: "host".into(),
+                                value: format!("h{h}"),
+                            },
+                        ],
+                        samples: vec![Sample {
+                            value: v,
+                            timestamp: ts,
+                        }],
+                        ..TimeSeries::default()
+                    }
+                })
+                .collect();
+            let body = remote_write::encode(&WriteRequest {
+                timeseries,
+                ..WriteRequest::default()
+            });
             (
                 body,
                 "/api/v1/write?index=soak-rw",
@@ -234,9 +217,7 @@ enum Sent {
 
 fn send(base: &str, proto: &str, t0: i64, b: u64) -> Result<Sent> {
     let (bytes, path, ctype) = body(proto, t0, b);
-    let agent = ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(60))
-        .build();
+    let agent = agent(60);
     let mut req = agent
         .post(&format!("{base}{path}"))
         .set("content-type", ctype);
@@ -301,7 +282,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         bin: a.bin.clone(),
         data: dir.path().join("data"),
         port: free_port()?,
-        child: None,
+        process: None,
     };
     server.start()?;
     let base = format!("http://127.0.0.1:{}", server.port);
@@ -370,9 +351,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     for what in ["promql", "search"] {
         let (stop, lat, base) = (Arc::clone(&stop), Arc::clone(&lat), base.clone());
         readers.push(std::thread::spawn(move || {
-            let agent = ureq::AgentBuilder::new()
-                .timeout(Duration::from_secs(60))
-                .build();
+            let agent = agent(60);
             while !stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
                 let ok = if what == "promql" {
@@ -414,16 +393,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     while start.elapsed() < total {
         std::thread::sleep(Duration::from_secs(2));
         if let Some(pid) = server.pid() {
-            let hwm = crate::peers::vm_hwm_kib(pid).unwrap_or(0);
-            let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
-                .ok()
-                .and_then(|s| {
-                    s.lines()
-                        .find(|l| l.starts_with("VmRSS:"))
-                        .and_then(|l| l.split_whitespace().nth(1))
-                        .and_then(|v| v.parse().ok())
-                })
-                .unwrap_or(0);
+            let hwm = vm_hwm_kib(pid).unwrap_or(0);
+            let rss = status_kib(pid, "VmRSS:").unwrap_or(0);
             life = (life.0.max(hwm), rss);
         }
         if kills < a.kills && start.elapsed() >= next_kill {

@@ -24,6 +24,7 @@ use tidemark_dedup::{
 use tidemark_segment::MetricValue;
 use tidemark_tsid::Tsid;
 
+use crate::harness::status_field_kib;
 use crate::storage_compare::metric_point;
 
 /// How the soak hands points to the engine.
@@ -424,11 +425,7 @@ fn rss() -> Result<(u64, u64)> {
 /// `VmHWM`, `VmRSS`, `RssAnon` (heap) and `RssFile` (mapped file pages), in bytes.
 pub(crate) fn rss_parts() -> Result<(u64, u64, u64, u64)> {
     let status = std::fs::read_to_string("/proc/self/status").context("/proc/self/status")?;
-    let field = |name: &str| -> Option<u64> {
-        let line = status.lines().find(|l| l.starts_with(name))?;
-        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kb * 1024)
-    };
+    let field = |name: &str| status_field_kib(&status, name).map(|kib| kib * 1024);
     Ok((
         field("VmHWM:").context("no VmHWM in /proc/self/status")?,
         field("VmRSS:").context("no VmRSS in /proc/self/status")?,
