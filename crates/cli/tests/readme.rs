@@ -7,6 +7,15 @@
 use std::path::Path;
 use std::process::Command;
 
+/// A port free on 127.0.0.1 now (the server binds it a moment later).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// The lines of the fenced block that follows `heading` in README.md.
 fn block_after(heading: &str) -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -74,11 +83,7 @@ fn the_readme_cli_quick_start_runs_as_written() {
 fn the_readme_serve_quick_start_runs_as_written() {
     let lines = block_after("## Quick start: `tidemark serve`");
     let tmp = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let bin = env!("CARGO_BIN_EXE_tidemark");
     let script: String = lines
         .iter()
@@ -129,11 +134,7 @@ fn the_readme_serve_quick_start_runs_as_written() {
 fn the_readme_metrics_protocols_block_runs_as_written() {
     let lines = block_after("### Metrics protocols");
     let tmp = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut server = Command::new(env!("CARGO_BIN_EXE_tidemark"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data"])
         .arg(tmp.path().join("data"))
