@@ -1,9 +1,10 @@
 //! Points in time and scrolls: paging past `index.max_result_window` over data that
 //! holds still.
 //!
-//! `POST /<indices>/_pit?keep_alive=5m` opens a point in time: each index is
-//! snapshotted ([`tidemark::Index::snapshot`]: hard links of its immutable segments and
-//! a copy of its write-ahead log, taken under the read lock so no write is half in)
+//! `POST /<indices>/_pit?keep_alive=5m` opens a point in time: each index is refreshed
+//! and snapshotted under its write lock ([`tidemark::Index::snapshot`]: hard links of
+//! its immutable segments and a copy of its then empty write-ahead log, so no write is
+//! half in and the copy holds no write buffer in memory)
 //! into `DATA/pit/<id>/<index>` and opened there as an index that takes no writes. A
 //! `_search` with `{"pit": {"id": …}}` reads those copies, so every page sees exactly
 //! what had been acknowledged when the point in time was opened, whatever is written,
@@ -189,7 +190,11 @@ impl Pits {
             let mut out = Vec::with_capacity(handles.len());
             for h in handles {
                 let to = dir.join(h.name());
-                h.read(|index| {
+                // Refreshed first, under the same lock, so the copy's log is empty and
+                // opening it replays nothing: a point in time holds no copy of the
+                // index's write buffer in memory, only its segments (mapped).
+                h.exclusive(|index| {
+                    index.refresh()?;
                     index.snapshot(&to).map_err(|e| {
                         Error::status(
                             500,

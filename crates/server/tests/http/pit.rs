@@ -12,6 +12,20 @@ use crate::support::{TestServer, k8s_bulk, k8s_mapping, send};
 
 const T0: i64 = 1_764_460_800_000;
 
+/// Every file below `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 fn post(server: &TestServer, path: &str, body: &Value) -> (u16, Value) {
     send(
         "POST",
@@ -84,6 +98,18 @@ fn a_point_in_time_pages_exactly_the_data_it_saw() {
     let (status, v) = send("POST", &server.url("/k8s/_pit?keep_alive=1m"), None, &[]);
     assert_eq!(status, 200, "{v}");
     let pit = v["id"].as_str().unwrap().to_owned();
+    // The index was refreshed before the copy: the copy's write-ahead logs hold no
+    // record, so opening it put no write buffer in memory.
+    let copy = tmp.path().join("data/pit").join(&pit).join("k8s");
+    let wal_bytes = walk(&copy)
+        .into_iter()
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("wal-") && name.ends_with(".log")
+        })
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum::<u64>();
+    assert!(wal_bytes < 4_096, "{wal_bytes} bytes of log in the copy");
 
     // After it opened: new documents, late documents inside its range (other pods at
     // its timestamps), a delete, a merge.
