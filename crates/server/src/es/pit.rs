@@ -332,7 +332,7 @@ async fn open_pit(
         )
     })?;
     let keep = keep_alive(keep)?;
-    let handles = crate::es::search::indices_of(&st, &who, &index, &params)?;
+    let handles = crate::es::search::search_indices(&st, &who, &index, &params)?;
     let shards = handles.len();
     let st2 = Arc::clone(&st);
     let id = blocking(move || st2.pits.open(st2.registry.root(), &handles, keep, None)).await?;
@@ -416,7 +416,7 @@ pub(crate) async fn scroll_first(
             "Validation Failed: 1: using [from] is not allowed in a scroll context;",
         ));
     }
-    let handles = crate::es::search::indices_of(st, who, index, &params)?;
+    let handles = crate::es::search::search_indices(st, who, index, &params)?;
     let state = ScrollState {
         body,
         params,

@@ -128,7 +128,7 @@ fn one_index(st: &AppState, who: &Principal, name: &str) -> Result<Arc<crate::In
 /// wildcards and `_all` (visible indices only). With `ignore_unavailable`, a part that
 /// names a missing or forbidden index is skipped. An expression over several indices
 /// may match none (an empty answer); an explicit name must exist.
-fn search_indices(
+pub(crate) fn search_indices(
     st: &AppState,
     who: &Principal,
     expr: &str,
@@ -155,17 +155,6 @@ fn search_indices(
         return Err(Error::no_index(expr));
     }
     Ok(handles)
-}
-
-/// The indices `expr` names for `who` (see [`search_indices`]), for the point-in-time
-/// and scroll routes.
-pub(crate) fn indices_of(
-    st: &AppState,
-    who: &Principal,
-    expr: &str,
-    params: &HashMap<String, String>,
-) -> Result<Vec<Arc<crate::IndexHandle>>> {
-    search_indices(st, who, expr, params)
 }
 
 /// The index expression of a route: the path's, or every index the caller may see.

@@ -194,3 +194,52 @@ fn nodes_stats_answers_the_one_node_in_elasticsearch_shape() {
     assert!(node["http"]["publish_address"].is_string(), "{node}");
     assert_eq!(node["name"], "tidemark");
 }
+
+#[test]
+fn nodes_stats_counts_only_the_callers_indices() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("server.toml");
+    std::fs::write(
+        &cfg,
+        "[[users]]\nname = \"alice\"\npassword = \"pw-a\"\nindices = [\"alice-*\"]\n\
+         [[users]]\nname = \"bob\"\npassword = \"pw-b\"\nindices = [\"bob-*\"]\n",
+    )
+    .unwrap();
+    let s = TestServer::start(dir.path(), &["--config", cfg.to_str().unwrap()]);
+    let alice = [
+        ("authorization", "Basic YWxpY2U6cHctYQ=="),
+        ("content-type", "application/json"),
+    ];
+    let bob = [("authorization", "Basic Ym9iOnB3LWI=")];
+    let mapping = k8s_mapping().to_string();
+    let (status, _, _) = send_raw(
+        "PUT",
+        &s.url("/alice-k8s"),
+        Some(mapping.as_bytes()),
+        &alice,
+    );
+    assert_eq!(status, 200);
+    let body = k8s_bulk(12, 3, 1_764_460_800_000, None);
+    let (status, _, _) = send_raw(
+        "POST",
+        &s.url("/alice-k8s/_bulk"),
+        Some(&body),
+        &[alice[0], ("content-type", "application/x-ndjson")],
+    );
+    assert_eq!(status, 200);
+    let docs = |headers: &[(&str, &str)]| {
+        let (status, _, text) = send_raw("GET", &s.url("/_nodes/stats"), None, headers);
+        assert_eq!(status, 200, "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let node = v["nodes"]
+            .as_object()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap()
+            .clone();
+        node["indices"]["docs"]["count"].as_u64().unwrap()
+    };
+    assert_eq!(docs(&alice), 12);
+    assert_eq!(docs(&bob), 0, "bob sees none of alice's documents");
+}

@@ -202,6 +202,20 @@ fn a_point_in_time_pages_exactly_the_data_it_saw() {
     assert_eq!(tmp.path().join("data/pit").read_dir().unwrap().count(), 0);
     let (status, v) = delete(&server, "/_pit", &json!({"id": pit}));
     assert_eq!((status, v["num_freed"].as_u64()), (404, Some(0)), "{v}");
+
+    // A SIGKILL with a point in time open: the next start removes its copy, its id
+    // answers 404, and the index holds what was acknowledged.
+    let (status, v) = send("POST", &server.url("/k8s/_pit?keep_alive=1m"), None, &[]);
+    assert_eq!(status, 200, "{v}");
+    let open = v["id"].as_str().unwrap().to_owned();
+    let mut server = server;
+    server.kill();
+    assert_eq!(tmp.path().join("data/pit").read_dir().unwrap().count(), 1);
+    let server = TestServer::start(tmp.path(), &[]);
+    assert!(!tmp.path().join("data/pit").exists());
+    let (status, _) = post(&server, "/_search", &json!({"pit": {"id": open}}));
+    assert_eq!(status, 404);
+    assert_eq!(server.get("/k8s/_count").1["count"].as_u64(), Some(live));
 }
 
 #[test]
