@@ -5,7 +5,6 @@
 
 use assert_cmd::Command;
 use serde_json::{Value, json};
-use tidemark::dedup::{EngineConfig, PartitionConfig};
 use tidemark::{BulkItem, Index, Mapping};
 
 mod support;
@@ -20,13 +19,7 @@ fn mapping() -> Mapping {
 
 /// Two sealed days, 200 rows each; the index is closed (its lock released).
 fn index(dir: &std::path::Path) {
-    let mut index = Index::create_partitioned(
-        dir,
-        mapping(),
-        EngineConfig::new(),
-        PartitionConfig::new().with_width_ms(DAY),
-    )
-    .unwrap();
+    let mut index = support::host_cpu_index(dir);
     let docs = (0..2)
         .flat_map(|d| {
             (0..200).map(move |i| {

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use assert_cmd::Command;
 use serde_json::json;
-use tidemark::dedup::{EngineConfig, FAILPOINT_ENV, PartitionConfig};
-use tidemark::{BulkItem, Index, Mapping};
+use tidemark::BulkItem;
+use tidemark::dedup::FAILPOINT_ENV;
 use tidemark_lake::{DeltaTable, txn_app_id};
 
 mod support;
@@ -17,17 +17,7 @@ const ROWS_PER_DAY: i64 = 300;
 
 /// Three sealed days of one series; the index is closed (its lock released).
 fn index(dir: &Path) {
-    let mapping = Mapping::from_value(json!({"mappings": {"properties": {
-        "host": {"type": "keyword", "time_series_dimension": true},
-        "cpu": {"type": "double", "time_series_metric": "gauge"}}}}))
-    .unwrap();
-    let mut index = Index::create_partitioned(
-        dir,
-        mapping,
-        EngineConfig::new(),
-        PartitionConfig::new().with_width_ms(DAY),
-    )
-    .unwrap();
+    let mut index = support::host_cpu_index(dir);
     let docs = (0..3)
         .flat_map(|d| {
             (0..ROWS_PER_DAY).map(move |i| {

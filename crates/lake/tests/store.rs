@@ -7,8 +7,7 @@
 use std::path::Path;
 
 use serde_json::json;
-use tidemark::dedup::{EngineConfig, PartitionConfig};
-use tidemark::{BulkItem, Index, Mapping};
+use tidemark::{BulkItem, Index};
 use tidemark_lake::{DeltaTable, ExportOptions, LakeStore, export_to};
 
 mod support;
@@ -16,17 +15,7 @@ use support::DAY;
 
 /// Two sealed days of three series.
 fn index(dir: &Path) -> Index {
-    let mapping = Mapping::from_value(json!({"mappings": {"properties": {
-        "host": {"type": "keyword", "time_series_dimension": true},
-        "cpu": {"type": "double", "time_series_metric": "gauge"}}}}))
-    .unwrap();
-    let mut index = Index::create_partitioned(
-        dir,
-        mapping,
-        EngineConfig::new(),
-        PartitionConfig::new().with_width_ms(DAY),
-    )
-    .unwrap();
+    let mut index = support::host_cpu_index(dir);
     let docs = (0..2)
         .flat_map(|d| {
             (0..300).map(move |i| {
