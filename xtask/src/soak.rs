@@ -816,7 +816,8 @@ mod tests {
             assert_eq!(engine.live_count(), ds.unique_docs());
             let mut points = Vec::new();
             engine
-                .scan_live(i64::MIN, i64::MAX, |_, _| true, |p, _| points.push(p))
+                .search(i64::MIN, i64::MAX)
+                .rows(|_, _| true, |p, _| points.push(p))
                 .unwrap();
             points.sort_by_key(|p| (p.tsid, p.ts_millis));
             stored.push(points);

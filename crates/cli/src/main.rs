@@ -271,7 +271,17 @@ enum Command {
     Export(tidemark_lake::cli::ExportArgs),
     /// Serve a data directory over HTTP: Elasticsearch's API, Prometheus remote write
     /// and query API, InfluxDB line protocol, OTLP (`tidemark-server` is the same).
+    #[cfg(not(feature = "cluster"))]
     Serve(tidemark_server::cli::ServeArgs),
+    /// Serve a data directory over HTTP: Elasticsearch's API, Prometheus remote write
+    /// and query API, InfluxDB line protocol, OTLP; with `--cluster FILE`, also own the
+    /// shards the file names (docs/cluster.md).
+    #[cfg(feature = "cluster")]
+    Serve(Box<tidemark_cluster::cli::ClusterServeArgs>),
+    /// Route writes (remote write, line protocol) to the shards' NATS JetStream subjects,
+    /// answering once JetStream acknowledged them (docs/cluster.md).
+    #[cfg(feature = "cluster")]
+    Router(tidemark_cluster::cli::RouterArgs),
     /// Serve a fresh data directory, send it a generated dataset twice (line protocol,
     /// then the same samples as remote write), show what it kept and where to look.
     Demo(demo::DemoArgs),
@@ -306,6 +316,14 @@ fn time_arg(t: &Option<String>) -> Result<Option<i64>> {
     t.as_deref().map(parse_time).transpose().map_err(Into::into)
 }
 
+/// The range of `--from` (inclusive) and `--to` (exclusive), either open.
+fn range_arg(from: &Option<String>, to: &Option<String>) -> Result<tidemark::TimeRange> {
+    Ok(tidemark::TimeRange::half_open(
+        time_arg(from)?,
+        time_arg(to)?,
+    ))
+}
+
 fn filters_arg(filters: &[String]) -> Result<Vec<(String, String)>> {
     filters
         .iter()
@@ -316,18 +334,29 @@ fn filters_arg(filters: &[String]) -> Result<Vec<(String, String)>> {
         .collect()
 }
 
-fn matchers_arg(matchers: &[String]) -> Result<Vec<tidemark::Matcher>> {
+fn matchers_arg(matchers: &[String]) -> Result<Vec<tidemark::Filter>> {
     matchers
         .iter()
-        .map(|m| tidemark::Matcher::parse(m).map_err(Into::into))
+        .map(|m| tidemark::Filter::parse_matcher(m).map_err(Into::into))
         .collect()
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match cli.command {
+        #[cfg(not(feature = "cluster"))]
         Command::Serve(args) => {
             tidemark_server::cli::run(&args)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        #[cfg(feature = "cluster")]
+        Command::Serve(args) => {
+            tidemark_cluster::cli::run_serve(&args)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        #[cfg(feature = "cluster")]
+        Command::Router(args) => {
+            tidemark_cluster::cli::run_router(&args)?;
             return Ok(ExitCode::SUCCESS);
         }
         Command::Export(args) => {
@@ -400,7 +429,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Labels { dir, from, to } => {
             let index = Index::open(&dir)?;
-            for name in index.labels(time_arg(&from)?, time_arg(&to)?)? {
+            for name in index.labels(range_arg(&from, &to)?)? {
                 writeln!(out, "{name}")?;
             }
         }
@@ -412,7 +441,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
         } => {
             let index = Index::open(&dir)?;
-            let values = index.label_values(&dim, time_arg(&from)?, time_arg(&to)?)?;
+            let values = index.label_values(&dim, range_arg(&from, &to)?)?;
             if json {
                 let map: serde_json::Map<String, serde_json::Value> = values
                     .into_iter()
@@ -604,7 +633,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let index = Index::open(&dir)?;
             let raw_expired = if rollup.is_none() {
-                index.expired_ranges(time_arg(&from)?, time_arg(&to)?)
+                index.expired_ranges(range_arg(&from, &to)?)
             } else {
                 Vec::new()
             };

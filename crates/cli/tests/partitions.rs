@@ -320,7 +320,7 @@ fn cli_creates_lists_and_aggregates_a_partitioned_index() {
 
 #[test]
 fn dimension_index_answers_terms_prefixes_regexes_and_negations() {
-    use tidemark::{Matcher, Query};
+    use tidemark::{Filter, Query, TimeRange};
     let tmp = tempfile::tempdir().unwrap();
     let mut index = partitioned(tmp.path());
     // 300 hosts over two days; the second day stays buffered for a while.
@@ -332,7 +332,7 @@ fn dimension_index_answers_terms_prefixes_regexes_and_negations() {
     index.bulk(docs_of(0)).unwrap();
     index.refresh().unwrap();
     index.bulk(docs_of(1)).unwrap();
-    let series = |matchers: Vec<Matcher>| -> usize {
+    let series = |matchers: Vec<Filter>| -> usize {
         index
             .aggregate(&AggQuery {
                 metric: "cpu".into(),
@@ -344,7 +344,7 @@ fn dimension_index_answers_terms_prefixes_regexes_and_negations() {
             .series
             .len()
     };
-    let m = |t: &str| Matcher::parse(t).unwrap();
+    let m = |t: &str| Filter::parse_matcher(t).unwrap();
     assert_eq!(series(vec![m("host=h17")]), 1);
     assert_eq!(series(vec![m("region=eu")]), 150);
     assert_eq!(series(vec![m("host^=h1")]), 1 + 10 + 100);
@@ -362,7 +362,7 @@ fn dimension_index_answers_terms_prefixes_regexes_and_negations() {
             .is_err()
     );
     assert_eq!(
-        series(vec![Matcher::Terms {
+        series(vec![Filter::Terms {
             field: "host".into(),
             values: vec!["h1".into(), "h2".into(), "nope".into()]
         }]),
@@ -376,7 +376,7 @@ fn dimension_index_answers_terms_prefixes_regexes_and_negations() {
         })
         .unwrap();
     assert_eq!(hits.len(), 20);
-    assert!(Matcher::parse("=x").is_err());
+    assert!(Filter::parse_matcher("=x").is_err());
     assert!(
         index
             .search(&Query {
@@ -386,11 +386,21 @@ fn dimension_index_answers_terms_prefixes_regexes_and_negations() {
             .is_err()
     );
     // Labels and values, in a time range.
-    assert_eq!(index.labels(None, None).unwrap(), vec!["host", "region"]);
-    let values = index.label_values("region", None, None).unwrap();
+    assert_eq!(
+        index.labels(TimeRange::ALL).unwrap(),
+        vec!["host", "region"]
+    );
+    let values = index.label_values("region", TimeRange::ALL).unwrap();
     assert_eq!(values, vec![("eu".to_owned(), 300), ("us".to_owned(), 300)]);
-    let day1 = index.label_values("region", Some(DAY), None).unwrap();
+    let day1 = index
+        .label_values("region", TimeRange::half_open(Some(DAY), None))
+        .unwrap();
     assert_eq!(day1, vec![("eu".to_owned(), 150), ("us".to_owned(), 150)]);
-    assert!(index.labels(Some(5 * DAY), None).unwrap().is_empty());
-    assert!(index.label_values("cpu", None, None).is_err());
+    assert!(
+        index
+            .labels(TimeRange::half_open(Some(5 * DAY), None))
+            .unwrap()
+            .is_empty()
+    );
+    assert!(index.label_values("cpu", TimeRange::ALL).is_err());
 }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tidemark::dedup::{EngineConfig, PartitionConfig};
 use tidemark::{
     Agg, AggOutput, AggQuery, BulkItem, CalendarUnit, Filter, Index, Interval, ItemStatus, Mapping,
-    MetricKind, Query, SearchRequest,
+    MetricKind, Query, SearchRequest, TimeRange,
 };
 
 const MIN: i64 = 60_000;
@@ -159,7 +159,7 @@ fn a_partition_past_the_raw_retention_answers_from_its_kept_rollup() {
         })
         .unwrap();
     assert_eq!(raw.expired, vec![(0, 2 * DAY - 1)]);
-    assert_eq!(index.expired_ranges(None, None), vec![(0, 2 * DAY - 1)]);
+    assert_eq!(index.expired_ranges(TimeRange::ALL), vec![(0, 2 * DAY - 1)]);
     // Rollup documents of the kept resolution are unchanged; of the other, reported.
     let after_docs = index.search_rollup(&Query::default(), HOUR).unwrap();
     assert!(after_docs.expired.is_empty());
@@ -168,12 +168,14 @@ fn a_partition_past_the_raw_retention_answers_from_its_kept_rollup() {
     assert_eq!(five.expired, vec![(0, 2 * DAY - 1)]);
     // Dimension names and values of the expired days come from the kept rollup.
     assert_eq!(
-        index.labels(Some(0), Some(2 * DAY)).unwrap(),
+        index
+            .labels(TimeRange::half_open(Some(0), Some(2 * DAY)))
+            .unwrap(),
         vec!["host", "region"]
     );
     assert_eq!(
         index
-            .label_values("host", Some(DAY), Some(2 * DAY))
+            .label_values("host", TimeRange::half_open(Some(DAY), Some(2 * DAY)))
             .unwrap(),
         vec![
             ("h0".to_owned(), 1),
@@ -265,7 +267,7 @@ fn rollup_documents_are_the_same_from_raw_rows_and_from_rollups() {
     assert_eq!(d["cpu"]["max"], json!(b0.max));
     assert!(close(d["cpu"]["sum"].as_f64().unwrap(), b0.sum));
     // Filters through the rollups' dimension index; time by bucket start; order, limit.
-    let m = |t: &str| tidemark::Matcher::parse(t).unwrap();
+    let m = |t: &str| tidemark::Filter::parse_matcher(t).unwrap();
     let one = index
         .search_rollup(
             &Query {

@@ -283,18 +283,36 @@ impl EngineConfig {
         }
     }
 
-    pub(crate) fn segment_options(&self, merge: bool) -> tidemark_segment::SegmentOptions {
-        let level = if merge {
-            self.merge_zstd_level
+    /// How a refresh writes its segment: short-lived (merges rewrite it), so fast
+    /// encodings and [`refresh_zstd_level`](Self::with_zstd_levels).
+    pub(crate) fn refresh_options(&self) -> tidemark_segment::SegmentOptions {
+        self.segment_options(self.refresh_zstd_level, true)
+    }
+
+    /// How a merge writing `rows` rows writes its segment. A merge the caller asked for
+    /// (`final_merge`: a force merge, sealing a partition) and a policy merge whose
+    /// output is at least [`TIER_TOP_ROWS`] are written as data meant to stay: the
+    /// smallest encodings and the configured merge level. A smaller policy merge writes a
+    /// segment the next tier rewrites, so it gets fast encodings and a lower zstd level
+    /// (see [`tier_zstd_level`]): the tiered merges during ingest cost about as much CPU
+    /// as the whole write path, and zstd plus the encoding search were 71% of it.
+    pub(crate) fn merge_options(
+        &self,
+        rows: u64,
+        final_merge: bool,
+    ) -> tidemark_segment::SegmentOptions {
+        if final_merge || rows >= TIER_TOP_ROWS {
+            self.segment_options(self.merge_zstd_level, false)
         } else {
-            self.refresh_zstd_level
-        };
-        // Refreshes write short-lived segments that merges rewrite: fast encoding there,
-        // the smallest encodings in merges.
+            self.segment_options(tier_zstd_level(rows, self.merge_zstd_level), true)
+        }
+    }
+
+    fn segment_options(&self, level: i32, fast: bool) -> tidemark_segment::SegmentOptions {
         let o = tidemark_segment::SegmentOptions::new()
             .with_block_rows(self.block_rows)
             .with_zstd_level(level)
-            .with_fast_encoding(!merge)
+            .with_fast_encoding(fast)
             .with_events(matches!(self.mode, Mode::Events(_)));
         match self.strategy {
             Strategy::Inverted => o.with_id_index(true),
@@ -302,5 +320,51 @@ impl EngineConfig {
             Strategy::SeriesRange | Strategy::None => o,
             Strategy::SeriesRangeBloom => o.with_bloom(self.bloom_fpr),
         }
+    }
+}
+
+/// Rows from which a policy merge writes its output as data meant to stay (the smallest
+/// encodings, the configured zstd level): 2^22, about 4.2 M rows. With the default
+/// refresh of 100,000 rows and merge factor 10, the first tier's merges (about 1 M rows)
+/// are below it and the second tier's (about 10 M) above.
+pub(crate) const TIER_TOP_ROWS: u64 = 1 << 22;
+
+/// The zstd level of a policy merge of `rows` rows below [`TIER_TOP_ROWS`], never above
+/// the configured merge level `top` (and none when `top` is 0, "no zstd"). The scale
+/// follows VictoriaMetrics, which picks its zstd level by the rows a merge writes,
+/// negative levels for small parts (`getCompressLevel` in `lib/mergeset/table.go`):
+/// zstd's level -1 compresses several times faster than level 3, and these segments
+/// are rewritten by the next tier anyway.
+pub(crate) fn tier_zstd_level(rows: u64, top: i32) -> i32 {
+    if top == 0 {
+        return 0;
+    }
+    let level = if rows <= 1 << 20 { -1 } else { 1 };
+    level.min(top)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_merges_below_the_top_tier_write_fast_and_light() {
+        assert_eq!(tier_zstd_level(1_000_000, 3), -1);
+        assert_eq!(tier_zstd_level(2_000_000, 3), 1);
+        // Never above the configured level, and no zstd when none is configured.
+        assert_eq!(tier_zstd_level(2_000_000, -3), -3);
+        assert_eq!(tier_zstd_level(1_000, 0), 0);
+        let c = EngineConfig::new();
+        let small = c.merge_options(1_000_000, false);
+        assert_eq!(small.zstd_level(), -1);
+        assert!(small.fast_encoding());
+        let top = c.merge_options(TIER_TOP_ROWS, false);
+        assert_eq!(top.zstd_level(), 3);
+        assert!(!top.fast_encoding());
+        // A merge asked for writes data meant to stay, whatever its size.
+        let forced = c.merge_options(10, true);
+        assert_eq!(forced.zstd_level(), 3);
+        assert!(!forced.fast_encoding());
+        assert_eq!(c.refresh_options().zstd_level(), 0);
     }
 }

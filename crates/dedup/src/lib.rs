@@ -28,8 +28,8 @@ pub use manifest::{MANIFEST_MAGIC, MANIFEST_NAME, MANIFEST_VERSION};
 pub use partition::{
     CounterStats, DOC_COUNT_COLUMN, FAILPOINT_ENV, MaintainReport, PARTITIONS_MAGIC,
     PARTITIONS_NAME, PARTITIONS_VERSION, PartMergeJob, PartMerged, PartitionConfig, PartitionInfo,
-    PartitionStats, PartitionedEngine, Piece, Postings, RollupRow, RollupStats, SealedPartition,
-    counter_step, dim_value_text,
+    PartitionSearch, PartitionStats, PartitionedEngine, Piece, Postings, RollupRow, RollupStats,
+    SealedPartition, counter_step, dim_value_text,
 };
 pub use read::SeriesReader;
 pub use stats::{DedupStats, MergeStats};

@@ -23,28 +23,20 @@ pub struct SeriesReader<'e> {
     rows: u64,
 }
 
-impl PartitionedEngine {
+impl<'e> SeriesReader<'e> {
     /// A reader of the metric columns `columns` (by name) over `from..=to` (inclusive,
-    /// milliseconds), across the partitions that overlap it.
-    pub fn series_reader(&self, from: i64, to: i64, columns: &[&str]) -> SeriesReader<'_> {
-        self.reader(from, to, columns, false)
-    }
-
-    /// As [`series_reader`](Self::series_reader), with one more output after the
-    /// columns: every row's timestamp (value 0.0), whichever columns the row has — the
-    /// documents, for what counts them.
-    pub fn series_reader_with_rows(
-        &self,
+    /// milliseconds), across the partitions of `store` that overlap it; with `rows`, one
+    /// more output after the columns: every row's timestamp (value 0.0). Made by
+    /// [`PartitionSearch::series_reader`](crate::PartitionSearch::series_reader).
+    pub(crate) fn new(
+        store: &'e PartitionedEngine,
         from: i64,
         to: i64,
         columns: &[&str],
-    ) -> SeriesReader<'_> {
-        self.reader(from, to, columns, true)
-    }
-
-    fn reader(&self, from: i64, to: i64, columns: &[&str], rows: bool) -> SeriesReader<'_> {
+        rows: bool,
+    ) -> SeriesReader<'e> {
         SeriesReader {
-            parts: self
+            parts: store
                 .engines_overlapping(from, to)
                 .map(|e| EngineReader::new(e, from, to, columns, rows))
                 .collect(),

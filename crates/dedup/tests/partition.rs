@@ -46,7 +46,8 @@ fn raw_stats(
 ) -> BTreeMap<(Tsid, i64), RollupStats> {
     let mut rows: Vec<Point> = Vec::new();
     store
-        .scan_live(from, to, |_, _| true, |p, _| rows.push(p))
+        .search(from, to)
+        .rows(|_, _| true, |p, _| rows.push(p))
         .unwrap();
     rows.sort_by_key(|p| (p.tsid, p.ts_millis));
     let mut out: BTreeMap<(Tsid, i64), RollupStats> = BTreeMap::new();
@@ -106,7 +107,8 @@ fn rollup_stats(
         to: partition + DAY - 1,
     };
     store
-        .scan_rollup(
+        .search(partition, partition + DAY - 1)
+        .rollup_stats(
             &piece,
             metric,
             |_, _| true,
@@ -425,9 +427,8 @@ fn retention_drops_whole_partitions_atomically_across_crashes() {
         // Queries see all of a partition or none of it.
         let mut days = BTreeMap::new();
         store
-            .scan_live(
-                i64::MIN,
-                i64::MAX,
+            .search(i64::MIN, i64::MAX)
+            .rows(
                 |_, _| true,
                 |p, _| {
                     *days.entry(p.ts_millis / DAY).or_insert(0u64) += 1;
@@ -447,7 +448,7 @@ fn plans_use_the_coarsest_dividing_rollup_and_raw_edges() {
     store.seal(0).unwrap();
     // 2h buckets over day 0 from 00:30 and all of day 1 (active): the hour rollup for
     // whole hours of day 0, raw for the first half hour and for day 1.
-    let plan = store.plan(30 * 60_000, 2 * DAY - 1, 2 * HOUR);
+    let plan = store.search(30 * 60_000, 2 * DAY - 1).plan(2 * HOUR);
     assert_eq!(
         plan,
         vec![
@@ -468,7 +469,7 @@ fn plans_use_the_coarsest_dividing_rollup_and_raw_edges() {
         ]
     );
     // 10-minute buckets: the 5-minute rollup.
-    let plan = store.plan(0, DAY - 1, 10 * 60_000);
+    let plan = store.search(0, DAY - 1).plan(10 * 60_000);
     assert_eq!(
         plan,
         vec![Piece::Rollup {
@@ -480,7 +481,7 @@ fn plans_use_the_coarsest_dividing_rollup_and_raw_edges() {
     );
     // 7-minute buckets: nothing divides; raw.
     assert_eq!(
-        store.plan(0, DAY - 1, 7 * 60_000),
+        store.search(0, DAY - 1).plan(7 * 60_000),
         vec![Piece::Raw {
             from: 0,
             to: DAY - 1
@@ -772,7 +773,7 @@ fn rollup_retention_keeps_rollups_and_drops_raw_rows_atomically_across_crashes()
         assert_eq!(rollup_stats(&store, "cpu", DAY, HOUR), before[3]);
         // Plans: hours of day 0 from its rollup; 10-minute buckets there have no answer.
         assert_eq!(
-            store.plan(0, DAY - 1, 2 * HOUR),
+            store.search(0, DAY - 1).plan(2 * HOUR),
             vec![Piece::Rollup {
                 partition: 0,
                 resolution_ms: HOUR,
@@ -781,7 +782,7 @@ fn rollup_retention_keeps_rollups_and_drops_raw_rows_atomically_across_crashes()
             }]
         );
         assert_eq!(
-            store.plan(30 * 60_000, 2 * DAY - 1, 10 * 60_000),
+            store.search(30 * 60_000, 2 * DAY - 1).plan(10 * 60_000),
             vec![
                 Piece::Expired {
                     from: 30 * 60_000,
@@ -797,7 +798,7 @@ fn rollup_retention_keeps_rollups_and_drops_raw_rows_atomically_across_crashes()
         );
         // A bucket the range cuts cannot be answered either.
         assert_eq!(
-            store.plan(30 * 60_000, HOUR * 3 - 1, HOUR)[0],
+            store.search(30 * 60_000, HOUR * 3 - 1).plan(HOUR)[0],
             Piece::Expired {
                 from: 30 * 60_000,
                 to: HOUR - 1
@@ -822,7 +823,8 @@ fn rollup_retention_keeps_rollups_and_drops_raw_rows_atomically_across_crashes()
         );
         let mut n = 0;
         store
-            .scan_live(0, 2 * DAY - 1, |_, _| true, |_, _| n += 1)
+            .search(0, 2 * DAY - 1)
+            .rows(|_, _| true, |_, _| n += 1)
             .unwrap();
         assert_eq!(n, 0);
         store.close().unwrap();

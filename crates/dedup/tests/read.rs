@@ -47,7 +47,9 @@ fn check(store: &PartitionedEngine, model: &Model, rng: &mut Lcg) {
     for _ in 0..8 {
         let from = rng.next(3 * DAY as u64) as i64 - DAY / 2;
         let to = from + rng.next(2 * DAY as u64) as i64;
-        let mut reader = store.series_reader_with_rows(from, to, &["bytes", "cpu", "missing"]);
+        let mut reader = store
+            .search(from, to)
+            .series_reader_with_rows(&["bytes", "cpu", "missing"]);
         let mut out = Vec::new();
         for s in 0u8..8 {
             reader.read(&tsid(s), &mut out).unwrap();
@@ -133,7 +135,7 @@ fn reads_equal_the_live_points_through_every_kind_of_write() {
     std::thread::scope(|sc| {
         for half in [0u8..3, 3..8] {
             sc.spawn(move || {
-                let mut reader = store.series_reader(i64::MIN, i64::MAX, &["cpu"]);
+                let mut reader = store.search(i64::MIN, i64::MAX).series_reader(&["cpu"]);
                 let mut out = Vec::new();
                 for s in half {
                     reader.read(&tsid(s), &mut out).unwrap();

@@ -45,14 +45,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let report = export(&index, &lake, &ExportOptions::default(), &mut |_| {})?;
     for p in &report.partitions {
         println!(
-            "partition {}: {} rows, {} bytes, {} files (one per shard)",
+            "partition {}: {} rows, {} bytes, {} files",
             tidemark::format_time(p.start_ms),
             p.rows,
             p.bytes,
             p.files.len()
         );
         for f in &p.files {
-            println!("  shard {:3}: {} rows, {}", f.shard, f.rows, f.path);
+            println!(
+                "  {}: {} rows of {} shards, {} row groups",
+                f.path,
+                f.rows,
+                f.shards.len(),
+                f.row_groups
+            );
         }
     }
     let again = export(&index, &lake, &ExportOptions::default(), &mut |_| {})?;

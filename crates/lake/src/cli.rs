@@ -5,8 +5,9 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use crate::{
-    DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS, ExportOptions,
-    ExportProgress, ExportReport, LakeStore, WriteOptions, export_to, rollup_table_dir, vacuum,
+    DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_FILE_ROWS, DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS,
+    DEFAULT_SHARD_RANGE_BITS, ExportOptions, ExportProgress, ExportReport, LakeStore, WriteOptions,
+    export_to, rollup_table_dir, vacuum,
 };
 use anyhow::{Context, Result};
 use tidemark::{Index, format_time, parse_interval, parse_time};
@@ -36,6 +37,14 @@ pub struct ExportArgs {
     /// Leave the `_id` column out (to measure its cost; it is `_tsid` ‖ timestamp).
     #[arg(long)]
     pub without_id: bool,
+    /// Most rows of a data file: a partition's shard ranges go to one file until the
+    /// next would pass this (a larger shard range is a file of its own).
+    #[arg(long, default_value_t = DEFAULT_FILE_ROWS)]
+    pub file_rows: u64,
+    /// The 256 virtual shards form 2^N ranges of consecutive shards that no file or row
+    /// group spans (0..=8).
+    #[arg(long, default_value_t = DEFAULT_SHARD_RANGE_BITS)]
+    pub shard_range_bits: u32,
     /// Write a Delta checkpoint after every N commits of a table (0: never).
     #[arg(long, default_value_t = DEFAULT_CHECKPOINT_INTERVAL)]
     pub checkpoint_interval: u64,
@@ -67,6 +76,8 @@ pub fn run(cli: &ExportArgs) -> Result<()> {
             row_group_rows: cli.row_group_rows,
             id_bloom_fpr: cli.id_bloom_fpr,
             write_id: !cli.without_id,
+            file_rows: cli.file_rows,
+            shard_range_bits: cli.shard_range_bits,
             ..WriteOptions::default()
         },
         partitions,
@@ -185,7 +196,7 @@ fn write_report(out: &mut impl Write, r: &ExportReport) -> std::io::Result<()> {
                 (Some(_), []) => "(empty)".to_owned(),
                 (Some(_), [one]) => one.path.clone(),
                 (Some(_), files) => format!(
-                    "{} files (one per shard) under partition={}/",
+                    "{} files (by shard range) under partition={}/",
                     files.len(),
                     p.start_ms
                 ),

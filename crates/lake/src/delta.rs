@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result};
-use crate::schema::{ColumnType, parse_delta_schema};
+use crate::schema::{ColumnType, SHARD_COLUMN, parse_delta_schema};
 use crate::store::LakeStore;
 
 /// The log directory of a table.
@@ -84,6 +84,8 @@ pub struct AddFile {
     /// The timestamp column's name and its smallest and largest value (milliseconds),
     /// for data skipping.
     pub ts_stats: Option<(String, i64, i64)>,
+    /// The smallest and largest `shard` of its rows, for data skipping by shard.
+    pub shard_stats: Option<(u32, u32)>,
 }
 
 /// A commit: the actions of one table version.
@@ -491,9 +493,18 @@ fn actions(version: u64, c: &Commit, now_ms: i64) -> Vec<Value> {
         if let (Some((name, lo, hi)), Value::Object(o)) = (&a.ts_stats, &mut stats) {
             // Delta writes timestamp statistics as RFC 3339 with milliseconds, UTC.
             let (lo, hi) = (tidemark::format_time(*lo), tidemark::format_time(*hi));
-            o.insert("minValues".into(), json!({ name.as_str(): lo }));
-            o.insert("maxValues".into(), json!({ name.as_str(): hi }));
-            o.insert("nullCount".into(), json!({ name.as_str(): 0 }));
+            let (mut min, mut max, mut nulls) = (Map::new(), Map::new(), Map::new());
+            min.insert(name.clone(), json!(lo));
+            max.insert(name.clone(), json!(hi));
+            nulls.insert(name.clone(), json!(0));
+            if let Some((lo, hi)) = a.shard_stats {
+                min.insert(SHARD_COLUMN.to_owned(), json!(lo));
+                max.insert(SHARD_COLUMN.to_owned(), json!(hi));
+                nulls.insert(SHARD_COLUMN.to_owned(), json!(0));
+            }
+            o.insert("minValues".into(), Value::Object(min));
+            o.insert("maxValues".into(), Value::Object(max));
+            o.insert("nullCount".into(), Value::Object(nulls));
         }
         out.push(json!({"add": {
             "path": a.path,
@@ -542,6 +553,7 @@ mod tests {
             rows: 2,
             partition_values: BTreeMap::new(),
             ts_stats: Some(("@timestamp".to_owned(), 0, 1000)),
+            shard_stats: Some((3, 9)),
         }
     }
 
@@ -592,6 +604,10 @@ mod tests {
             serde_json::from_str(add_line["add"]["stats"].as_str().unwrap()).unwrap();
         assert_eq!(stats["numRecords"], 2);
         assert_eq!(stats["maxValues"]["@timestamp"], "1970-01-01T00:00:01.000Z");
+        assert_eq!(
+            (&stats["minValues"]["shard"], &stats["maxValues"]["shard"]),
+            (&json!(3), &json!(9))
+        );
     }
 
     #[test]

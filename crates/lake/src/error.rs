@@ -104,6 +104,13 @@ pub enum Error {
         /// Live rows of the partition.
         expected: u64,
     },
+    /// A lake row that does not rebuild into the index it is restored into (another
+    /// mapping, a value no document can hold, a column of an unknown type).
+    #[error("restore: {detail}")]
+    RestoreMismatch {
+        /// What did not match.
+        detail: String,
+    },
 }
 
 impl Error {

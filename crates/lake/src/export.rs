@@ -1,6 +1,8 @@
-//! The export: each sealed partition of an index written as one Parquet file per
-//! virtual shard (`partition=<start_ms>/shard=<n>/`) and committed to the lake's Delta
-//! table in one commit, exactly once.
+//! The export: each sealed partition of an index written as Parquet files under
+//! `partition=<start_ms>/` (one file for a small partition; a large one is split at
+//! shard range boundaries into files of about [`WriteOptions::file_rows`] rows), rows
+//! ordered by virtual shard, and committed to the lake's Delta table in one commit,
+//! exactly once.
 //!
 //! A partition's export is one commit holding a transaction action (`txn`) whose
 //! application id names the partition (`tidemark-partition-<start_ms>`) and whose
@@ -24,9 +26,9 @@ use tidemark::segment::Segment;
 use crate::VIRTUAL_SHARDS;
 use crate::delta::{AddFile, Commit, DeltaTable, LiveFile, TableState, VacuumReport};
 use crate::error::{Error, Result};
-use crate::schema::{ID_COLUMN, LakeSchema, PARTITION_COLUMN, PARTITION_COLUMNS, SHARD_COLUMN};
+use crate::schema::{ID_COLUMN, LakeSchema, PARTITION_COLUMN, PARTITION_COLUMNS};
 use crate::store::LakeStore;
-use crate::writer::{FileStats, Source, WriteOptions, write_partition};
+use crate::writer::{FileRows, FileStats, Source, WriteOptions, write_partition};
 
 /// Commits between two checkpoints of a table, by default (Delta's own default
 /// `delta.checkpointInterval`).
@@ -69,8 +71,7 @@ pub struct PartitionReport {
     pub bytes: u64,
     /// Row groups written.
     pub row_groups: u64,
-    /// The files added, one per virtual shard holding rows (none when skipped or
-    /// empty), by shard.
+    /// The files added (none when skipped or empty), by shard.
     pub files: Vec<FileReport>,
     /// Files of an older generation the commit removed.
     pub replaced: usize,
@@ -85,12 +86,14 @@ pub struct PartitionReport {
 /// One data file an export added.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileReport {
-    /// Its path relative to the table: `partition=<start_ms>/shard=<n>/part-….parquet`.
+    /// Its path relative to the table: `partition=<start_ms>/part-….parquet`.
     pub path: String,
-    /// The virtual shard of its rows' series.
-    pub shard: u32,
+    /// The virtual shards of its rows' series and their rows, ascending.
+    pub shards: Vec<(u32, u64)>,
     /// Rows.
     pub rows: u64,
+    /// Row groups.
+    pub row_groups: u64,
     /// Bytes.
     pub bytes: u64,
 }
@@ -147,7 +150,8 @@ impl ExportReport {
     /// `POST /<index>/_tidemark/export` answers it: per partition its table (`.` for the
     /// raw rows, `_rollups/<resolution>`), `start` (RFC 3339) and `start_ms`,
     /// `generation`, `rows`, `bytes`, `row_groups`, `files` (per file added: `path`
-    /// relative to the table, `shard`, `rows`, `bytes`), `replaced`, `version` and
+    /// relative to the table, `shards` (shard number → rows), `rows`, `row_groups`,
+    /// `bytes`), `replaced`, `version` and
     /// `skipped`, then the totals (`committed`, `skipped`, `rows`, `files`, `bytes`,
     /// `seconds`, `rows_per_second`).
     pub fn to_json(&self) -> serde_json::Value {
@@ -163,8 +167,11 @@ impl ExportReport {
                 "row_groups": p.row_groups,
                 "files": p.files.iter().map(|f| serde_json::json!({
                     "path": f.path,
-                    "shard": f.shard,
+                    "shards": f.shards.iter()
+                        .map(|(s, n)| (s.to_string(), serde_json::json!(n)))
+                        .collect::<serde_json::Map<String, serde_json::Value>>(),
                     "rows": f.rows,
+                    "row_groups": f.row_groups,
                     "bytes": f.bytes,
                 })).collect::<Vec<_>>(),
                 "replaced": p.replaced,
@@ -232,8 +239,8 @@ pub fn rollup_table_dir(resolution_ms: i64) -> String {
 /// Exports the sealed partitions of `index` to the lake at `lake`: their raw rows to the
 /// Delta table at `lake`, and each rollup resolution to its own Delta table at
 /// `lake/_rollups/<resolution>` (created if needed). Each partition not yet in a table at
-/// its generation becomes one Parquet file and one commit there. `progress` is called as
-/// rows are written.
+/// its generation becomes its Parquet files and one commit there. `progress` is called
+/// as rows are written.
 ///
 /// # Errors
 /// [`Error::NotPartitioned`] for an index without time partitions,
@@ -260,18 +267,64 @@ pub fn export_to(
     options: &ExportOptions,
     progress: &mut dyn FnMut(&ExportProgress),
 ) -> Result<ExportReport> {
+    export_snapshot(&IndexSnapshot::of(index)?, lake, options, progress)
+}
+
+/// What an export reads of an index, taken in a moment under the index's lock and then
+/// read without it: the mapping and the sealed partitions, whose segments are shared
+/// immutable files (see [`SealedPartition`]). A server takes it under its read lock and
+/// exports with the lock released, so the index's writer never waits for an export; a
+/// late write or retention meanwhile changes the index, not the snapshot (the next
+/// export sees the new generation).
+#[derive(Debug, Clone)]
+pub struct IndexSnapshot {
+    timestamp: String,
+    mapping: String,
+    sealed: Vec<SealedPartition>,
+}
+
+impl IndexSnapshot {
+    /// The snapshot of `index`'s sealed partitions.
+    ///
+    /// # Errors
+    /// [`Error::NotPartitioned`] for an index without time partitions; a sealed
+    /// partition that is not one merged segment.
+    pub fn of(index: &Index) -> Result<IndexSnapshot> {
+        if !index.engine().is_partitioned() {
+            return Err(Error::NotPartitioned {
+                path: index.dir().to_path_buf(),
+            });
+        }
+        Ok(IndexSnapshot {
+            timestamp: index.mapping().timestamp_field().to_owned(),
+            mapping: index.mapping().source().to_string(),
+            sealed: index.sealed_partitions()?,
+        })
+    }
+
+    /// The sealed partitions, oldest first.
+    pub fn sealed(&self) -> &[SealedPartition] {
+        &self.sealed
+    }
+}
+
+/// As [`export_to`], from a snapshot taken with [`IndexSnapshot::of`] (no lock held).
+///
+/// # Errors
+/// As [`export_to`].
+pub fn export_snapshot(
+    snapshot: &IndexSnapshot,
+    lake: &LakeStore,
+    options: &ExportOptions,
+    progress: &mut dyn FnMut(&ExportProgress),
+) -> Result<ExportReport> {
     let started = Instant::now();
     options.write.check()?;
-    if !index.engine().is_partitioned() {
-        return Err(Error::NotPartitioned {
-            path: index.dir().to_path_buf(),
-        });
-    }
-    let sealed = index.sealed_partitions()?;
-    let chosen = choose(&sealed, options.partitions.as_deref())?;
+    let sealed = &snapshot.sealed;
+    let chosen = choose(sealed, options.partitions.as_deref())?;
     let ctx = Context {
-        timestamp: index.mapping().timestamp_field().to_owned(),
-        mapping: index.mapping().source().to_string(),
+        timestamp: snapshot.timestamp.clone(),
+        mapping: snapshot.mapping.clone(),
         options,
     };
     let mut report = ExportReport::default();
@@ -281,7 +334,7 @@ pub fn export_to(
         &ctx.timestamp,
         sealed.iter().filter_map(SealedPartition::segment),
     )?;
-    let jobs = chosen.iter().map(|p| (p, Source::raw(p))).collect();
+    let jobs = chosen.iter().map(|p| (*p, Source::raw(p))).collect();
     export_table(
         &DeltaTable::new(lake.clone()),
         None,
@@ -302,7 +355,7 @@ pub fn export_to(
         )?;
         let jobs = chosen
             .iter()
-            .filter_map(|p| rollup_of(p, r).map(|s| (p, Source::rollup(p, s))))
+            .filter_map(|p| rollup_of(p, r).map(|s| (*p, Source::rollup(p, s))))
             .collect();
         let table = DeltaTable::new(lake.child(&rollup_table_dir(r)));
         export_table(&table, Some(r), schema, jobs, &ctx, &mut report, progress)?;
@@ -312,11 +365,11 @@ pub fn export_to(
 }
 
 /// A partition's rollup segment at `resolution_ms`, if it has one.
-fn rollup_of<'e>(p: &SealedPartition<'e>, resolution_ms: i64) -> Option<&'e Segment> {
+fn rollup_of(p: &SealedPartition, resolution_ms: i64) -> Option<&Segment> {
     p.rollups()
         .iter()
         .find(|(r, _)| *r == resolution_ms)
-        .map(|(_, s)| *s)
+        .map(|(_, s)| s.as_ref())
 }
 
 /// What every table of one export shares.
@@ -332,7 +385,7 @@ fn export_table(
     table: &DeltaTable,
     rollup_ms: Option<i64>,
     schema: LakeSchema,
-    jobs: Vec<(&SealedPartition<'_>, Source<'_>)>,
+    jobs: Vec<(&SealedPartition, Source<'_>)>,
     ctx: &Context<'_>,
     report: &mut ExportReport,
     progress: &mut dyn FnMut(&ExportProgress),
@@ -372,7 +425,11 @@ fn export_table(
         let rows_total = source.rows();
         let mut add = Vec::new();
         let mut done = 0u64;
-        for (shard, rows) in source.split_by_shard(shards())? {
+        let options = &ctx.options.write;
+        for file in FileRows::plan(source.split_by_shard(shards())?, options) {
+            let Some((first, last)) = file.shard_bounds() else {
+                continue;
+            };
             let mut on_rows = |rows: u64| {
                 progress(&ExportProgress {
                     start_ms: part.start_ms,
@@ -381,36 +438,43 @@ fn export_table(
                     rows: (done + rows, rows_total),
                 });
             };
-            let rel = data_file_path(part.start_ms, shard, part.generation);
-            let meta = file_metadata(&ctx.mapping, part, shard, rollup_ms, &ctx.options.write);
-            let shard_rows = rows.rows();
+            let rel = data_file_path(part.start_ms, (first, last), part.generation);
+            let meta = file_metadata(&ctx.mapping, part, (first, last), rollup_ms, options);
+            let shards: Vec<(u32, u64)> = file.shards().collect();
+            let file_rows = file.rows();
             let stats = write_file(
                 table.store(),
                 &rel,
-                rows,
+                file,
                 &schema,
-                &ctx.options.write,
+                options,
                 meta,
                 &mut on_rows,
             )?;
-            done += shard_rows;
+            done += file_rows;
             entry.rows += stats.rows;
             entry.bytes += stats.bytes;
             entry.row_groups += stats.row_groups;
             entry.files.push(FileReport {
                 path: rel.clone(),
-                shard,
+                shards,
                 rows: stats.rows,
+                row_groups: stats.row_groups,
                 bytes: stats.bytes,
             });
             add.push(AddFile {
                 path: rel,
                 size: stats.bytes,
                 rows: stats.rows,
-                partition_values: partition_values(part.start_ms, shard),
+                partition_values: partition_values(part.start_ms),
                 ts_stats: Some((ctx.timestamp.clone(), stats.min_ts, stats.max_ts)),
+                shard_stats: Some((stats.min_shard, stats.max_shard)),
             });
         }
+        // Every data file is complete under its name: one sync of what the export wrote
+        // (a no-op where each upload is durable by itself) before the commit names them.
+        let written: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
+        table.store().sync_written(&written)?;
         if done != rows_total {
             return Err(Error::RowCountMismatch {
                 start_ms: part.start_ms,
@@ -480,24 +544,21 @@ fn partition_dir(start_ms: i64) -> String {
 }
 
 /// A data file's path relative to the table:
-/// `partition=<start_ms>/shard=<n>/part-<start_ms>-<n>-g<generation>.parquet`. Names are
-/// unique in the table and fixed per generation, so a retried export writes the same
-/// names again.
-fn data_file_path(start_ms: i64, shard: u32, generation: u64) -> String {
+/// `partition=<start_ms>/part-<start_ms>-s<first>-<last>-g<generation>.parquet`, `first`
+/// and `last` its first and last virtual shard. Names are unique in the table and fixed
+/// per generation and options, so a retried export writes the same names again.
+fn data_file_path(start_ms: i64, (first, last): (u32, u32), generation: u64) -> String {
     format!(
-        "{dir}{SHARD_COLUMN}={shard}/part-{start_ms}-{shard:03}-g{generation:020}.parquet",
+        "{dir}part-{start_ms}-s{first:03}-{last:03}-g{generation:020}.parquet",
         dir = partition_dir(start_ms)
     )
 }
 
 /// A data file's `partitionValues`.
-fn partition_values(start_ms: i64, shard: u32) -> BTreeMap<String, String> {
-    [
-        (PARTITION_COLUMN.to_owned(), start_ms.to_string()),
-        (SHARD_COLUMN.to_owned(), shard.to_string()),
-    ]
-    .into_iter()
-    .collect()
+fn partition_values(start_ms: i64) -> BTreeMap<String, String> {
+    [(PARTITION_COLUMN.to_owned(), start_ms.to_string())]
+        .into_iter()
+        .collect()
 }
 
 /// Refuses a table partitioned otherwise than `partition`, `shard` (one written by an
@@ -510,7 +571,7 @@ fn check_layout(table: &DeltaTable, state: &TableState) -> Result<()> {
     Err(Error::DeltaLog {
         path: PathBuf::from(table.store().location()).join(crate::LOG_DIR),
         detail: format!(
-            "the table is partitioned by [{}], this writer partitions by [{}] (a lake written before files were split by shard?): export to a new directory",
+            "the table is partitioned by [{}], this writer partitions by [{}] (a lake written by an older version, with shard=… directories?): export to a new directory",
             state.partition_columns.join(", "),
             PARTITION_COLUMNS.join(", ")
         ),
@@ -549,17 +610,17 @@ pub fn vacuum(lake: &LakeStore, retention_ms: i64) -> Result<Vec<(String, Vacuum
 }
 
 /// The sealed partitions asked for, or all of them.
-fn choose<'e>(
-    sealed: &[SealedPartition<'e>],
+fn choose<'s>(
+    sealed: &'s [SealedPartition],
     starts: Option<&[i64]>,
-) -> Result<Vec<SealedPartition<'e>>> {
+) -> Result<Vec<&'s SealedPartition>> {
     let Some(starts) = starts else {
-        return Ok(sealed.to_vec());
+        return Ok(sealed.iter().collect());
     };
     let mut out = Vec::new();
     for s in starts {
         match sealed.iter().find(|p| p.start_ms == *s) {
-            Some(p) => out.push(p.clone()),
+            Some(p) => out.push(p),
             None => {
                 let available: Vec<String> = sealed
                     .iter()
@@ -582,11 +643,12 @@ fn choose<'e>(
 }
 
 /// Writes one data file at `rel` in `store`, streamed as a multipart upload that
-/// appears at its path only once complete (locally: a staged file, fsynced and renamed).
+/// appears at its path only once complete (locally: a staged file renamed; made durable
+/// by [`LakeStore::sync_written`] before the commit).
 fn write_file(
     store: &LakeStore,
     rel: &str,
-    source: Source<'_>,
+    source: FileRows<'_>,
     schema: &LakeSchema,
     options: &WriteOptions,
     meta: Vec<KeyValue>,
@@ -599,11 +661,11 @@ fn write_file(
 }
 
 /// The file's key-value metadata: Tidemark's version, the index mapping, the partition,
-/// the shard and how `_id`, its filter and `shard` are made.
+/// the shards and how `_id`, its filter and `shard` are made.
 fn file_metadata(
     mapping: &str,
-    part: &SealedPartition<'_>,
-    shard: u32,
+    part: &SealedPartition,
+    (first, last): (u32, u32),
     rollup_ms: Option<i64>,
     options: &WriteOptions,
 ) -> Vec<KeyValue> {
@@ -614,7 +676,7 @@ fn file_metadata(
         kv("tidemark.partition.start_ms", part.start_ms.to_string()),
         kv("tidemark.partition.end_ms", part.end_ms.to_string()),
         kv("tidemark.partition.generation", part.generation.to_string()),
-        kv("tidemark.partition.shard", shard.to_string()),
+        kv("tidemark.partition.shards", format!("{first}-{last}")),
         kv(
             "tidemark.id",
             "_id = _tsid (20 bytes) ++ big-endian u64 of the timestamp with the sign bit flipped"
@@ -630,7 +692,10 @@ fn file_metadata(
         kv(
             "tidemark.shard",
             format!(
-                "the partition column shard (in the path, not the file) = Tsid::shard({VIRTUAL_SHARDS}): high 32 bits of Tsid::routing_hash times {VIRTUAL_SHARDS}, shifted right 32"
+                "shard = Tsid::shard({VIRTUAL_SHARDS}): high 32 bits of Tsid::routing_hash times {VIRTUAL_SHARDS}, shifted right 32; rows ordered by shard, then _tsid and the timestamp; a row group holds one range of {} consecutive shards at most",
+                VIRTUAL_SHARDS
+                    .checked_shr(options.shard_range_bits)
+                    .unwrap_or(1)
             ),
         ),
     ];

@@ -8,6 +8,7 @@ pub mod cli;
 mod delta;
 mod error;
 mod export;
+mod restore;
 mod schema;
 mod store;
 mod writer;
@@ -21,15 +22,18 @@ pub use delta::{
 pub use error::{Error, Result};
 pub use export::{
     DEFAULT_CHECKPOINT_INTERVAL, ExportOptions, ExportProgress, ExportReport, FileReport,
-    PartitionReport, export, export_to, rollup_table_dir, rollup_txn_app_id, txn_app_id, vacuum,
+    IndexSnapshot, PartitionReport, export, export_snapshot, export_to, rollup_table_dir,
+    rollup_txn_app_id, txn_app_id, vacuum,
 };
+pub use restore::{LakePartition, RestoreReport, lake_partitions, restore};
 pub use schema::{
     Column, ColumnType, ID_COLUMN, LakeSchema, PARTITION_COLUMN, PARTITION_COLUMNS, Role,
     SHARD_COLUMN, TSID_COLUMN,
 };
 pub use store::{LakeStore, StoredObject};
 pub use writer::{
-    DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS, FileStats, Source, WriteOptions, write_partition,
+    DEFAULT_FILE_ROWS, DEFAULT_ID_BLOOM_FPR, DEFAULT_ROW_GROUP_ROWS, DEFAULT_SHARD_RANGE_BITS,
+    FileRows, FileStats, Source, WriteOptions, write_partition,
 };
 
 /// Virtual shards of the `shard` column: the lake and the future cluster route a series

@@ -3,10 +3,12 @@
 //!
 //! Columns, in this order: the timestamp (`@timestamp`, INT64 milliseconds, UTC),
 //! the dimensions by name, the metric columns by name, the extra (keyword, boolean)
-//! columns by name, then `_tsid`, `_id`, `partition` and `shard`. The last two are the
-//! table's Delta partition columns: their values are in each file's path
-//! (`partition=<start_ms>/shard=<n>/`) and its `add` action's `partitionValues`, not in
-//! the Parquet files, as Delta writers do. A table's schema only grows: a
+//! columns by name, then `_tsid`, `_id`, `shard` and `partition`. `shard` (the series'
+//! virtual shard) is in the files, which hold their rows ordered by it, so that its
+//! row group statistics let a reader of some shards skip the rest; `partition` is the
+//! table's Delta partition column: its value is in each file's path
+//! (`partition=<start_ms>/`) and its `add` action's `partitionValues`, not in the
+//! Parquet files, as Delta writers do. A table's schema only grows: a
 //! column of the table that an export does not hold is written as nulls, and a new
 //! column is added to the table by the commit that brings it (Delta schema evolution
 //! by a `metaData` action; older files read it as null).
@@ -25,14 +27,15 @@ pub const TSID_COLUMN: &str = "_tsid";
 /// sign bit flipped (`BYTE_ARRAY`, `DELTA_BYTE_ARRAY` encoding, a split-block bloom
 /// filter per row group).
 pub const ID_COLUMN: &str = "_id";
-/// The `shard` column: the series' virtual shard (see [`shard_of`](crate::shard_of)), a
-/// Delta partition column.
+/// The `shard` column: the series' virtual shard (see [`shard_of`](crate::shard_of)), an
+/// INT32 column of the files (rows are ordered by it, so its row group statistics are
+/// tight).
 pub const SHARD_COLUMN: &str = "shard";
 /// The `partition` column: the first millisecond (UTC) of the row's time partition, a
 /// Delta partition column.
 pub const PARTITION_COLUMN: &str = "partition";
-/// The table's Delta partition columns, in path order: `partition=<start_ms>/shard=<n>/`.
-pub const PARTITION_COLUMNS: [&str; 2] = [PARTITION_COLUMN, SHARD_COLUMN];
+/// The table's Delta partition columns, in path order: `partition=<start_ms>/`.
+pub const PARTITION_COLUMNS: [&str; 1] = [PARTITION_COLUMN];
 
 /// The type of a lake column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +118,7 @@ pub enum Role {
     Tsid,
     /// The synthetic id.
     Id,
-    /// The series' virtual shard (a partition column: in the path, not the file).
+    /// The series' virtual shard.
     Shard,
     /// The time partition's start (a partition column: in the path, not the file).
     Partition,
@@ -147,7 +150,7 @@ impl Column {
     /// Whether this is a Delta partition column (its value is in the file's path and
     /// `partitionValues`, not in the file).
     pub fn is_partition_column(&self) -> bool {
-        matches!(self.role, Role::Shard | Role::Partition)
+        matches!(self.role, Role::Partition)
     }
 }
 
@@ -243,8 +246,8 @@ impl LakeSchema {
         for (name, ty, role) in [
             (TSID_COLUMN, ColumnType::Binary, Role::Tsid),
             (ID_COLUMN, ColumnType::Binary, Role::Id),
-            (PARTITION_COLUMN, ColumnType::Long, Role::Partition),
             (SHARD_COLUMN, ColumnType::Int, Role::Shard),
+            (PARTITION_COLUMN, ColumnType::Long, Role::Partition),
         ] {
             columns.push(Column {
                 name: name.to_owned(),
@@ -409,14 +412,14 @@ mod tests {
     fn a_table_column_is_kept_as_nulls_and_a_type_change_is_refused() {
         let base = LakeSchema::from_segments("@timestamp", []).unwrap();
         let names: Vec<&str> = base.columns().iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["@timestamp", "_tsid", "_id", "partition", "shard"]);
+        assert_eq!(names, ["@timestamp", "_tsid", "_id", "shard", "partition"]);
         let file: Vec<String> = base
             .file_schema()
             .columns()
             .iter()
             .map(|c| c.name.clone())
             .collect();
-        assert_eq!(file, ["@timestamp", "_tsid", "_id"]);
+        assert_eq!(file, ["@timestamp", "_tsid", "_id", "shard"]);
         let wide = base
             .clone()
             .with_table_columns(&[("host".to_owned(), ColumnType::Text)])

@@ -3,7 +3,8 @@
 //!
 //! The lake writes four kinds of objects: data files (streamed as a multipart upload:
 //! on a local filesystem a staged file renamed into place when complete, so a crash
-//! never leaves a partial file under the final name), log commits (put-if-absent:
+//! never leaves a partial file under the final name; made durable together, once all of
+//! a commit's files are written, by [`LakeStore::sync_written`]), log commits (put-if-absent:
 //! `PutMode::Create`, a hard link on a local filesystem, a conditional `If-None-Match`
 //! put on S3), checkpoints and `_last_checkpoint` (overwritten), and deletes (vacuum).
 //! The crate's API is async; the lake is not, so each store owns a current-thread
@@ -41,6 +42,11 @@ pub struct StoredObject {
 #[derive(Debug, Clone)]
 pub struct LakeStore {
     store: Arc<dyn ObjectStore>,
+    /// Where data files are uploaded: `store`, or for a local directory the same
+    /// filesystem without an fsync per upload (see [`LakeStore::sync_written`]).
+    data: Arc<dyn ObjectStore>,
+    /// The root as a local directory (absolute), for a local lake.
+    local_root: Option<std::path::PathBuf>,
     runtime: Arc<Runtime>,
     /// The root inside the store.
     prefix: StorePath,
@@ -50,7 +56,9 @@ pub struct LakeStore {
 
 impl LakeStore {
     /// The lake in the local directory `dir` (which need not exist yet: directories are
-    /// made as files are written). Writes are fsynced, file and directory.
+    /// made as files are written). Writes are fsynced, file and directory: log commits
+    /// and checkpoints as they are written, data files by
+    /// [`sync_written`](Self::sync_written) before the commit that names them.
     ///
     /// # Errors
     /// [`Error::Io`] if the current directory cannot be read (for a relative `dir`);
@@ -62,7 +70,10 @@ impl LakeStore {
             source: e.into(),
         })?;
         let store = LocalFileSystem::new().with_fsync(true);
-        LakeStore::with_store(Arc::new(store), prefix, dir.display().to_string())
+        let mut lake = LakeStore::with_store(Arc::new(store), prefix, dir.display().to_string())?;
+        lake.data = Arc::new(LocalFileSystem::new());
+        lake.local_root = Some(absolute);
+        Ok(lake)
     }
 
     /// The lake at `location`: `s3://bucket/prefix` (feature `s3`; region, endpoint
@@ -122,6 +133,8 @@ impl LakeStore {
             .build()
             .map_err(Error::io(std::path::Path::new(&location)))?;
         Ok(LakeStore {
+            data: Arc::clone(&store),
+            local_root: None,
             store,
             runtime: Arc::new(runtime),
             prefix,
@@ -134,6 +147,12 @@ impl LakeStore {
     pub fn child(&self, rel: &str) -> LakeStore {
         LakeStore {
             store: self.store.clone(),
+            data: self.data.clone(),
+            local_root: self.local_root.as_ref().map(|r| {
+                rel.split('/')
+                    .filter(|p| !p.is_empty())
+                    .fold(r.clone(), |p, part| p.join(part))
+            }),
             runtime: self.runtime.clone(),
             prefix: self.path(rel),
             location: format!("{}/{}", self.location.trim_end_matches('/'), rel),
@@ -238,13 +257,84 @@ impl LakeStore {
         let path = self.path(rel);
         let upload = self
             .runtime
-            .block_on(self.store.put_multipart(&path))
+            .block_on(self.data.put_multipart(&path))
             .map_err(self.error(rel))?;
         Ok(Upload {
             store: self,
             rel: rel.to_owned(),
             parts: Some(WriteMultipart::new_with_chunk_size(upload, PART_BYTES)),
         })
+    }
+}
+
+impl LakeStore {
+    /// The local path of the object at `rel`, for a lake in a local directory (`None`
+    /// for an object store).
+    pub fn local_path(&self, rel: &str) -> Option<std::path::PathBuf> {
+        self.local_root.as_ref().map(|root| {
+            rel.split('/')
+                .filter(|p| !p.is_empty())
+                .fold(root.clone(), |p, part| p.join(part))
+        })
+    }
+
+    /// Streams the object at `rel` to the local file `dest` (replaced), chunk by chunk.
+    ///
+    /// # Errors
+    /// [`Error::Store`] for what the store refuses (a missing object included),
+    /// [`Error::Io`] writing `dest`.
+    pub fn download(&self, rel: &str, dest: &std::path::Path) -> Result<()> {
+        use futures_util::StreamExt;
+        let path = self.path(rel);
+        let mut out = std::fs::File::create(dest).map_err(Error::io(dest))?;
+        self.runtime.block_on(async {
+            let got = self.store.get(&path).await.map_err(self.error(rel))?;
+            let mut stream = got.into_stream();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(self.error(rel))?;
+                out.write_all(&chunk).map_err(Error::io(dest))?;
+            }
+            Ok::<(), Error>(())
+        })?;
+        out.flush().map_err(Error::io(dest))
+    }
+
+    /// Makes the data files at `rels` (complete uploads) durable: on a local directory,
+    /// each file is fsynced, then each directory from the files' up to the root's
+    /// parent once (new directories and the renames into them), so a commit that names
+    /// them never outlives them in a crash. An object store's completed upload is
+    /// durable already: nothing to do.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a file or directory cannot be opened or synced.
+    pub(crate) fn sync_written(&self, rels: &[&str]) -> Result<()> {
+        let Some(root) = &self.local_root else {
+            return Ok(());
+        };
+        let mut dirs = std::collections::BTreeSet::new();
+        for rel in rels {
+            let Some(path) = self.local_path(rel) else {
+                continue;
+            };
+            let file = std::fs::File::open(&path).map_err(Error::io(&path))?;
+            file.sync_all().map_err(Error::io(&path))?;
+            let mut dir = path.parent();
+            while let Some(d) = dir {
+                dirs.insert(d.to_path_buf());
+                if d == root.as_path() {
+                    break;
+                }
+                dir = d.parent();
+            }
+        }
+        if let Some(parent) = root.parent() {
+            dirs.insert(parent.to_path_buf());
+        }
+        for d in dirs {
+            let handle = std::fs::File::open(&d).map_err(Error::io(&d))?;
+            handle.sync_all().map_err(Error::io(&d))?;
+        }
+        Ok(())
     }
 }
 

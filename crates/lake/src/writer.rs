@@ -1,7 +1,9 @@
-//! The rows of one sealed partition and shard written as one Parquet file, in segment
-//! order (tsid, timestamp), read block by block through a cursor, gathered in Arrow
-//! batches and encoded column by column into row groups of a configurable number of
-//! rows. A row group's encoded pages are the only thing held in memory; the `_id`
+//! The rows of one sealed partition's consecutive virtual shards written as one Parquet
+//! file, ordered by shard then in segment order (tsid, timestamp), read block by block
+//! through a cursor per shard, gathered in Arrow batches and encoded column by column
+//! into row groups of a configurable number of rows that never span a shard range (so
+//! the `shard` column's statistics tell a reader of some shards which row groups to
+//! read). A row group's encoded pages are the only thing held in memory; the `_id`
 //! column's bloom filter is Tidemark's split-block filter (XXH64 seed 0, Parquet's
 //! layout), sized from the row group's row count and spliced into the column chunk.
 
@@ -30,6 +32,7 @@ use tidemark::segment::{Dim, Extra, MetricValue, RowCursor, Segment};
 use tidemark::tsid::SyntheticId;
 use tidemark_bloom::{Hash64, SplitBlockBloomFilter};
 
+use crate::VIRTUAL_SHARDS;
 use crate::error::{Error, Result};
 use crate::schema::{ColumnType, LakeSchema, Role};
 
@@ -37,6 +40,15 @@ use crate::schema::{ColumnType, LakeSchema, Role};
 pub const DEFAULT_ROW_GROUP_ROWS: usize = 1 << 20;
 /// Default false-positive rate of the `_id` bloom filter of each row group.
 pub const DEFAULT_ID_BLOOM_FPR: f64 = 0.01;
+/// Default most rows of a file: a partition's shard ranges go to one file until the
+/// next one would pass this (a shard range larger than this is a file of its own), so
+/// a small partition is one file and a large one a few of about this size (8 Mi rows,
+/// about 200 MB at the k8s set's 25 bytes a row).
+pub const DEFAULT_FILE_ROWS: u64 = 1 << 23;
+/// Default number of bits of a shard range: the 256 virtual shards form 2^4 = 16 ranges
+/// of 16, and neither a file nor a row group spans two, so a cluster of up to 16 nodes
+/// (each owning the shards `shard >> (8 - k)` names) reads whole row groups.
+pub const DEFAULT_SHARD_RANGE_BITS: u32 = 4;
 /// Rows gathered per Arrow batch before they are encoded.
 const BATCH_ROWS: usize = 64 * 1024;
 
@@ -52,6 +64,12 @@ pub struct WriteOptions {
     /// Whether the `_id` column is written (off only to measure what it costs: it can be
     /// recomputed from `_tsid` and `@timestamp`).
     pub write_id: bool,
+    /// Most rows of a file, unless one shard range alone holds more (see
+    /// [`DEFAULT_FILE_ROWS`]).
+    pub file_rows: u64,
+    /// The virtual shards form `2^shard_range_bits` ranges of consecutive shards (0: one
+    /// range, at most 8: one shard per range); no file or row group spans two ranges.
+    pub shard_range_bits: u32,
 }
 
 impl Default for WriteOptions {
@@ -61,6 +79,8 @@ impl Default for WriteOptions {
             id_bloom_fpr: DEFAULT_ID_BLOOM_FPR,
             zstd_level: 3,
             write_id: true,
+            file_rows: DEFAULT_FILE_ROWS,
+            shard_range_bits: DEFAULT_SHARD_RANGE_BITS,
         }
     }
 }
@@ -69,13 +89,30 @@ impl WriteOptions {
     /// Checks the options.
     ///
     /// # Errors
-    /// [`Error::InvalidOption`] for zero rows per row group, a rate outside (0, 1) or a
-    /// zstd level zstd refuses.
+    /// [`Error::InvalidOption`] for zero rows per row group or file, a rate outside
+    /// (0, 1), more shard range bits than the virtual shards have or a zstd level zstd
+    /// refuses.
     pub fn check(&self) -> Result<()> {
         if self.row_group_rows == 0 {
             return Err(Error::InvalidOption {
                 name: "row_group_rows",
                 detail: "must be at least 1".to_owned(),
+            });
+        }
+        if self.file_rows == 0 {
+            return Err(Error::InvalidOption {
+                name: "file_rows",
+                detail: "must be at least 1".to_owned(),
+            });
+        }
+        if self.shard_range_bits > shard_bits() {
+            return Err(Error::InvalidOption {
+                name: "shard_range_bits",
+                detail: format!(
+                    "{} is more than the {} bits of the {VIRTUAL_SHARDS} virtual shards",
+                    self.shard_range_bits,
+                    shard_bits()
+                ),
             });
         }
         if !(self.id_bloom_fpr > 0.0 && self.id_bloom_fpr < 1.0) {
@@ -90,6 +127,18 @@ impl WriteOptions {
         })?;
         Ok(())
     }
+
+    /// The shard range of a virtual shard: its top `shard_range_bits` bits.
+    pub fn shard_range(&self, shard: u32) -> u32 {
+        shard
+            .checked_shr(shard_bits().saturating_sub(self.shard_range_bits))
+            .unwrap_or(0)
+    }
+}
+
+/// Bits of a virtual shard number (8 for 256 shards).
+fn shard_bits() -> u32 {
+    VIRTUAL_SHARDS.trailing_zeros()
 }
 
 /// What writing one file did.
@@ -105,6 +154,10 @@ pub struct FileStats {
     pub min_ts: i64,
     /// Largest timestamp (milliseconds).
     pub max_ts: i64,
+    /// Smallest virtual shard of a row (0 for an empty file).
+    pub min_shard: u32,
+    /// Largest virtual shard of a row (0 for an empty file).
+    pub max_shard: u32,
 }
 
 /// The rows one file is written from: a segment's rows that are not in a set of
@@ -124,7 +177,7 @@ pub struct Source<'e> {
 
 impl<'e> Source<'e> {
     /// A sealed partition's live raw rows.
-    pub fn raw(part: &SealedPartition<'e>) -> Source<'e> {
+    pub fn raw(part: &'e SealedPartition) -> Source<'e> {
         Source {
             start_ms: part.start_ms,
             segment: part.segment(),
@@ -135,7 +188,7 @@ impl<'e> Source<'e> {
 
     /// The rows of one of a sealed partition's rollup segments (one per series and
     /// bucket).
-    pub fn rollup(part: &SealedPartition<'e>, rollup: &'e Segment) -> Source<'e> {
+    pub fn rollup(part: &SealedPartition, rollup: &'e Segment) -> Source<'e> {
         Source {
             start_ms: part.start_ms,
             segment: Some(rollup),
@@ -217,23 +270,93 @@ impl<'e> Source<'e> {
     }
 }
 
-/// Writes the rows of `source` to `out` as one Parquet file of the file columns of
-/// `schema` (the table's, partition columns left out), with
-/// `metadata` in the file's key-value metadata; `progress` gets the rows written so
-/// far after each batch. Returns the writer and what was written.
+/// The rows of one data file: whole virtual shards of a partition, ascending, each
+/// with the source of its rows (from [`Source::split_by_shard`]), written in that order.
+#[derive(Debug, Clone, Default)]
+pub struct FileRows<'e> {
+    shards: Vec<(u32, Source<'e>)>,
+    rows: u64,
+}
+
+impl<'e> FileRows<'e> {
+    /// The files a partition's shards (ascending, as [`Source::split_by_shard`] returns
+    /// them) are written as: consecutive shard ranges (see
+    /// [`WriteOptions::shard_range_bits`]) gathered into one file until the next range
+    /// would take it past [`WriteOptions::file_rows`]. A partition smaller than that is
+    /// one file.
+    pub fn plan(shards: Vec<(u32, Source<'e>)>, options: &WriteOptions) -> Vec<FileRows<'e>> {
+        // Per range, its shards in order.
+        let mut ranges: Vec<(u32, FileRows<'e>)> = Vec::new();
+        for (shard, source) in shards {
+            let range = options.shard_range(shard);
+            match ranges.last_mut() {
+                Some((r, f)) if *r == range => f.push(shard, source),
+                _ => {
+                    let mut f = FileRows::default();
+                    f.push(shard, source);
+                    ranges.push((range, f));
+                }
+            }
+        }
+        let mut files: Vec<FileRows<'e>> = Vec::new();
+        for (_, range) in ranges {
+            match files.last_mut() {
+                Some(f) if f.rows.saturating_add(range.rows) <= options.file_rows => {
+                    f.rows += range.rows;
+                    f.shards.extend(range.shards);
+                }
+                _ => files.push(range),
+            }
+        }
+        files
+    }
+
+    fn push(&mut self, shard: u32, source: Source<'e>) {
+        self.rows += source.rows;
+        self.shards.push((shard, source));
+    }
+
+    /// Rows of the file.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// The virtual shards of the file and their rows, ascending.
+    pub fn shards(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.shards.iter().map(|(s, src)| (*s, src.rows))
+    }
+
+    /// The first and last virtual shard of the file (`None` when it has none).
+    pub fn shard_bounds(&self) -> Option<(u32, u32)> {
+        Some((self.shards.first()?.0, self.shards.last()?.0))
+    }
+}
+
+/// Writes the rows of `input` to `out` as one Parquet file of the file columns of
+/// `schema` (the table's, partition columns left out), ordered by shard then in segment
+/// order, with `metadata` in the file's key-value metadata; `progress` gets the rows
+/// written so far after each batch. A row group holds at most
+/// [`WriteOptions::row_group_rows`] rows of one shard range. Returns the writer and
+/// what was written.
 ///
 /// # Errors
 /// Segment read errors, Parquet and Arrow errors, bloom sizing errors, and
-/// [`Error::RowCountMismatch`] if the rows read are not the source's live rows.
+/// [`Error::RowCountMismatch`] if the rows read are not the sources' live rows.
 pub fn write_partition<W: Write + Send>(
     out: W,
-    source: Source<'_>,
+    input: FileRows<'_>,
     schema: &LakeSchema,
     options: &WriteOptions,
     metadata: Vec<KeyValue>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(W, FileStats)> {
     options.check()?;
+    let start_ms = input.shards.first().map_or(0, |(_, s)| s.start_ms);
+    // Rows per shard range, to size each row group's `_id` filter.
+    let mut range_rows: BTreeMap<u32, u64> = BTreeMap::new();
+    for (shard, source) in &input.shards {
+        *range_rows.entry(options.shard_range(*shard)).or_default() += source.rows;
+    }
     let schema = &schema.file_schema();
     let arrow_schema = schema.arrow_schema();
     let level = ZstdLevel::try_new(options.zstd_level)?;
@@ -269,11 +392,30 @@ pub fn write_partition<W: Write + Send>(
         stats: FileStats {
             min_ts: i64::MAX,
             max_ts: i64::MIN,
+            min_shard: u32::MAX,
+            max_shard: 0,
             ..FileStats::default()
         },
-        expected: source.rows,
+        expected: input.rows,
+        range: None,
+        range_left: 0,
     };
-    if let Some(seg) = source.segment {
+    for (shard, source) in &input.shards {
+        let range = options.shard_range(*shard);
+        if w.range != Some(range) {
+            // A row group never spans two shard ranges.
+            w.flush_batch()?;
+            w.close_row_group()?;
+            w.range = Some(range);
+            w.range_left = range_rows.get(&range).copied().unwrap_or(0);
+        }
+        let Some(seg) = source.segment else {
+            continue;
+        };
+        let shard_value = i32::try_from(*shard).map_err(|_| Error::InvalidOption {
+            name: "shard",
+            detail: format!("{shard} does not fit the INT32 shard column"),
+        })?;
         let mut cursor: RowCursor<'_> = seg.cursor(source.skip.as_ref());
         let sources = Sources::new(schema, seg);
         let mut series_at = usize::MAX;
@@ -286,7 +428,9 @@ pub fn write_partition<W: Write + Send>(
             }
             // The cursor always has a series for a row it stands on (it fails otherwise).
             if let Some(series) = &series {
-                w.push_row(&sources, series, &cursor)?;
+                w.push_row(&sources, series, &cursor, shard_value)?;
+                w.stats.min_shard = w.stats.min_shard.min(*shard);
+                w.stats.max_shard = w.stats.max_shard.max(*shard);
             }
             if w.batch.rows >= BATCH_ROWS {
                 w.flush_batch()?;
@@ -299,7 +443,7 @@ pub fn write_partition<W: Write + Send>(
     progress(w.stats.rows);
     if w.stats.rows != w.expected {
         return Err(Error::RowCountMismatch {
-            start_ms: source.start_ms,
+            start_ms,
             written: w.stats.rows,
             expected: w.expected,
         });
@@ -311,6 +455,8 @@ pub fn write_partition<W: Write + Send>(
     if stats.rows == 0 {
         stats.min_ts = 0;
         stats.max_ts = 0;
+        stats.min_shard = 0;
+        stats.max_shard = 0;
     }
     Ok((out.inner, stats))
 }
@@ -369,8 +515,12 @@ struct PartitionWriter<'s, W: Write + Send> {
     row_group: Option<RowGroup>,
     batch: Batch,
     stats: FileStats,
-    /// Live rows of the partition.
+    /// Live rows of the file.
     expected: u64,
+    /// The shard range of the rows being written.
+    range: Option<u32>,
+    /// Rows of that range not yet written.
+    range_left: u64,
 }
 
 impl<W: Write + Send> PartitionWriter<'_, W> {
@@ -380,6 +530,7 @@ impl<W: Write + Send> PartitionWriter<'_, W> {
         sources: &Sources,
         series: &SeriesValues,
         cursor: &tidemark::segment::RowCursor<'_>,
+        shard: i32,
     ) -> Result<()> {
         if self.row_group.is_none() {
             self.open_row_group()?;
@@ -394,8 +545,9 @@ impl<W: Write + Send> PartitionWriter<'_, W> {
             }
             rg.rows += 1;
         }
+        self.range_left = self.range_left.saturating_sub(1);
         self.batch
-            .push(self.schema, sources, series, cursor, ts, &id);
+            .push(self.schema, sources, series, cursor, (ts, shard), &id);
         if self
             .row_group
             .as_ref()
@@ -410,8 +562,11 @@ impl<W: Write + Send> PartitionWriter<'_, W> {
     fn open_row_group(&mut self) -> Result<()> {
         let index = self.file.flushed_row_groups().len();
         let writers = self.factory.create_column_writers(index)?;
-        let remaining = self.expected.saturating_sub(self.stats.rows);
-        let rows = remaining.min(self.options.row_group_rows as u64).max(1);
+        // The rows of this shard range not yet written, this one included.
+        let rows = self
+            .range_left
+            .min(self.options.row_group_rows as u64)
+            .max(1);
         let bloom = if self.options.write_id {
             Some(
                 SplitBlockBloomFilter::with_rate(rows, self.options.id_bloom_fpr)?
@@ -631,7 +786,7 @@ impl Batch {
         sources: &Sources,
         series: &SeriesValues,
         cursor: &tidemark::segment::RowCursor<'_>,
-        ts: i64,
+        (ts, shard): (i64, i32),
         id: &[u8],
     ) {
         let metrics = cursor.metrics();
@@ -684,6 +839,7 @@ impl Batch {
                 }
                 (Role::Tsid, ColumnBuf::Binary(b)) => b.append_value(series.tsid.as_bytes()),
                 (Role::Id, ColumnBuf::Binary(b)) => b.append_value(id),
+                (Role::Shard, ColumnBuf::Int(b)) => b.append_value(shard),
                 (_, ColumnBuf::Timestamp(v)) => v.push(ts),
                 (_, ColumnBuf::Text(d)) => d.push(None),
                 (_, ColumnBuf::Long(b)) => b.append_null(),

@@ -12,7 +12,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int64Type, TimestampMillisecondType};
+use arrow_array::types::{Float64Type, Int32Type, Int64Type, TimestampMillisecondType};
 use arrow_array::{Array, RecordBatch};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Encoding;
@@ -147,17 +147,19 @@ fn lake_stats(files: &[PathBuf], metric: &str) -> (u64, BTreeSet<Vec<u8>>, Stats
                 .as_primitive::<TimestampMillisecondType>();
             let tsid = b.column_by_name("_tsid").unwrap().as_binary::<i32>();
             let id = b.column_by_name("_id").unwrap().as_binary::<i32>();
-            // `shard` is a partition column: in the path, not in the file.
-            assert!(b.column_by_name("shard").is_none());
+            // `shard` is in the file; `partition` is a partition column: in the path.
+            let shard = b
+                .column_by_name("shard")
+                .unwrap()
+                .as_primitive::<Int32Type>();
             assert!(b.column_by_name("partition").is_none());
-            let shard = path_value(f, "shard");
             let m = b.column_by_name(metric).unwrap();
             for r in 0..b.num_rows() {
                 // `_id` is `_tsid` ‖ timestamp, and `shard` is the tsid's shard.
                 let t = tidemark::tsid::Tsid::try_from_slice(tsid.value(r)).unwrap();
                 let sid = SyntheticId::new(t, ts.value(r));
                 assert_eq!(id.value(r), sid.to_bytes());
-                assert_eq!(shard, i64::from(shard_of(&t)));
+                assert_eq!(shard.value(r), shard_of(&t) as i32);
                 assert!(ids.insert(id.value(r).to_vec()), "an _id twice");
                 if m.is_null(r) {
                     continue;
@@ -223,12 +225,12 @@ fn exported_rows_equal_the_index_per_series() {
     let report = export(&index, &lake, &options(500), &mut |_| {}).unwrap();
     let expected_rows = 3 * u64::from(HOSTS) * (DAY / MIN / 5) as u64;
     assert_eq!(report.rows(), expected_rows);
-    // One file per partition and shard holding a series.
+    // One file per partition: small partitions are not split.
     let shards = index_shards(&index);
     assert!(shards.len() > 1, "the test needs series in several shards");
-    assert_eq!((report.files(), report.committed()), (3 * shards.len(), 3));
+    assert_eq!((report.files(), report.committed()), (3, 3));
     let files = live_files(&lake);
-    assert_eq!(files.len(), 3 * shards.len());
+    assert_eq!(files.len(), 3);
     for metric in ["cpu", "bytes", "temp"] {
         let (rows, ids, stats) = lake_stats(&files, metric);
         assert_eq!(rows, expected_rows);
@@ -250,45 +252,154 @@ fn index_shards(index: &Index) -> BTreeSet<u32> {
     result.series.iter().map(|s| shard_of(&s.tsid)).collect()
 }
 
-#[test]
-fn files_are_split_by_partition_and_shard_in_segment_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let index = sealed_index(&dir.path().join("index"));
-    let lake = dir.path().join("lake");
-    export(&index, &lake, &options(100), &mut |_| {}).unwrap();
-    let state = DeltaTable::local(&lake).unwrap().state().unwrap();
-    assert_eq!(state.partition_columns, ["partition", "shard"]);
-    let mut per_day: BTreeMap<i64, u64> = BTreeMap::new();
+/// Per live file of the lake: its rows' (shard, tsid, timestamp) in file order, and
+/// per row group its shard statistics (min, max) and rows.
+type FileLayout = BTreeMap<String, (Vec<(i32, Vec<u8>, i64)>, Vec<(i32, i32, i64)>)>;
+
+fn layout(lake: &Path) -> FileLayout {
+    let state = DeltaTable::local(lake).unwrap().state().unwrap();
+    let mut out = FileLayout::new();
     for (rel, live) in &state.files {
         let path = lake.join(rel);
-        let (start, shard) = (path_value(&path, "partition"), path_value(&path, "shard"));
+        let start = path_value(&path, "partition");
         // The path and the add action's partitionValues agree.
         assert_eq!(live.partition_values["partition"], start.to_string());
-        assert_eq!(live.partition_values["shard"], shard.to_string());
-        let mut last: Option<(Vec<u8>, i64)> = None;
+        assert_eq!(live.partition_values.len(), 1);
+        let mut rows = Vec::new();
         for b in read_batches(&path) {
             let ts = b
                 .column_by_name("@timestamp")
                 .unwrap()
                 .as_primitive::<TimestampMillisecondType>();
             let tsid = b.column_by_name("_tsid").unwrap().as_binary::<i32>();
+            let shard = b
+                .column_by_name("shard")
+                .unwrap()
+                .as_primitive::<Int32Type>();
             for r in 0..b.num_rows() {
-                let t = tidemark::tsid::Tsid::try_from_slice(tsid.value(r)).unwrap();
-                assert_eq!(i64::from(shard_of(&t)), shard);
                 assert_eq!(ts.value(r).div_euclid(DAY) * DAY, start);
-                // Segment order: (tsid, timestamp) ascending.
-                let key = (tsid.value(r).to_vec(), ts.value(r));
-                assert!(
-                    last.as_ref().is_none_or(|l| *l < key),
-                    "{rel}: out of order"
-                );
-                last = Some(key);
-                *per_day.entry(start).or_default() += 1;
+                rows.push((shard.value(r), tsid.value(r).to_vec(), ts.value(r)));
             }
         }
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        let meta = reader.metadata();
+        let col = meta
+            .file_metadata()
+            .schema_descr()
+            .columns()
+            .iter()
+            .position(|c| c.name() == "shard")
+            .unwrap();
+        let groups = (0..meta.num_row_groups())
+            .map(|g| {
+                let rg = meta.row_group(g);
+                match rg.column(col).statistics().unwrap() {
+                    parquet::file::statistics::Statistics::Int32(s) => {
+                        (*s.min_opt().unwrap(), *s.max_opt().unwrap(), rg.num_rows())
+                    }
+                    other => panic!("shard statistics {other:?}"),
+                }
+            })
+            .collect();
+        // The add action's statistics carry the file's shard range.
+        let stats: Value = serde_json::from_str(live.stats.as_deref().unwrap()).unwrap();
+        let (lo, hi) = (rows.first().unwrap().0, rows.last().unwrap().0);
+        assert_eq!(
+            (&stats["minValues"]["shard"], &stats["maxValues"]["shard"]),
+            (&json!(lo), &json!(hi)),
+            "{rel}"
+        );
+        out.insert(rel.clone(), (rows, groups));
     }
+    out
+}
+
+#[test]
+fn a_partition_is_one_file_ordered_by_shard_then_segment_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = sealed_index(&dir.path().join("index"));
+    let lake = dir.path().join("lake");
+    export(&index, &lake, &options(100), &mut |_| {}).unwrap();
+    let state = DeltaTable::local(&lake).unwrap().state().unwrap();
+    assert_eq!(state.partition_columns, ["partition"]);
+    let files = layout(&lake);
+    assert_eq!(files.len(), 3);
+    let ranges = |s: i32| s >> 4;
+    for (rel, (rows, groups)) in &files {
+        assert!(rel.ends_with(".parquet") && rel.contains("-s"), "{rel}");
+        assert_eq!(rows.len() as u64, u64::from(HOSTS) * 288);
+        // (shard, tsid, timestamp) ascending, and the shard is the tsid's.
+        assert!(rows.windows(2).all(|w| w[0] < w[1]), "{rel}: out of order");
+        for (shard, tsid, _) in rows {
+            let t = tidemark::tsid::Tsid::try_from_slice(tsid).unwrap();
+            assert_eq!(*shard, shard_of(&t) as i32);
+        }
+        // Row groups of at most 100 rows, each inside one range of 16 shards, so a
+        // reader of some shards prunes the others' row groups by statistics.
+        let mut at = 0usize;
+        for (lo, hi, n) in groups {
+            assert!(*n <= 100 && *n > 0);
+            assert_eq!(
+                ranges(*lo),
+                ranges(*hi),
+                "{rel}: a row group spans two ranges"
+            );
+            let group = &rows[at..at + *n as usize];
+            assert_eq!((group[0].0, group[group.len() - 1].0), (*lo, *hi));
+            at += *n as usize;
+        }
+        assert_eq!(at, rows.len());
+    }
+}
+
+#[test]
+fn large_partitions_split_into_files_at_shard_range_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = sealed_index(&dir.path().join("index"));
+    let lake = dir.path().join("lake");
+    // One shard per range and files of at most 600 rows (a series holds 288 a day).
+    let mut opts = options(1000);
+    opts.write.shard_range_bits = 8;
+    opts.write.file_rows = 600;
+    let report = export(&index, &lake, &opts, &mut |_| {}).unwrap();
+    let shards = index_shards(&index);
+    let files = layout(&lake);
+    assert_eq!(files.len(), report.files());
+    assert!(files.len() > 3, "{}", files.len());
+    let mut per_day: BTreeMap<&str, Vec<(i32, i32)>> = BTreeMap::new();
+    let mut held: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
+    for (rel, (rows, groups)) in &files {
+        let (lo, hi) = (rows[0].0, rows[rows.len() - 1].0);
+        // A file holds whole shards: at most 600 rows unless one shard has more.
+        assert!(rows.len() <= 600 || lo == hi, "{rel}: {} rows", rows.len());
+        assert!(rows.windows(2).all(|w| w[0] < w[1]), "{rel}: out of order");
+        assert!(groups.iter().all(|(a, b, _)| a == b), "{rel}: {groups:?}");
+        assert!(rel.contains(&format!("-s{lo:03}-{hi:03}-")), "{rel}");
+        let day = rel.split('/').next().unwrap();
+        per_day.entry(day).or_default().push((lo, hi));
+        held.entry(day)
+            .or_default()
+            .extend(rows.iter().map(|r| r.0 as u32));
+    }
+    // Per day, the files' shard ranges are disjoint and cover every shard.
     assert_eq!(per_day.len(), 3);
-    assert!(per_day.values().all(|n| *n == u64::from(HOSTS) * 288));
+    for (day, ranges) in &mut per_day {
+        ranges.sort();
+        assert!(ranges.windows(2).all(|w| w[0].1 < w[1].0), "{ranges:?}");
+        assert_eq!(held[day], shards);
+    }
+    // The report's per-file shards and rows say the same.
+    let p = &report.partitions[0];
+    let rows: u64 = p
+        .files
+        .iter()
+        .flat_map(|f| f.shards.iter().map(|s| s.1))
+        .sum();
+    assert_eq!(rows, p.rows);
+    // The whole lake still equals the index.
+    let (rows, ids, stats) = lake_stats(&live_files(&lake), "cpu");
+    assert_eq!((rows, ids.len() as u64), (3 * u64::from(HOSTS) * 288, rows));
+    assert_same_stats(&stats, &index_stats(&index, "cpu"));
 }
 
 #[test]
@@ -297,7 +408,7 @@ fn files_carry_types_encodings_metadata_and_id_filters() {
     let index = sealed_index(&dir.path().join("index"));
     let lake = dir.path().join("lake");
     export(&index, &lake, &options(100), &mut |_| {}).unwrap();
-    // The largest file (one per partition and shard): several row groups of 100 rows.
+    // The largest file (one per partition): several row groups of 100 rows.
     let file = live_files(&lake)
         .into_iter()
         .max_by_key(|f| std::fs::metadata(f).unwrap().len())
@@ -371,6 +482,7 @@ fn files_carry_types_encodings_metadata_and_id_filters() {
         .unwrap();
     let mut absent_hits = 0;
     let mut absent_probes = 0;
+    let (_, all_ids, _) = lake_stats(std::slice::from_ref(&file), "cpu");
     for g in 0..meta.num_row_groups() {
         let chunk = meta.row_group(g).column(id_col);
         assert!(chunk.encodings().any(|e| e == Encoding::DELTA_BYTE_ARRAY));
@@ -389,13 +501,18 @@ fn files_carry_types_encodings_metadata_and_id_filters() {
         );
         // Every id of the row group is in its filter (arrow-rs hashes and probes).
         let mut present = BTreeSet::new();
-        for b in read_batches(&file) {
+        let group = ParquetRecordBatchReaderBuilder::try_new(File::open(&file).unwrap())
+            .unwrap()
+            .with_row_groups(vec![g])
+            .build()
+            .unwrap();
+        for b in group {
+            let b = b.unwrap();
             let id = b.column_by_name("_id").unwrap().as_binary::<i32>();
             for r in 0..b.num_rows() {
                 let v = id.value(r);
-                if v >= lo.as_slice() && v <= hi.as_slice() {
-                    present.insert(v.to_vec());
-                }
+                assert!(v >= lo.as_slice() && v <= hi.as_slice());
+                present.insert(v.to_vec());
             }
         }
         assert_eq!(present.len() as i64, meta.row_group(g).num_rows());
@@ -405,7 +522,7 @@ fn files_carry_types_encodings_metadata_and_id_filters() {
         for v in &present {
             let sid = SyntheticId::from_bytes(v).unwrap();
             let absent = SyntheticId::new(sid.tsid(), sid.ts_millis() + MIN).to_bytes();
-            if absent.as_slice() < hi.as_slice() && !present.contains(absent.as_slice()) {
+            if absent.as_slice() < hi.as_slice() && !all_ids.contains(absent.as_slice()) {
                 absent_probes += 1;
                 absent_hits += usize::from(bloom.check(absent.as_slice()));
             }
@@ -526,7 +643,7 @@ fn rollups_are_their_own_tables_equal_to_the_raw_rows() {
     assert_eq!(tidemark_lake::rollup_table_dir(60 * MIN), "_rollups/1h");
     let table = lake.join("_rollups/1h");
     let files = live_files(&table);
-    assert_eq!(files.len(), 3 * index_shards(&index).len());
+    assert_eq!(files.len(), 3);
     // Per series and day: the rollup's counts, minima, maxima and sums fold to the raw
     // rows' (count exact, extremes exact, sums within 1e-9).
     for metric in ["cpu", "bytes", "temp"] {
@@ -694,4 +811,37 @@ fn checkpoints_read_back_as_the_replayed_log_and_vacuum_deletes_replaced_files()
     assert_same_stats(&stats, &index_stats(&index, "cpu"));
     let again = export(&index, &lake, &opts, &mut |_| {}).unwrap();
     assert_eq!(again.committed(), 0);
+}
+
+#[test]
+fn a_snapshot_exports_what_it_saw_while_the_index_moves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = sealed_index(&dir.path().join("index"));
+    let lake = dir.path().join("lake");
+    // Taken under the index's lock (here: a borrow that ends), written without it.
+    let snapshot = tidemark_lake::IndexSnapshot::of(&index).unwrap();
+    let generations: Vec<u64> = snapshot.sealed().iter().map(|p| p.generation).collect();
+    // Meanwhile a late write re-seals day 1: its old segment file is replaced.
+    let out = index
+        .bulk(vec![BulkItem::create(doc(0, DAY + 2 * MIN))])
+        .unwrap();
+    assert_eq!(out[0].http_status(), 201);
+    index.seal(DAY).unwrap();
+    let store = tidemark_lake::LakeStore::local(&lake).unwrap();
+    let first =
+        tidemark_lake::export_snapshot(&snapshot, &store, &options(100_000), &mut |_| {}).unwrap();
+    drop(snapshot);
+    // The snapshot's rows: three days without the late point.
+    assert_eq!(first.rows(), 3 * u64::from(HOSTS) * 288);
+    let committed: Vec<u64> = first.partitions.iter().map(|p| p.generation).collect();
+    assert_eq!(committed, generations);
+    // The next export sees the re-sealed day and replaces it.
+    let second = export(&index, &lake, &options(100_000), &mut |_| {}).unwrap();
+    assert_eq!((second.committed(), second.skipped()), (1, 2));
+    let (rows, ids, stats) = lake_stats(&live_files(&lake), "cpu");
+    assert_eq!(
+        (rows, ids.len() as u64),
+        (3 * u64::from(HOSTS) * 288 + 1, rows)
+    );
+    assert_same_stats(&stats, &index_stats(&index, "cpu"));
 }

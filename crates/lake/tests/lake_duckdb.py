@@ -5,11 +5,12 @@ Runs the real binaries: `tidemark create` (1-day partitions), `tidemark ingest` 
 days of six series (plus one point on a fourth day, so the three are sealed),
 `tidemark export --index IDX --to LAKE` (which runs `tidemark-export`), twice. Then:
 
-- deltalake (delta-rs) opens the table: 3 commits, one live file per day and shard, the
-  rows, partitioned by `partition` and `shard`;
-- per shard, the rows DuckDB (Hive-style paths), DataFusion (over delta-rs' dataset)
-  and delta-rs count equal the export report's and `tidemark agg --raw`'s series counts
-  summed by shard, the shard computed from the tsid as docs/lake.md says (byte 4);
+- deltalake (delta-rs) opens the table: 3 commits, one live file per day, the rows,
+  partitioned by `partition`;
+- per shard, the rows DuckDB, DataFusion (over delta-rs' dataset) and delta-rs count
+  equal the export report's and `tidemark agg --raw`'s series counts summed by shard,
+  the shard computed from the tsid as docs/lake.md says (byte 4); rows are ordered by
+  shard and a query on one shard range reads only its row groups (DuckDB);
 - DuckDB and DataFusion over the live files: row count, distinct `_id`, and per series
   and day count/min/max exactly and sum within 1e-9 of `tidemark agg --raw`, for a gauge
   and a counter;
@@ -17,6 +18,9 @@ days of six series (plus one point on a fourth day, so the three are sealed),
 - absent `_id`s inside a row group's [min, max] `_id` statistics find nothing and are
   pruned by the split-block bloom filter: DuckDB's `total_row_groups_scanned` is 0 and
   DataFusion's `row_groups_pruned_bloom_filter` counts them;
+- the 1h rollup table, read by DuckDB and DataFusion, equals Tidemark's own rollup
+  answers (`tidemark agg --interval 1h`, served from the rollups) per series and hour:
+  count/min/max exactly, sums within 1e-9; folded per day it equals the raw rows';
 - checkpoints and vacuum: a lake checkpointed every 2 commits, re-exported after a late
   write and vacuumed reads the same in delta-rs from the checkpoint alone and after the
   vacuum, which deletes exactly what delta-rs' own vacuum would, leaving the live files.
@@ -71,11 +75,17 @@ def doc(host, ts):
     }
 
 
-def agg(tidemark, idx, metric):
-    """(tsid hex, day start) -> (count, min, max, sum) from `tidemark agg --raw`."""
-    out = run([tidemark, "agg", idx, "--metric", metric, "--interval", "1d", "--raw",
-               "--from", str(BASE), "--to", str(BASE + 3 * DAY)])
+def agg(tidemark, idx, metric, interval="1d", raw=True):
+    """(tsid hex, bucket start) -> (count, min, max, sum) from `tidemark agg` (`--raw`:
+    raw rows only; else rollups where they answer, as `read.rollup_rows` shows)."""
+    out = run([tidemark, "agg", idx, "--metric", metric, "--interval", interval]
+              + (["--raw"] if raw else [])
+              + ["--from", str(BASE), "--to", str(BASE + 3 * DAY)])
     res = json.loads(out.stdout)
+    if not raw:
+        read = res.get("read", {})
+        check(read.get("rollup_rows", 0) > 0 and read.get("raw_rows", 1) == 0,
+              f"tidemark agg {metric} --interval {interval} is answered from rollups ({read})")
     stats = {}
     for s in res["series"]:
         for b in s["buckets"]:
@@ -265,12 +275,12 @@ def main():
     dt = deltalake.DeltaTable(lake)
     files = sorted(dt.file_uris())
     report_files = [f for p in rep["partitions"] if p["rollup_ms"] is None for f in p["files"]]
-    check(dt.version() == 2 and len(files) == len(report_files) and len(files) > 3,
-          f"delta-rs: version 2, one file per day and shard ({dt.version()}, {len(files)}, report {len(report_files)})")
-    check(dt.metadata().partition_columns == ["partition", "shard"],
-          f"delta-rs: partitioned by partition, shard ({dt.metadata().partition_columns})")
-    check(all(f"/partition={int(p['start_ms'])}/shard={f['shard']}/" in "/" + f["path"]
-              for p in rep["partitions"] for f in p["files"]), "file paths are partition=…/shard=…/")
+    check(dt.version() == 2 and len(files) == len(report_files) == 3,
+          f"delta-rs: version 2, one file per day ({dt.version()}, {len(files)}, report {len(report_files)})")
+    check(dt.metadata().partition_columns == ["partition"],
+          f"delta-rs: partitioned by partition ({dt.metadata().partition_columns})")
+    check(all(("/" + f["path"]).startswith(f"/partition={int(p['start_ms'])}/part-")
+              for p in rep["partitions"] for f in p["files"]), "file paths are partition=…/part-…")
     check(dt.to_pyarrow_table().num_rows == 3 * ROWS_PER_DAY, "delta-rs reads every row")
     txns = set()
     for v in range(3):
@@ -286,7 +296,8 @@ def main():
     # has cpu) summed by the shard computed from each tsid: Tsid::shard(256) is byte 4.
     by_report = {}
     for f in report_files:
-        by_report[f["shard"]] = by_report.get(f["shard"], 0) + f["rows"]
+        for shard, n in f["shards"].items():
+            by_report[int(shard)] = by_report.get(int(shard), 0) + n
     by_agg = {}
     for (tsid, _day), (n, _lo, _hi, _sum) in expected["cpu"].items():
         shard = bytes.fromhex(tsid)[4]
@@ -305,7 +316,27 @@ def main():
     check(n == 3 * ROWS_PER_DAY and distinct == n, f"duckdb: {n} rows, {distinct} distinct _id")
     # The partition columns come from the Hive-style paths.
     per_shard = dict(con.sql("SELECT shard, count(*) FROM lake GROUP BY shard").fetchall())
-    check(per_shard == by_report, f"duckdb: per-shard rows (from shard=… paths) equal the report's")
+    check(per_shard == by_report, f"duckdb: per-shard rows (the shard column) equal the report's")
+    shard_of = con.sql("SELECT count(*) FROM lake WHERE shard <> "
+                       "CAST(('0x' || substr(hex(_tsid), 9, 2)) AS INTEGER)").fetchall()[0][0]
+    check(shard_of == 0, f"duckdb: every row's shard is byte 4 of its _tsid ({shard_of} are not)")
+    # Rows are ordered by shard within a file, and a row group holds one range of 16
+    # shards: a query on one range reads its row groups only.
+    for f in files:
+        shards = pq.read_table(f, columns=["shard"]).column("shard").to_pylist()
+        check(shards == sorted(shards), f"rows ordered by shard in {os.path.basename(f)}")
+        meta = pq.ParquetFile(f).metadata
+        col = [meta.schema.column(i).name for i in range(meta.num_columns)].index("shard")
+        spans = [(meta.row_group(g).column(col).statistics.min >> 4,
+                  meta.row_group(g).column(col).statistics.max >> 4) for g in range(meta.num_row_groups)]
+        check(all(a == b for a, b in spans), f"no row group spans two shard ranges in {os.path.basename(f)}")
+    one_range = min(by_report) >> 4
+    n, scanned, total = duckdb_row_groups(
+        con, f"SELECT count(*) FROM lake WHERE shard >= {one_range * 16} AND shard < {one_range * 16 + 16}",
+        os.path.join(tmp, "profile-shard.json"))
+    expect = sum(v for k, v in by_report.items() if k >> 4 == one_range)
+    check(n == expect and 0 < scanned < total,
+          f"duckdb: shard range {one_range}: {n} rows, {scanned} of {total} row groups scanned")
     days = con.sql(f"SELECT count(*) FROM lake WHERE partition <> "
                    f"CAST(floor(epoch_ms(\"@timestamp\") / {DAY}) * {DAY} AS BIGINT)").fetchall()[0][0]
     check(days == 0, f"duckdb: every row lies in its partition=… ({days} do not)")
@@ -329,16 +360,24 @@ def main():
     check(pruned >= len(absent) - 2, f"duckdb: {pruned} of {len(absent)} absent ids skip every row group (bloom filter)")
 
     # The 1h rollup table (delta-rs lists its files), folded per series and day.
-    rollup_files = sorted(deltalake.DeltaTable(os.path.join(lake, "_rollups", "1h")).file_uris())
-    check(len(rollup_files) == len(files), f"delta-rs: the 1h rollup table has a file per day and shard ({len(rollup_files)})")
+    rollup_dt = deltalake.DeltaTable(os.path.join(lake, "_rollups", "1h"))
+    rollup_files = sorted(rollup_dt.file_uris())
+    check(len(rollup_files) == len(files), f"delta-rs: the 1h rollup table has a file per day ({len(rollup_files)})")
     rl = "[" + ", ".join(f"'{f}'" for f in rollup_files) + "]"
     con.execute(f"CREATE VIEW rollup AS SELECT * FROM read_parquet({rl})")
+    hourly = {m: agg(tidemark, idx, m, interval="1h", raw=False) for m in ("cpu", "bytes")}
     for m in ("cpu", "bytes"):
         rows = con.sql(f"""
             SELECT lower(hex(_tsid)), CAST(floor(epoch_ms("@timestamp") / {DAY}) * {DAY} AS BIGINT),
                    sum("{m}.count"), min("{m}.min"), max("{m}.max"), sum("{m}.sum")
             FROM rollup WHERE "{m}.count" > 0 GROUP BY 1, 2""").fetchall()
-        compare(f"duckdb 1h rollup table {m}", rows, expected[m])
+        compare(f"duckdb 1h rollup table {m}, folded per day, vs raw rows", rows, expected[m])
+        # Per series and hour: the table's rows are Tidemark's own rollup answers.
+        rows = con.sql(f"""
+            SELECT lower(hex(_tsid)), epoch_ms("@timestamp"),
+                   "{m}.count", "{m}.min", "{m}.max", "{m}.sum"
+            FROM rollup WHERE "{m}.count" > 0""").fetchall()
+        compare(f"duckdb 1h rollup table {m} vs tidemark agg --interval 1h", rows, hourly[m])
 
     # DataFusion.
     ctx = datafusion.SessionContext()
@@ -355,6 +394,19 @@ def main():
     for m in ("cpu", "bytes"):
         rows = [tuple(r.values()) for r in ctx.sql(PER_SERIES_DF.format(day=DAY, m=m)).to_pylist()]
         compare(f"datafusion {m}", rows, expected[m])
+    # The rollup table's files registered one by one: through delta-rs' pyarrow dataset
+    # a filter on a dotted column name ("cpu.count") is pushed down as a nested field
+    # and matches nothing (pyarrow 26 / DataFusion 55).
+    for i, f in enumerate(rollup_files):
+        ctx.register_parquet(f"r{i}", f)
+    ctx.sql("CREATE VIEW rollup AS " + " UNION ALL ".join(f"SELECT * FROM r{i}" for i in range(len(rollup_files))))
+    for m in ("cpu", "bytes"):
+        rows = [tuple(r.values()) for r in ctx.sql(f"""
+            SELECT lower(encode(_tsid, 'hex')) AS tsid,
+                   CAST(CAST(to_unixtime("@timestamp") AS DOUBLE) * 1000 AS BIGINT) AS hour,
+                   "{m}.count" AS n, "{m}.min" AS lo, "{m}.max" AS hi, "{m}.sum" AS total
+            FROM rollup WHERE "{m}.count" > 0""").to_pylist()]
+        compare(f"datafusion 1h rollup table {m} vs tidemark agg --interval 1h", rows, hourly[m])
     one = ctx.sql(f"SELECT count(*) AS n FROM lake WHERE _id = X'{present.hex()}'").to_pylist()[0]["n"]
     check(one == 1, "datafusion: a present _id finds one row")
     bloom_pruned = 0

@@ -5,8 +5,8 @@ Builds an index of three sealed days of six series (`tidemark create`, `ingest`)
 exports it (`tidemark export --row-group-rows 100 --json`: several row groups a file),
 lists the live files from the Delta log, and reads them on the standalone cluster:
 
-- row count, distinct `_id` and per-shard row counts (`shard` from the Hive-style paths)
-  equal the export report's;
+- row count, distinct `_id` and per-shard row counts (the `shard` column; `partition`
+  from the Hive-style paths) equal the export report's;
 - an absent `_id` (a present id's timestamp + 1 minute, inside its row group's `_id`
   min/max) finds 0 rows, and the Parquet scan outputs 0 rows with the bloom filter on
   (`parquet.filter.bloom.enabled=true`, the default) but the whole row group with it off.
@@ -99,7 +99,8 @@ def main():
     per_shard = {}
     for p in rep["partitions"]:
         for fr in p["files"]:
-            per_shard[fr["shard"]] = per_shard.get(fr["shard"], 0) + fr["rows"]
+            for shard, n in fr["shards"].items():
+                per_shard[int(shard)] = per_shard.get(int(shard), 0) + n
     files = live_files(lake)
     check(rep["committed"] == 3 and len(files) == rep["files"],
           f"tidemark: 3 partitions, {rows} rows, {len(files)} files")

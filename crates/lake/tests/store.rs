@@ -67,10 +67,8 @@ fn a_file_url_writes_the_local_directory_through_object_store() {
     }
     let mut names = Vec::new();
     for day in ["partition=0", &format!("partition={DAY}")] {
-        for shard in std::fs::read_dir(lake_dir.join(day)).unwrap() {
-            for f in std::fs::read_dir(shard.unwrap().path()).unwrap() {
-                names.push(f.unwrap().file_name().into_string().unwrap());
-            }
+        for f in std::fs::read_dir(lake_dir.join(day)).unwrap() {
+            names.push(f.unwrap().file_name().into_string().unwrap());
         }
     }
     assert_eq!(names.len(), state.files.len(), "{names:?}");
@@ -112,5 +110,5 @@ fn exports_to_an_s3_compatible_store_when_one_is_configured() {
     let url = format!("{}/tidemark-test-{run}", base.trim_end_matches('/'));
     let store = LakeStore::open(&url).unwrap();
     let state = export_twice(&index, &store);
-    assert_eq!(state.partition_columns, ["partition", "shard"]);
+    assert_eq!(state.partition_columns, ["partition"]);
 }

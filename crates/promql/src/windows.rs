@@ -71,14 +71,6 @@ impl Item {
     }
 }
 
-fn gcd(a: i64, b: i64) -> i64 {
-    let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    i64::try_from(a).unwrap_or(0)
-}
-
 /// Adds `x` to a Kahan-compensated sum `(sum, c)`.
 fn kahan_add(acc: &mut (f64, f64), x: f64) {
     let (sum, c) = acc;
@@ -221,10 +213,12 @@ impl IndexStorage<'_> {
         if req.ends.is_empty() || range <= 0 {
             return Ok(None);
         }
-        let g = req.ends.iter().fold(range, |g, &t| gcd(g, t));
-        if g <= 0 {
+        // The one alignment rule of the façade's rollup planner: every bucket read lies
+        // whole inside the window's range and on its ends.
+        let Some(g) = tidemark::rollup_step(std::iter::once(range).chain(req.ends.iter().copied()))
+        else {
             return Ok(None);
-        }
+        };
         let t_min = req.ends.iter().copied().min().unwrap_or(0);
         let t_max = req.ends.iter().copied().max().unwrap_or(0);
         let (Some(lo), Some(hi)) = (t_min.checked_sub(range), t_max.checked_add(g - 1)) else {
@@ -237,13 +231,7 @@ impl IndexStorage<'_> {
         }
         // Time without raw rows: expired pieces, and partitions past the raw retention
         // (whose rollups the plan reads).
-        let mut no_raw: Vec<(i64, i64)> = pieces
-            .iter()
-            .filter_map(|p| match *p {
-                Piece::Expired { from, to } => Some((from, to)),
-                _ => None,
-            })
-            .collect();
+        let mut no_raw: Vec<(i64, i64)> = tidemark::expired_pieces(&pieces);
         let expired_parts: HashSet<i64> = index
             .raw_expired_partitions()
             .into_iter()

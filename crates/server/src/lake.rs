@@ -3,8 +3,10 @@
 //! `lake_auto` a background task exports each partitioned index's newly sealed
 //! partitions to `lake_dir/<index>` every `lake_interval_secs` (docs/lake.md).
 //!
-//! Both run [`tidemark_lake::export`] on a blocking thread under the index's read lock
-//! (searches go on; the index's writer waits for the export to finish). The export is
+//! Both take a snapshot of the index's sealed partitions under its read lock (a moment:
+//! shared segment files and copied tombstones, [`IndexSnapshot`]) and export it on a
+//! blocking thread with the lock released, so neither searches nor the index's writer
+//! wait for an export. The export is
 //! idempotent (a partition already in the lake at its generation is skipped by its Delta
 //! transaction id), so a retry or a re-check writes nothing twice.
 
@@ -20,7 +22,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::post;
 use serde_json::Value;
-use tidemark_lake::{ExportOptions, ExportReport};
+use tidemark_lake::{ExportOptions, ExportReport, IndexSnapshot, LakeStore};
 
 use crate::auth::Principal;
 use crate::error::{Error, Result};
@@ -242,13 +244,21 @@ pub(crate) fn lake_path(root: &Path, index: &str, to: Option<&str>) -> Result<Pa
     Ok(real)
 }
 
-/// Exports `handle`'s sealed partitions to `lake` under its read lock.
+/// Exports `handle`'s sealed partitions to `lake`: a snapshot taken under its read lock,
+/// written with the lock released.
 fn export_index(
     handle: &IndexHandle,
     lake: &Path,
     options: &ExportOptions,
 ) -> Result<ExportReport> {
-    handle.read(|index| Ok(tidemark_lake::export(index, lake, options, &mut |_| {})?))
+    let snapshot = handle.read(|index| Ok(IndexSnapshot::of(index)?))?;
+    let store = LakeStore::local(lake)?;
+    Ok(tidemark_lake::export_snapshot(
+        &snapshot,
+        &store,
+        options,
+        &mut |_| {},
+    )?)
 }
 
 /// The automatic mode: every `lake_interval_secs` until `stop` turns true, each

@@ -120,6 +120,7 @@ impl Server {
             registry,
             cluster_uuid,
             series_cache: Default::default(),
+            line_cache: Default::default(),
             http_stats: Default::default(),
             tcp_stats: Default::default(),
             lake_stats: Default::default(),
@@ -132,6 +133,13 @@ impl Server {
             addr,
             lines,
         })
+    }
+
+    /// The state every handler shares (the registry of indices, the configuration), for
+    /// work that runs beside the server in the same process: a cluster's shard owner
+    /// writes to the registry through it.
+    pub fn state(&self) -> Arc<AppState> {
+        Arc::clone(&self.state)
     }
 
     /// The bound address.

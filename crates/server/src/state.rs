@@ -27,6 +27,8 @@ pub struct AppState {
     pub body_bytes: Arc<Semaphore>,
     /// Label-keyed series already resolved, shared by the metrics protocols' requests.
     pub(crate) series_cache: crate::metrics::series_cache::SeriesCache,
+    /// Line protocol's resolved series, one entry per measurement and tag set.
+    pub(crate) line_cache: crate::metrics::series_cache::LineCache,
     /// Requests answered, by route template, for `GET /metrics`.
     pub(crate) http_stats: crate::selfmon::HttpStats,
     /// What the Graphite and OpenTSDB TCP listeners did, for `GET /metrics`.

@@ -5,7 +5,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
-use tidemark::{AggQuery, BulkItem, Index, Mapping, Matcher};
+use tidemark::{AggQuery, BulkItem, Filter, Index, Mapping};
 
 const SERIES: u32 = 100_000;
 const TEAMS: u32 = 1_000;
@@ -52,7 +52,7 @@ fn filter(c: &mut Criterion) {
     });
     let regex = AggQuery {
         filters: Vec::new(),
-        matchers: vec![Matcher::parse("team=~t42|t43").unwrap()],
+        matchers: vec![Filter::parse_matcher("team=~t42|t43").unwrap()],
         ..query.clone()
     };
     assert_eq!(index.aggregate(&regex).unwrap().series.len(), 200);
@@ -65,9 +65,8 @@ fn filter(c: &mut Criterion) {
             let mut rows = 0u64;
             index
                 .engine()
-                .scan_live(
-                    i64::MIN,
-                    i64::MAX,
+                .search(i64::MIN, i64::MAX)
+                .rows(
                     |_, dims| {
                         dims.iter().any(|(n, d)| {
                             n == "team" && *d == tidemark::segment::Dim::Keyword("t42".into())

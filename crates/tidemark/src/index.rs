@@ -197,6 +197,8 @@ pub struct Index {
     /// The refs of the label-keyed value columns (`value`, `value_long`, `value_bool`,
     /// `value_keyword`), filled on first use.
     value_columns: [Option<ColumnRef>; 4],
+    /// Memory `append_samples` keeps between calls.
+    samples_scratch: samples::SampleScratch,
     /// Held for the life of the index: the OS lock.
     _lock: File,
 }
@@ -315,6 +317,7 @@ impl Index {
             new_series: None,
             id: NEXT_INDEX_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             value_columns: [None; 4],
+            samples_scratch: Default::default(),
             _lock: lock,
         })
     }

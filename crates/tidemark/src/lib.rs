@@ -7,6 +7,7 @@ mod counters;
 mod doc;
 mod error;
 mod extras;
+mod filter;
 mod index;
 mod ingest;
 mod labels;
@@ -27,6 +28,7 @@ pub use bulk::{
 pub use counters::{Counters, ItemCounts};
 pub use doc::{DocParser, ParsedDoc, point_to_doc};
 pub use error::{Error, Result};
+pub use filter::{Filter, TimeRange};
 pub use index::{COUNTERS_FILE, Index, LOCK_FILE, MAPPING_FILE, PreparedItem};
 pub use ingest::{IngestOptions, IngestSummary, InputFormat, Progress};
 pub use labels::{
@@ -39,13 +41,11 @@ pub use mapping::{
     Mapping, MetricType,
 };
 pub use query::{
-    Agg, AggOutput, Bucket, BucketKey, CalendarUnit, DEFAULT_MAX_BUCKETS, Filter, Hit, Interval,
+    Agg, AggOutput, Bucket, BucketKey, CalendarUnit, DEFAULT_MAX_BUCKETS, Hit, Interval,
     MetricKind, SearchAfter, SearchRequest, SearchResult,
 };
-pub use read::SeriesHit;
-pub use search::{
-    AggBucket, AggQuery, AggResult, GroupAgg, Matcher, Order, Query, RollupSearch, SeriesAgg,
-};
+pub use read::{SeriesHit, expired_pieces, rollup_step};
+pub use search::{AggBucket, AggQuery, AggResult, GroupAgg, Order, Query, RollupSearch, SeriesAgg};
 pub use snapshot::{SnapshotStats, copy_tree};
 pub use stats::{ComponentUsage, DiskUsage, IndexStats};
 pub use time::{format_time, parse_interval, parse_time};

@@ -1,80 +1,23 @@
-//! General queries: a filter tree (time range, terms on dimensions, ids, `_id` prefix,
-//! exists, and/or/not), hits sorted by timestamp with paging, and nested bucket
+//! General queries: hits sorted by timestamp with paging, and nested bucket
 //! aggregations (date histograms with fixed or calendar intervals, terms on a
-//! dimension) with metric leaves (min, max, avg, sum, value_count, cardinality).
-//! Protocol layers (the HTTP server's query DSL) translate into these types.
+//! dimension) with metric leaves (min, max, avg, sum, value_count, cardinality), over
+//! the one filter model of [`crate::filter`]. Protocol layers (the HTTP server's query
+//! DSL, the CLI's `search`) translate into these types.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use roaring::RoaringBitmap;
 use serde_json::Value;
-use tidemark_dedup::{Piece, Postings, RollupStats};
+use tidemark_dedup::{Piece, RollupStats};
 use tidemark_segment::{Dim, MetricValue, Point};
 
-use crate::doc::{dim_json, ip_text, point_to_doc};
+use crate::doc::{dim_json, point_to_doc};
 use crate::error::{Error, Result};
+use crate::filter::{Compiled, Filter, TimeRange, compile, query_error};
 use crate::index::Index;
-use crate::mapping::{FieldRole, FieldType, Mapping};
+use crate::mapping::{FieldRole, IndexMode, Mapping};
+use crate::read::rollup_step;
 use crate::search::Order;
 use crate::time::{civil_from_days, days_from_civil};
-
-/// A document filter.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Filter {
-    /// Every document.
-    All,
-    /// Timestamp within `[min, max]` (inclusive, epoch milliseconds).
-    Time {
-        /// Lowest timestamp kept.
-        min: i64,
-        /// Highest timestamp kept.
-        max: i64,
-    },
-    /// A dimension equal to one of `values` (compared as text; IPs normalized).
-    Terms {
-        /// The dimension path.
-        field: String,
-        /// Accepted values.
-        values: Vec<String>,
-    },
-    /// A dimension whose value (as text) starts with `prefix`.
-    Prefix {
-        /// The dimension path.
-        field: String,
-        /// The prefix.
-        prefix: String,
-    },
-    /// A dimension whose whole value (as text) matches a regular expression (Rust
-    /// `regex` syntax, anchored at both ends as Elasticsearch's `regexp` is).
-    Regex {
-        /// The dimension path.
-        field: String,
-        /// The pattern.
-        pattern: String,
-    },
-    /// A dimension whose whole value matches a wildcard pattern: `*` any run of
-    /// characters, `?` one character, `\` escapes the next (Elasticsearch's `wildcard`).
-    Wildcard {
-        /// The dimension path.
-        field: String,
-        /// The pattern.
-        pattern: String,
-    },
-    /// An `_id` among these.
-    Ids(Vec<String>),
-    /// An `_id` starting with this.
-    IdPrefix(String),
-    /// The document has a value for this dimension, metric or numeric field, or the
-    /// timestamp.
-    Exists(String),
-    /// All of these.
-    And(Vec<Filter>),
-    /// Any of these.
-    Or(Vec<Filter>),
-    /// Not this.
-    Not(Box<Filter>),
-}
 
 /// A date-histogram interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -411,289 +354,6 @@ pub struct SearchResult {
     pub expired: Vec<(i64, i64)>,
 }
 
-/// A filter checked against the mapping, ready to evaluate.
-enum Compiled {
-    All,
-    Time(i64, i64),
-    Dim(String, HashSet<String>),
-    DimPrefix(String, String),
-    DimRegex(String, regex::Regex),
-    Ids(HashSet<String>),
-    IdPrefix(String),
-    HasDim(String),
-    HasMetric(String),
-    And(Vec<Compiled>),
-    Or(Vec<Compiled>),
-    Not(Box<Compiled>),
-}
-
-fn query_error(reason: String) -> Error {
-    Error::Query { reason }
-}
-
-/// Checks that `field` is a dimension, for a filter of `kind`.
-fn dimension_field(m: &Mapping, field: &str, kind: &str) -> Result<()> {
-    match m.field(field).map(|d| d.role) {
-        Some(FieldRole::Dimension) => Ok(()),
-        Some(_) => Err(query_error(format!(
-            "{kind} filters apply to dimensions; [{field}] is not a dimension"
-        ))),
-        None => Err(query_error(format!(
-            "unknown field [{field}] in a {kind} filter"
-        ))),
-    }
-}
-
-/// A wildcard pattern (`*`, `?`, `\` escapes) as an anchored regular expression.
-fn wildcard_regex(pattern: &str) -> String {
-    let mut out = String::from("^(?s:");
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '*' => out.push_str(".*"),
-            '?' => out.push('.'),
-            '\\' => {
-                if let Some(n) = chars.next() {
-                    out.push_str(&regex::escape(&n.to_string()));
-                }
-            }
-            c => out.push_str(&regex::escape(&c.to_string())),
-        }
-    }
-    out.push_str(")$");
-    out
-}
-
-fn compile(f: &Filter, m: &Mapping) -> Result<Compiled> {
-    Ok(match f {
-        Filter::All => Compiled::All,
-        Filter::Time { min, max } => Compiled::Time(*min, *max),
-        Filter::Terms { field, values } => {
-            let Some(def) = m.field(field) else {
-                return Err(query_error(format!(
-                    "unknown field [{field}] in a term filter"
-                )));
-            };
-            if def.role != FieldRole::Dimension {
-                return Err(query_error(format!(
-                    "term filters apply to dimensions; [{field}] is not a dimension"
-                )));
-            }
-            let mut set = HashSet::new();
-            for v in values {
-                let normalized = if def.ty == FieldType::Ip {
-                    match v.parse::<std::net::IpAddr>() {
-                        Ok(std::net::IpAddr::V4(a)) => a.to_string(),
-                        Ok(std::net::IpAddr::V6(a)) => ip_text(&a),
-                        Err(_) => {
-                            return Err(query_error(format!(
-                                "[{field}] is an ip field: [{v}] is not an IP address"
-                            )));
-                        }
-                    }
-                } else {
-                    v.clone()
-                };
-                set.insert(normalized);
-            }
-            Compiled::Dim(field.clone(), set)
-        }
-        Filter::Prefix { field, prefix } => {
-            dimension_field(m, field, "prefix")?;
-            Compiled::DimPrefix(field.clone(), prefix.clone())
-        }
-        Filter::Regex { field, pattern } => {
-            dimension_field(m, field, "regexp")?;
-            let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
-                query_error(format!("invalid regexp [{pattern}] on [{field}]: {e}"))
-            })?;
-            Compiled::DimRegex(field.clone(), re)
-        }
-        Filter::Wildcard { field, pattern } => {
-            dimension_field(m, field, "wildcard")?;
-            let re = regex::Regex::new(&wildcard_regex(pattern)).map_err(|e| {
-                query_error(format!("invalid wildcard [{pattern}] on [{field}]: {e}"))
-            })?;
-            Compiled::DimRegex(field.clone(), re)
-        }
-        Filter::Ids(ids) => Compiled::Ids(ids.iter().cloned().collect()),
-        Filter::IdPrefix(p) => Compiled::IdPrefix(p.clone()),
-        Filter::Exists(field) => match m.field(field).map(|d| d.role) {
-            Some(FieldRole::Timestamp) => Compiled::All,
-            Some(FieldRole::Dimension) => Compiled::HasDim(field.clone()),
-            Some(FieldRole::Metric(_) | FieldRole::Value) => Compiled::HasMetric(field.clone()),
-            Some(FieldRole::Extra) => {
-                return Err(query_error(format!(
-                    "exists on [{field}] is not supported: it is neither a dimension, a metric nor a numeric field"
-                )));
-            }
-            None if m.is_object(field) => {
-                return Err(query_error(format!(
-                    "exists on the object [{field}] is not supported: name a field"
-                )));
-            }
-            // An unmapped field exists in no document (as in Elasticsearch).
-            None => Compiled::Not(Box::new(Compiled::All)),
-        },
-        Filter::And(v) => Compiled::And(v.iter().map(|f| compile(f, m)).collect::<Result<_>>()?),
-        Filter::Or(v) => Compiled::Or(v.iter().map(|f| compile(f, m)).collect::<Result<_>>()?),
-        Filter::Not(f) => Compiled::Not(Box::new(compile(f, m)?)),
-    })
-}
-
-impl Compiled {
-    fn needs_id(&self) -> bool {
-        match self {
-            Compiled::Ids(_) | Compiled::IdPrefix(_) => true,
-            Compiled::And(v) | Compiled::Or(v) => v.iter().any(Compiled::needs_id),
-            Compiled::Not(f) => f.needs_id(),
-            _ => false,
-        }
-    }
-
-    /// The time range every match lies in (for pruning segments).
-    fn time_bounds(&self) -> (i64, i64) {
-        match self {
-            Compiled::Time(a, b) => (*a, *b),
-            Compiled::And(v) => v.iter().fold((i64::MIN, i64::MAX), |(lo, hi), f| {
-                let (a, b) = f.time_bounds();
-                (lo.max(a), hi.min(b))
-            }),
-            _ => (i64::MIN, i64::MAX),
-        }
-    }
-
-    /// Whether the filter depends on a document's dimensions only (so a series either
-    /// matches with all its documents or with none).
-    fn on_dims_only(&self) -> bool {
-        match self {
-            Compiled::All
-            | Compiled::Dim(..)
-            | Compiled::DimPrefix(..)
-            | Compiled::DimRegex(..)
-            | Compiled::HasDim(_) => true,
-            Compiled::Time(..)
-            | Compiled::Ids(_)
-            | Compiled::IdPrefix(_)
-            | Compiled::HasMetric(_) => false,
-            Compiled::And(v) | Compiled::Or(v) => v.iter().all(Compiled::on_dims_only),
-            Compiled::Not(f) => f.on_dims_only(),
-        }
-    }
-
-    /// Whether the filter is a conjunction of time ranges and filters on dimensions only
-    /// (a rollup bucket inside the range then matches whole or not at all).
-    fn on_time_and_dims(&self) -> bool {
-        match self {
-            Compiled::Time(..) => true,
-            Compiled::And(v) => v
-                .iter()
-                .all(|f| matches!(f, Compiled::Time(..)) || f.on_time_and_dims()),
-            other => other.on_dims_only(),
-        }
-    }
-
-    /// Whether [`select`](Self::select) can leave series out.
-    fn narrows(&self) -> bool {
-        match self {
-            Compiled::Dim(..)
-            | Compiled::DimPrefix(..)
-            | Compiled::DimRegex(..)
-            | Compiled::HasDim(_) => true,
-            Compiled::And(v) => v.iter().any(Compiled::narrows),
-            Compiled::Or(v) => !v.is_empty() && v.iter().all(Compiled::narrows),
-            Compiled::Not(f) => f.on_dims_only(),
-            _ => false,
-        }
-    }
-
-    /// The series of a segment that may have matching documents, from its dimension
-    /// index: exactly the matching ones where the filter is on dimensions only, a
-    /// superset where it also looks at rows (those are then checked row by row).
-    fn select(&self, p: &Postings) -> RoaringBitmap {
-        match self {
-            Compiled::Dim(field, set) => {
-                let mut out = RoaringBitmap::new();
-                for v in set {
-                    out |= p.term(field, v);
-                }
-                out
-            }
-            Compiled::DimPrefix(field, pre) => p.prefix(field, pre),
-            Compiled::DimRegex(field, re) => p.matching(field, |v| re.is_match(v)),
-            Compiled::HasDim(field) => p.has(field),
-            Compiled::And(v) => {
-                let mut it = v.iter();
-                let mut out = match it.next() {
-                    Some(f) => f.select(p),
-                    None => return p.all(),
-                };
-                for f in it {
-                    if out.is_empty() {
-                        break;
-                    }
-                    out &= f.select(p);
-                }
-                out
-            }
-            Compiled::Or(v) => {
-                let mut out = RoaringBitmap::new();
-                for f in v {
-                    out |= f.select(p);
-                }
-                out
-            }
-            // The complement of an exact set is exact; of a superset, nothing is known.
-            Compiled::Not(f) if f.on_dims_only() => p.all() - f.select(p),
-            _ => p.all(),
-        }
-    }
-
-    /// [`select`](Self::select) for one series (its dimensions): whether it may have
-    /// matching documents.
-    fn may_match(&self, dims: &[(String, Dim)]) -> bool {
-        let value = |field: &str| dims.iter().find(|(n, _)| n == field).map(|(_, d)| d.text());
-        match self {
-            Compiled::Dim(field, set) => value(field).is_some_and(|v| set.contains(&v)),
-            Compiled::DimPrefix(field, pre) => {
-                value(field).is_some_and(|v| v.starts_with(pre.as_str()))
-            }
-            Compiled::DimRegex(field, re) => value(field).is_some_and(|v| re.is_match(&v)),
-            Compiled::HasDim(field) => dims.iter().any(|(n, _)| n == field),
-            Compiled::And(v) => v.iter().all(|f| f.may_match(dims)),
-            Compiled::Or(v) => v.iter().any(|f| f.may_match(dims)),
-            Compiled::Not(f) if f.on_dims_only() => !f.may_match(dims),
-            _ => true,
-        }
-    }
-
-    fn matches(&self, p: &Point, id: &str) -> bool {
-        match self {
-            Compiled::All => true,
-            Compiled::Time(a, b) => p.ts_millis >= *a && p.ts_millis <= *b,
-            Compiled::Dim(field, set) => p
-                .dims
-                .iter()
-                .any(|(n, d)| n == field && set.contains(&d.text())),
-            Compiled::DimPrefix(field, pre) => p
-                .dims
-                .iter()
-                .any(|(n, d)| n == field && d.text().starts_with(pre.as_str())),
-            Compiled::DimRegex(field, re) => p
-                .dims
-                .iter()
-                .any(|(n, d)| n == field && re.is_match(&d.text())),
-            Compiled::Ids(set) => set.contains(id),
-            Compiled::IdPrefix(pre) => id.starts_with(pre.as_str()),
-            Compiled::HasDim(field) => p.dims.iter().any(|(n, _)| n == field),
-            Compiled::HasMetric(field) => p.metrics.iter().any(|(n, _)| n == field),
-            Compiled::And(v) => v.iter().all(|f| f.matches(p, id)),
-            Compiled::Or(v) => v.iter().any(|f| f.matches(p, id)),
-            Compiled::Not(f) => !f.matches(p, id),
-        }
-    }
-}
-
 /// Where a metric leaf reads its values.
 #[derive(Clone, Copy)]
 enum Source {
@@ -778,6 +438,21 @@ fn check_agg(agg: &Agg, m: &Mapping) -> Result<()> {
 
 impl Acc {
     fn new(agg: &Agg, m: &Mapping) -> Acc {
+        Acc::build(agg, false, |field| match m.field(field).map(|f| f.role) {
+            Some(FieldRole::Dimension) => Source::Dim,
+            Some(FieldRole::Timestamp) => Source::Timestamp,
+            _ => Source::Metric,
+        })
+    }
+
+    /// An accumulator with nothing added (for empty histogram buckets).
+    fn empty(agg: &Agg) -> Acc {
+        Acc::build(agg, true, |_| Source::Metric)
+    }
+
+    /// The accumulator of `agg`, its metric leaves reading from `source`; an `empty`
+    /// histogram fills no buckets of its own (nothing lies inside an empty bucket).
+    fn build(agg: &Agg, empty: bool, source: impl Fn(&str) -> Source) -> Acc {
         match agg {
             Agg::DateHistogram {
                 interval,
@@ -786,7 +461,7 @@ impl Acc {
                 aggs,
             } => Acc::Hist {
                 interval: *interval,
-                min_doc_count: *min_doc_count,
+                min_doc_count: if empty { 1 } else { *min_doc_count },
                 bounds: *extended_bounds,
                 subs: aggs.clone(),
                 buckets: BTreeMap::new(),
@@ -806,11 +481,7 @@ impl Acc {
             Agg::Metric { kind, field } => Acc::Metric {
                 kind: *kind,
                 field: field.clone(),
-                source: match m.field(field).map(|f| f.role) {
-                    Some(FieldRole::Dimension) => Source::Dim,
-                    Some(FieldRole::Timestamp) => Source::Timestamp,
-                    _ => Source::Metric,
-                },
+                source: source(field),
                 count: 0,
                 sum: 0.0,
                 min: f64::INFINITY,
@@ -1155,47 +826,6 @@ impl Acc {
             }),
         })
     }
-
-    /// An accumulator with nothing added (for empty histogram buckets).
-    fn empty(agg: &Agg) -> Acc {
-        match agg {
-            Agg::Metric { kind, field } => Acc::Metric {
-                kind: *kind,
-                field: field.clone(),
-                source: Source::Metric,
-                count: 0,
-                sum: 0.0,
-                min: f64::INFINITY,
-                max: f64::NEG_INFINITY,
-                distinct: HashSet::new(),
-            },
-            Agg::DateHistogram {
-                interval,
-                extended_bounds,
-                aggs,
-                ..
-            } => Acc::Hist {
-                interval: *interval,
-                // Nothing to fill inside an empty bucket.
-                min_doc_count: 1,
-                bounds: *extended_bounds,
-                subs: aggs.clone(),
-                buckets: BTreeMap::new(),
-            },
-            Agg::Terms {
-                field,
-                size,
-                min_doc_count,
-                aggs,
-            } => Acc::Terms {
-                field: field.clone(),
-                size: *size,
-                min_doc_count: *min_doc_count,
-                subs: aggs.clone(),
-                buckets: HashMap::new(),
-            },
-        }
-    }
 }
 
 /// The metric fields the metric leaves of `agg` read (each once).
@@ -1433,8 +1063,9 @@ impl Index {
         for (_, a) in &req.aggs {
             check_agg(a, mapping)?;
         }
-        let (from, to) = filter.time_bounds();
-        if from > to {
+        let range = filter.time_bounds();
+        let (from, to) = (range.first_ms, range.last_ms);
+        if range.is_empty() {
             return Ok(SearchResult {
                 total: 0,
                 hits: Vec::new(),
@@ -1482,7 +1113,8 @@ impl Index {
             return Ok(out);
         }
         let filter = compile(&req.filter, self.mapping())?;
-        let (mut from, mut to) = filter.time_bounds();
+        let range = filter.time_bounds();
+        let (mut from, mut to) = (range.first_ms, range.last_ms);
         match req.order {
             Order::Asc => from = from.max(after.ts_millis),
             Order::Desc => to = to.min(after.ts_millis),
@@ -1514,6 +1146,9 @@ impl Index {
         let want_hits = req.size > 0;
         let keep = req.from.saturating_add(req.size);
         let needs_id = filter.needs_id() || want_hits;
+        // An event's `_id` is a fingerprint of all its fields, extras included: they are
+        // read before the id is; otherwise only for the hits kept.
+        let extras_first = needs_id && matches!(mapping.mode(), IndexMode::Events(_));
         let mut aggs = Aggs::new(req, mapping)?;
         let mut total = 0u64;
         let mut hits: Vec<(i64, String, Point)> = Vec::new();
@@ -1530,6 +1165,10 @@ impl Index {
                     return;
                 }
                 rows_scanned += 1;
+                if extras_first && let Err(e) = load_extras(&mut p, stored) {
+                    failure = Some(e);
+                    return;
+                }
                 let id = if needs_id {
                     match self.id_of(&p) {
                         Ok(id) => self.format_id(&id),
@@ -1550,16 +1189,9 @@ impl Index {
                     return;
                 }
                 if want_hits && cursor.is_none_or(|c| c.admits(req.order, p.ts_millis, &id)) {
-                    if let Some((segment, row)) = stored
-                        && !segment.extra_columns().is_empty()
-                    {
-                        match segment.row_extras(row) {
-                            Ok(extras) => crate::extras::set_extras(&mut p, extras),
-                            Err(e) => {
-                                failure = Some(e.into());
-                                return;
-                            }
-                        }
+                    if !extras_first && let Err(e) = load_extras(&mut p, stored) {
+                        failure = Some(e);
+                        return;
                     }
                     hits.push((p.ts_millis, id, p));
                     // Keep memory bounded by the page, not the matches.
@@ -1590,11 +1222,7 @@ impl Index {
             aggs: aggs.finish()?,
             rows_scanned,
             rollup_rows: 0,
-            expired: self
-                .read_plan(from, to, 0)
-                .into_iter()
-                .filter_map(expired_of)
-                .collect(),
+            expired: self.expired_in(from, to),
         })
     }
 
@@ -1617,7 +1245,10 @@ impl Index {
         }
         let series = self.matching_series(filter, from, to)?;
         let mut aggs = Aggs::new(req, mapping)?;
-        let mut reader = self.engine().series_reader_with_rows(from, to, &fields);
+        let mut reader = self
+            .engine()
+            .search(from, to)
+            .series_reader_with_rows(&fields);
         let mut out = Vec::new();
         let mut total = 0u64;
         for (tsid, dims) in &series {
@@ -1639,11 +1270,7 @@ impl Index {
             aggs: aggs.finish()?,
             rows_scanned: reader.rows_read(),
             rollup_rows: 0,
-            expired: self
-                .read_plan(from, to, 0)
-                .into_iter()
-                .filter_map(expired_of)
-                .collect(),
+            expired: self.expired_in(from, to),
         })
     }
 
@@ -1670,25 +1297,32 @@ impl Index {
         Ok(chosen)
     }
 
-    /// Scans raw rows in `[from, to]`: the series are chosen through each segment's
-    /// dimension index (only their rows read), unless nothing filters by dimension.
-    fn scan_compiled(
+    /// Scans raw rows in `[from, to]` (narrowed to what the filter's `_id` prefixes
+    /// allow): the series are chosen through each segment's dimension index (only their
+    /// rows read), unless nothing filters by dimension, and by what `_id` prefixes say
+    /// about them.
+    pub(crate) fn scan_compiled(
         &self,
         filter: &Compiled,
         from: i64,
         to: i64,
         on_row: RowSink<'_>,
     ) -> Result<()> {
+        let range = TimeRange::new(from, to).intersect(filter.row_bounds());
+        if range.is_empty() {
+            return Ok(());
+        }
+        let (from, to) = (range.first_ms, range.last_ms);
         if filter.narrows() {
-            self.engine().scan_live_indexed(
-                from,
-                to,
-                |_, dims| filter.may_match(dims),
+            self.engine().search(from, to).rows_indexed(
+                |tsid, dims| filter.may_match(dims) && filter.may_match_series(tsid),
                 |p| filter.select(p),
                 on_row,
             )?;
         } else {
-            self.engine().scan_live(from, to, |_, _| true, on_row)?;
+            self.engine()
+                .search(from, to)
+                .rows(|tsid, _| filter.may_match_series(tsid), on_row)?;
         }
         Ok(())
     }
@@ -1774,17 +1408,10 @@ impl Index {
         from: i64,
         to: i64,
     ) -> Result<SearchResult> {
-        if !filter.on_time_and_dims() {
-            return Err(query_error(
-                "a search of rollup documents filters on dimensions and the time range only".into(),
-            ));
-        }
         let (found, keys) = self.rollup_docs(
-            from,
-            to,
+            TimeRange::new(from, to),
             res,
-            &|dims| filter.may_match(dims),
-            &|p| filter.select(p),
+            filter,
             req.order,
             Some(req.from.saturating_add(req.size)),
         )?;
@@ -1824,18 +1451,20 @@ impl Index {
 }
 
 /// A callback given each raw row read (and where it is stored).
-type RowSink<'a> =
+pub(crate) type RowSink<'a> =
     &'a mut dyn FnMut(Point, Option<(&tidemark_segment::Segment, tidemark_segment::RowId)>);
 
-fn expired_of(p: Piece) -> Option<(i64, i64)> {
-    match p {
-        Piece::Expired { from, to } => Some((from, to)),
-        _ => None,
+/// Sets a stored row's extra fields (keyword and boolean extras) on its point.
+fn load_extras(
+    p: &mut Point,
+    stored: Option<(&tidemark_segment::Segment, tidemark_segment::RowId)>,
+) -> Result<()> {
+    if let Some((segment, row)) = stored
+        && !segment.extra_columns().is_empty()
+    {
+        crate::extras::set_extras(p, segment.row_extras(row)?);
     }
-}
-
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 { a } else { gcd(b, a % b) }
+    Ok(())
 }
 
 /// When rollups can answer a request: no hits wanted, a filter on dimensions and the
@@ -1847,7 +1476,7 @@ fn rollup_alignment(req: &SearchRequest, filter: &Compiled, m: &Mapping) -> Opti
     if req.raw_only || req.size > 0 || req.aggs.is_empty() || !filter.on_time_and_dims() {
         return None;
     }
-    let mut align = 0i64;
+    let mut widths = Vec::with_capacity(req.aggs.len());
     for (_, a) in &req.aggs {
         let Agg::DateHistogram { interval, aggs, .. } = a else {
             return None;
@@ -1878,9 +1507,9 @@ fn rollup_alignment(req: &SearchRequest, filter: &Compiled, m: &Mapping) -> Opti
                 return None;
             }
         }
-        align = gcd(align, w);
+        widths.push(w);
     }
-    (align > 0).then_some(align)
+    rollup_step(widths)
 }
 
 #[cfg(test)]

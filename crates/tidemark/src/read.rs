@@ -11,6 +11,44 @@ use tidemark_tsid::Tsid;
 use crate::error::Result;
 use crate::index::Index;
 
+/// The step a read plan's rollups must divide so that every rollup bucket read lies
+/// whole inside one bucket of each of `widths` (histogram intervals, window ranges,
+/// window ends): their greatest common divisor, by magnitude. `None` when it is 0 (no
+/// width, or only zeros): then only raw rows answer. The one alignment rule of the
+/// rollup planner ([`Index::read_plan`]), for the Elasticsearch aggregations and
+/// PromQL's windows alike.
+pub fn rollup_step(widths: impl IntoIterator<Item = i64>) -> Option<i64> {
+    let mut g = 0u64;
+    for w in widths {
+        let (mut a, mut b) = (g, w.unsigned_abs());
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        g = a;
+    }
+    i64::try_from(g).ok().filter(|g| *g > 0)
+}
+
+/// The time a piece covers, `[from, to]` inclusive.
+fn piece_range(piece: &Piece) -> (i64, i64) {
+    match *piece {
+        Piece::Raw { from, to } | Piece::Rollup { from, to, .. } | Piece::Expired { from, to } => {
+            (from, to)
+        }
+    }
+}
+
+/// The [`Piece::Expired`] ranges of a plan, `[from, to]` inclusive, in time order.
+pub fn expired_pieces(pieces: &[Piece]) -> Vec<(i64, i64)> {
+    pieces
+        .iter()
+        .filter_map(|p| match *p {
+            Piece::Expired { from, to } => Some((from, to)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// One visit of [`Index::select_series`]: a series a live segment holds, or the
 /// series of one buffered document.
 #[derive(Debug, Clone, Copy)]
@@ -41,9 +79,7 @@ impl Index {
         visit: impl FnMut(SeriesHit<'_>),
     ) -> Result<()> {
         let visit = std::cell::RefCell::new(visit);
-        self.engine().scan_live_indexed_segments(
-            from,
-            to,
+        self.engine().search(from, to).series_indexed(
             |tsid, dims| {
                 (visit.borrow_mut())(SeriesHit {
                     tsid,
@@ -84,7 +120,7 @@ impl Index {
         to: i64,
         fields: &[&str],
     ) -> tidemark_dedup::SeriesReader<'_> {
-        self.engine().series_reader(from, to, fields)
+        self.engine().search(from, to).series_reader(fields)
     }
 
     /// The read plan of `[from, to]` (inclusive, milliseconds) for buckets of
@@ -93,33 +129,33 @@ impl Index {
     /// time whose raw rows retention dropped that no kept rollup answers
     /// ([`Piece::Expired`]).
     pub fn read_plan(&self, from: i64, to: i64, interval_ms: i64) -> Vec<Piece> {
-        self.engine().plan(from, to, interval_ms)
+        self.engine().search(from, to).plan(interval_ms)
     }
 
     /// The sealed partitions, oldest first, each readable as a whole in segment order
     /// (what `tidemark-lake` exports): see
     /// [`SealedPartition`](tidemark_dedup::SealedPartition). Empty for an index without
-    /// time partitions. The index's lock is held while they are read, so no late write
-    /// changes them meanwhile.
+    /// time partitions. Each is a snapshot (shared segment files, copied tombstones),
+    /// readable after the index's lock is released: a late write or retention meanwhile
+    /// changes the index, never the snapshot.
     ///
     /// # Errors
     /// A sealed partition that is not merged into one segment.
-    pub fn sealed_partitions(&self) -> Result<Vec<tidemark_dedup::SealedPartition<'_>>> {
+    pub fn sealed_partitions(&self) -> Result<Vec<tidemark_dedup::SealedPartition>> {
         Ok(self.engine().sealed_partitions()?)
     }
 
     /// The first range in `[from, to]` (inclusive) whose raw rows retention dropped and
     /// no kept rollup answers at raw resolution, if any.
     pub fn first_expired(&self, from: i64, to: i64) -> Option<(i64, i64)> {
-        if from > to {
-            return None;
-        }
-        self.read_plan(from, to, 0)
-            .into_iter()
-            .find_map(|p| match p {
-                Piece::Expired { from, to } => Some((from, to)),
-                _ => None,
-            })
+        self.expired_in(from, to).into_iter().next()
+    }
+
+    /// The ranges in `[from, to]` (inclusive), in time order, whose raw rows retention
+    /// dropped and no kept rollup answers at raw resolution: what a raw read of the
+    /// range leaves out.
+    pub(crate) fn expired_in(&self, from: i64, to: i64) -> Vec<(i64, i64)> {
+        expired_pieces(&self.read_plan(from, to, 0))
     }
 
     /// The partitions whose raw rows retention dropped (they keep only rollups), as
@@ -168,8 +204,31 @@ impl Index {
         select: impl FnOnce(&Postings) -> RoaringBitmap,
         visit: impl FnMut(RollupRow<'_>),
     ) -> Result<()> {
+        let (from, to) = piece_range(piece);
         Ok(self
             .engine()
-            .scan_rollup_rows(piece, keep_series, select, visit)?)
+            .search(from, to)
+            .rollup_rows(piece, keep_series, select, visit)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rollup_step;
+
+    #[test]
+    fn the_rollup_step_is_the_gcd_of_the_widths() {
+        assert_eq!(rollup_step([60_000, 3_600_000]), Some(60_000));
+        assert_eq!(
+            rollup_step([300_000, 86_400_000, 7 * 86_400_000]),
+            Some(300_000)
+        );
+        // Window ends may be negative or zero; the range keeps the step positive.
+        assert_eq!(rollup_step([600_000, -1_200_000, 0]), Some(600_000));
+        assert_eq!(rollup_step([45_000, 60_000]), Some(15_000));
+        assert_eq!(rollup_step([]), None);
+        assert_eq!(rollup_step([0, 0]), None);
+        assert_eq!(rollup_step([i64::MIN]), None);
+        assert_eq!(rollup_step([i64::MIN, 6]), Some(2));
     }
 }

@@ -1,18 +1,21 @@
-//! Search (time range, term filters on dimensions, `_id` prefix) and a small metric
-//! aggregation (per series and per interval).
+//! The CLI's query shapes, lowered onto the one filter model ([`crate::filter`]): a
+//! search of documents ([`Query`], run as a [`SearchRequest`]), a metric aggregation
+//! per series and interval ([`AggQuery`]: counters' increase and rate, group-by),
+//! rollup documents, and label listings.
 
 use std::collections::BTreeMap;
 
-use roaring::RoaringBitmap;
 use serde_json::{Map, Value, json};
-use tidemark_dedup::{Piece, Postings, RollupStats, counter_step};
+use tidemark_dedup::{Piece, RollupStats, counter_step};
 use tidemark_segment::{Dim, MetricValue, Point};
 use tidemark_tsid::{SyntheticId, Tsid};
 
-use crate::doc::{dim_json, ip_text, point_to_doc};
+use crate::doc::dim_json;
 use crate::error::{Error, Result};
+use crate::filter::{Compiled, Filter, TimeRange, compile, dimension_field};
 use crate::index::Index;
-use crate::mapping::{FieldRole, FieldType, IndexMode, Mapping};
+use crate::mapping::{FieldRole, Mapping};
+use crate::query::SearchRequest;
 use crate::time::format_time;
 
 /// Sort order by timestamp.
@@ -36,15 +39,52 @@ pub struct Query {
     pub to: Option<i64>,
     /// `(dimension, value)` term filters, all of which must match.
     pub filters: Vec<(String, String)>,
-    /// Further matchers on dimensions (terms, prefix, regex, negations), all of which
-    /// must match; answered through each segment's dimension index.
-    pub matchers: Vec<Matcher>,
+    /// Further filters, all of which must match: PromQL-style matchers on dimensions
+    /// ([`Filter::parse_matcher`]: terms, prefix, regex, negations), answered through
+    /// each segment's dimension index, or any other [`Filter`].
+    pub matchers: Vec<Filter>,
     /// An `_id` text prefix.
     pub id_prefix: Option<String>,
     /// At most this many documents.
     pub limit: Option<usize>,
     /// Sort order.
     pub order: Order,
+}
+
+impl Query {
+    /// The query's conditions as one [`Filter`]: its time range (half-open here,
+    /// converted once to the inclusive [`TimeRange`]), term filters, matchers and `_id`
+    /// prefix, all of which must hold.
+    pub fn filter(&self) -> Filter {
+        let mut all = conditions(self.from, self.to, &self.filters, &self.matchers);
+        if let Some(p) = &self.id_prefix {
+            all.push(Filter::IdPrefix(p.clone()));
+        }
+        Filter::And(all)
+    }
+}
+
+/// The conditions shared by [`Query`] and [`AggQuery`] as filters.
+fn conditions(
+    from: Option<i64>,
+    to: Option<i64>,
+    filters: &[(String, String)],
+    matchers: &[Filter],
+) -> Vec<Filter> {
+    let mut all = Vec::new();
+    if from.is_some() || to.is_some() {
+        let r = TimeRange::half_open(from, to);
+        all.push(Filter::Time {
+            min: r.first_ms,
+            max: r.last_ms,
+        });
+    }
+    all.extend(filters.iter().map(|(field, value)| Filter::Terms {
+        field: field.clone(),
+        values: vec![value.clone()],
+    }));
+    all.extend(matchers.iter().cloned());
+    all
 }
 
 /// A metric aggregation over `[from, to)`: `min`, `max`, `sum`, `count` and `avg` per
@@ -68,8 +108,9 @@ pub struct AggQuery {
     pub to: Option<i64>,
     /// `(dimension, value)` term filters.
     pub filters: Vec<(String, String)>,
-    /// Further matchers on dimensions (see [`Query::matchers`]).
-    pub matchers: Vec<Matcher>,
+    /// Further filters on dimensions (see [`Query::matchers`]); a filter on anything
+    /// else (ids, rows' fields) is an [`Error::Query`].
+    pub matchers: Vec<Filter>,
     /// Dimensions to group series by (PromQL's `by`); empty: one entry per series.
     pub group_by: Vec<String>,
     /// Read raw rows only, never rollups.
@@ -94,6 +135,18 @@ pub struct AggBucket {
     pub increase: Option<i64>,
     /// Bucket width in milliseconds (for [`rate`](Self::rate)).
     pub width_millis: i64,
+}
+
+impl AggQuery {
+    /// The aggregation's conditions as one [`Filter`] (see [`Query::filter`]).
+    pub fn filter(&self) -> Filter {
+        Filter::And(conditions(
+            self.from,
+            self.to,
+            &self.filters,
+            &self.matchers,
+        ))
+    }
 }
 
 impl AggBucket {
@@ -254,219 +307,6 @@ impl AggResult {
     }
 }
 
-/// A matcher on one dimension's value (as text; IPs normalized), PromQL-style: a
-/// negated matcher also accepts series that lack the dimension.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Matcher {
-    /// The value is one of these.
-    Terms {
-        /// The dimension.
-        field: String,
-        /// Accepted values.
-        values: Vec<String>,
-    },
-    /// The value starts with this.
-    Prefix {
-        /// The dimension.
-        field: String,
-        /// The prefix.
-        prefix: String,
-    },
-    /// The whole value matches this regular expression (Rust `regex` syntax, anchored).
-    Regex {
-        /// The dimension.
-        field: String,
-        /// The pattern.
-        pattern: String,
-    },
-    /// Not this.
-    Not(Box<Matcher>),
-}
-
-impl Matcher {
-    /// Parses `name=value`, `name!=value`, `name=~regex`, `name!~regex` or
-    /// `name^=prefix`.
-    ///
-    /// # Errors
-    /// [`Error::Query`] for anything else.
-    pub fn parse(text: &str) -> Result<Matcher> {
-        let ops = ["!=", "=~", "!~", "^=", "="];
-        let found = ops
-            .iter()
-            .filter_map(|op| text.find(op).map(|i| (i, *op)))
-            .min_by_key(|(i, op)| (*i, std::cmp::Reverse(op.len())));
-        let Some((i, op)) = found.filter(|(i, _)| *i > 0) else {
-            return Err(Error::Query {
-                reason: format!(
-                    "invalid matcher `{text}`: expected name=value, name!=value, name=~regex, name!~regex or name^=prefix"
-                ),
-            });
-        };
-        let field = text[..i].to_owned();
-        let value = text[i + op.len()..].to_owned();
-        Ok(match op {
-            "=" => Matcher::Terms {
-                field,
-                values: vec![value],
-            },
-            "!=" => Matcher::Not(Box::new(Matcher::Terms {
-                field,
-                values: vec![value],
-            })),
-            "=~" => Matcher::Regex {
-                field,
-                pattern: value,
-            },
-            "!~" => Matcher::Not(Box::new(Matcher::Regex {
-                field,
-                pattern: value,
-            })),
-            _ => Matcher::Prefix {
-                field,
-                prefix: value,
-            },
-        })
-    }
-}
-
-/// A matcher checked against the mapping.
-enum Compiled {
-    Terms(String, Vec<String>),
-    Prefix(String, String),
-    Regex(String, regex::Regex),
-    Not(Box<Compiled>),
-}
-
-impl Compiled {
-    fn matches(&self, dims: &[(String, Dim)]) -> bool {
-        let value = |field: &str| dims.iter().find(|(n, _)| n == field).map(|(_, d)| d.text());
-        match self {
-            Compiled::Terms(f, values) => value(f).is_some_and(|v| values.contains(&v)),
-            Compiled::Prefix(f, p) => value(f).is_some_and(|v| v.starts_with(p.as_str())),
-            Compiled::Regex(f, re) => value(f).is_some_and(|v| re.is_match(&v)),
-            Compiled::Not(m) => !m.matches(dims),
-        }
-    }
-
-    fn select(&self, p: &Postings) -> RoaringBitmap {
-        match self {
-            Compiled::Terms(f, values) => {
-                let mut out = RoaringBitmap::new();
-                for v in values {
-                    out |= p.term(f, v);
-                }
-                out
-            }
-            Compiled::Prefix(f, pre) => p.prefix(f, pre),
-            Compiled::Regex(f, re) => p.matching(f, |v| re.is_match(v)),
-            Compiled::Not(m) => p.all() - m.select(p),
-        }
-    }
-}
-
-/// Term filters and matchers checked against a series' dimensions, values normalised by
-/// type; or evaluated on a segment's dimension index.
-struct Filters(Vec<Compiled>);
-
-impl Filters {
-    fn with_matchers(
-        mapping: &Mapping,
-        filters: &[(String, String)],
-        matchers: &[Matcher],
-    ) -> Result<Filters> {
-        let mut out = Vec::new();
-        for (name, value) in filters {
-            out.push(Compiled::Terms(
-                name.clone(),
-                vec![normalize(mapping, name, value)?],
-            ));
-        }
-        for m in matchers {
-            out.push(compile(mapping, m)?);
-        }
-        Ok(Filters(out))
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    fn matches(&self, dims: &[(String, Dim)]) -> bool {
-        self.0.iter().all(|c| c.matches(dims))
-    }
-
-    fn select(&self, p: &Postings) -> RoaringBitmap {
-        let mut it = self.0.iter();
-        let mut out = match it.next() {
-            Some(c) => c.select(p),
-            None => return p.all(),
-        };
-        for c in it {
-            if out.is_empty() {
-                break;
-            }
-            out &= c.select(p);
-        }
-        out
-    }
-}
-
-fn dimension<'m>(mapping: &'m Mapping, name: &str) -> Result<&'m crate::mapping::Field> {
-    let Some(f) = mapping.field(name) else {
-        return Err(Error::Query {
-            reason: format!("unknown field `{name}` in a filter"),
-        });
-    };
-    if f.role != FieldRole::Dimension {
-        return Err(Error::Query {
-            reason: format!("`{name}` is not a dimension: filters apply to dimensions"),
-        });
-    }
-    Ok(f)
-}
-
-fn normalize(mapping: &Mapping, name: &str, value: &str) -> Result<String> {
-    let f = dimension(mapping, name)?;
-    Ok(if f.ty == FieldType::Ip {
-        match value.parse::<std::net::IpAddr>() {
-            Ok(std::net::IpAddr::V4(v4)) => v4.to_string(),
-            Ok(std::net::IpAddr::V6(v6)) => ip_text(&v6),
-            Err(_) => {
-                return Err(Error::Query {
-                    reason: format!("`{name}` is an ip field: `{value}` is not an IP address"),
-                });
-            }
-        }
-    } else {
-        value.to_owned()
-    })
-}
-
-fn compile(mapping: &Mapping, m: &Matcher) -> Result<Compiled> {
-    Ok(match m {
-        Matcher::Terms { field, values } => Compiled::Terms(
-            field.clone(),
-            values
-                .iter()
-                .map(|v| normalize(mapping, field, v))
-                .collect::<Result<_>>()?,
-        ),
-        Matcher::Prefix { field, prefix } => {
-            dimension(mapping, field)?;
-            Compiled::Prefix(field.clone(), prefix.clone())
-        }
-        Matcher::Regex { field, pattern } => {
-            dimension(mapping, field)?;
-            let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| Error::Query {
-                reason: format!("invalid regex `{pattern}` for `{field}`: {e}"),
-            })?;
-            Compiled::Regex(field.clone(), re)
-        }
-        Matcher::Not(inner) => Compiled::Not(Box::new(compile(mapping, inner)?)),
-    })
-}
-
 /// Rollup documents: per series and bucket of one resolution, as Elasticsearch's
 /// downsampled indices hold them (see [`Index::search_rollup`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -481,9 +321,6 @@ pub struct RollupSearch {
     /// retention and no kept rollup is as fine as the resolution there.
     pub expired: Vec<(i64, i64)>,
 }
-
-/// Whether a series (by its dimensions) may match.
-type DimsPredicate<'a> = &'a dyn Fn(&[(String, Dim)]) -> bool;
 
 /// One rollup document being gathered: dimensions, raw rows, stats by metric.
 type RollupAcc = (
@@ -502,27 +339,26 @@ struct SeriesBuckets {
     last: Option<i64>,
 }
 
-/// The timestamps an event `_id` prefix can hold: its first 16 hex digits are the
-/// timestamp XOR 2^63 (so they sort as the timestamps do). `None` when the prefix says
-/// nothing about time (empty, or not hex).
-fn event_prefix_range(prefix: &str) -> Option<(i64, i64)> {
-    let hex = prefix.get(..prefix.len().min(16))?;
-    if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
+impl SeriesBuckets {
+    /// The entry of series `tsid` (made with `dims()` the first time).
+    fn of(
+        per_series: &mut BTreeMap<Tsid, SeriesBuckets>,
+        tsid: Tsid,
+        dims: impl FnOnce() -> Vec<(String, Dim)>,
+    ) -> &mut SeriesBuckets {
+        per_series.entry(tsid).or_insert_with(|| SeriesBuckets {
+            dims: dims(),
+            buckets: BTreeMap::new(),
+            last: None,
+        })
     }
-    let value = u64::from_str_radix(hex, 16).ok()?;
-    let shift = 4 * (16 - hex.len() as u32);
-    let lo = value.checked_shl(shift).unwrap_or(0);
-    let hi = lo | u64::MAX.checked_shr(64 - shift).unwrap_or(0);
-    let unbias = |b: u64| (b ^ (1 << 63)) as i64;
-    Some((unbias(lo), unbias(hi)))
-}
 
-fn range(from: Option<i64>, to: Option<i64>) -> (i64, i64) {
-    (
-        from.unwrap_or(i64::MIN),
-        to.map_or(i64::MAX, |t| t.saturating_sub(1)),
-    )
+    /// Its bucket starting at `key` (made empty the first time).
+    fn bucket(&mut self, key: i64, interval: i64) -> &mut AggBucket {
+        self.buckets
+            .entry(key)
+            .or_insert_with(|| AggBucket::new(key, interval))
+    }
 }
 
 impl Index {
@@ -532,77 +368,13 @@ impl Index {
     /// [`Error::Query`] for a filter on an unknown or non-dimension field; segment read
     /// errors.
     pub fn search(&self, query: &Query) -> Result<Vec<Value>> {
-        let filters = Filters::with_matchers(self.mapping(), &query.filters, &query.matchers)?;
-        let (mut from, mut to) = range(query.from, query.to);
-        let prefix = query.id_prefix.as_deref().unwrap_or("");
-        // An `_id` prefix narrows the scan before any row is read: for time series the
-        // first 26 characters of an `_id` encode only the tsid (series pruned); for
-        // events the first 16 are the timestamp (time range narrowed).
-        let series_prefix = match self.mapping().mode() {
-            IndexMode::TimeSeries => prefix.get(..prefix.len().min(26)).unwrap_or(""),
-            _ => {
-                if let Some((lo, hi)) = event_prefix_range(prefix) {
-                    from = from.max(lo);
-                    to = to.min(hi);
-                }
-                ""
-            }
+        let req = SearchRequest {
+            filter: query.filter(),
+            size: query.limit.unwrap_or(usize::MAX),
+            order: query.order,
+            ..SearchRequest::default()
         };
-        let mut hits: Vec<(i64, String, Point)> = Vec::new();
-        let mut failure = None;
-        self.scan_filtered(
-            &filters,
-            from,
-            to,
-            |tsid| {
-                series_prefix.is_empty()
-                    || SyntheticId::new(*tsid, 0)
-                        .to_string()
-                        .starts_with(series_prefix)
-            },
-            |mut p, stored| {
-                if let Some((segment, row)) = stored
-                    && !segment.extra_columns().is_empty()
-                {
-                    match segment.row_extras(row) {
-                        Ok(extras) => crate::extras::set_extras(&mut p, extras),
-                        Err(e) => {
-                            failure.get_or_insert(e.into());
-                            return;
-                        }
-                    }
-                }
-                let id = match self.id_of(&p) {
-                    Ok(id) => self.format_id(&id),
-                    Err(e) => {
-                        failure.get_or_insert(e);
-                        return;
-                    }
-                };
-                if query
-                    .id_prefix
-                    .as_ref()
-                    .is_some_and(|pre| !id.starts_with(pre.as_str()))
-                {
-                    return;
-                }
-                hits.push((p.ts_millis, id, p));
-            },
-        )?;
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        match query.order {
-            Order::Asc => hits.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1))),
-            Order::Desc => hits.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1))),
-        }
-        if let Some(limit) = query.limit {
-            hits.truncate(limit);
-        }
-        Ok(hits
-            .iter()
-            .map(|(_, id, p)| point_to_doc(self.mapping(), p, id))
-            .collect())
+        Ok(self.query(&req)?.hits.into_iter().map(|h| h.doc).collect())
     }
 
     /// Runs a metric aggregation (see [`AggQuery`]).
@@ -633,17 +405,19 @@ impl Index {
                 });
             }
         }
-        let filters = Filters::with_matchers(self.mapping(), &query.filters, &query.matchers)?;
-        let (from, to) = range(query.from, query.to);
+        let filter = compile(&query.filter(), self.mapping())?;
+        if !filter.on_time_and_dims() {
+            return Err(Error::Query {
+                reason: "an aggregation filters on dimensions and the time range only".to_owned(),
+            });
+        }
+        let range = filter.time_bounds();
         let interval = query.interval_millis;
         let bucket_of = |ts: i64| ts.div_euclid(interval) * interval;
         let store = self.engine();
-        let pieces = if query.raw_only {
-            // No interval is a multiple of 0: raw rows everywhere, and what has none.
-            store.plan(from, to, 0)
-        } else {
-            store.plan(from, to, interval)
-        };
+        // No interval is a multiple of 0: raw rows everywhere, and what has none.
+        let step = if query.raw_only { 0 } else { interval };
+        let pieces = self.read_plan(range.first_ms, range.last_ms, step);
         let mut per_series: BTreeMap<Tsid, SeriesBuckets> = BTreeMap::new();
         let (mut raw_rows, mut rollup_rows) = (0u64, 0u64);
         let mut expired = Vec::new();
@@ -654,38 +428,24 @@ impl Index {
                     // A counter's increase needs each series' values in time order; a
                     // partition's rows come so only once it is merged: sorted here.
                     let mut counters: Vec<(Tsid, i64, i64)> = Vec::new();
-                    self.scan_filtered(
-                        &filters,
-                        from,
-                        to,
-                        |_| true,
-                        |p, _| {
-                            let Some((_, v)) = p.metrics.iter().find(|(n, _)| *n == query.metric)
-                            else {
-                                return;
-                            };
-                            raw_rows += 1;
-                            let v = *v;
-                            let key = bucket_of(p.ts_millis);
-                            let tsid = p.tsid;
-                            let series = per_series.entry(tsid).or_insert_with(|| SeriesBuckets {
-                                dims: p.dims,
-                                buckets: BTreeMap::new(),
-                                last: None,
-                            });
-                            let b = series
-                                .buckets
-                                .entry(key)
-                                .or_insert_with(|| AggBucket::new(key, interval));
-                            match v {
-                                MetricValue::Gauge(f) => b.add(f),
-                                MetricValue::Counter(i) => {
-                                    b.add(i as f64);
-                                    counters.push((tsid, p.ts_millis, i));
-                                }
+                    self.scan_compiled(&filter, from, to, &mut |p, _| {
+                        let Some((_, v)) = p.metrics.iter().find(|(n, _)| *n == query.metric)
+                        else {
+                            return;
+                        };
+                        raw_rows += 1;
+                        let v = *v;
+                        let tsid = p.tsid;
+                        let series = SeriesBuckets::of(&mut per_series, tsid, || p.dims);
+                        let b = series.bucket(bucket_of(p.ts_millis), interval);
+                        match v {
+                            MetricValue::Gauge(f) => b.add(f),
+                            MetricValue::Counter(i) => {
+                                b.add(i as f64);
+                                counters.push((tsid, p.ts_millis, i));
                             }
-                        },
-                    )?;
+                        }
+                    })?;
                     counters.sort_unstable_by_key(|c| (c.0, c.1));
                     for (tsid, ts, v) in counters {
                         if let Some(s) = per_series.get_mut(&tsid) {
@@ -697,32 +457,28 @@ impl Index {
                         }
                     }
                 }
-                Piece::Rollup { .. } => {
-                    store.scan_rollup(
+                Piece::Rollup { from, to, .. } => {
+                    store.search(from, to).rollup_stats(
                         piece,
                         &query.metric,
-                        |_, dims| filters.matches(dims),
+                        |_, dims| filter.may_match(dims),
                         |tsid, dims, start, st| {
                             rollup_rows += 1;
-                            let key = bucket_of(start);
-                            let series = per_series.entry(*tsid).or_insert_with(|| SeriesBuckets {
-                                dims: dims.to_vec(),
-                                buckets: BTreeMap::new(),
-                                last: None,
+                            let series =
+                                SeriesBuckets::of(&mut per_series, *tsid, || dims.to_vec());
+                            let edge = st.counter.map(|c| {
+                                let edge =
+                                    series.last.map_or(0, |prev| counter_step(prev, c.first));
+                                series.last = Some(c.last);
+                                edge.saturating_add(c.increase)
                             });
-                            let b = series
-                                .buckets
-                                .entry(key)
-                                .or_insert_with(|| AggBucket::new(key, interval));
+                            let b = series.bucket(bucket_of(start), interval);
                             b.count += st.count;
                             b.min = b.min.min(st.min);
                             b.max = b.max.max(st.max);
                             b.sum += st.sum;
-                            if let Some(c) = st.counter {
-                                let edge =
-                                    series.last.map_or(0, |prev| counter_step(prev, c.first));
-                                b.add_increase(edge.saturating_add(c.increase));
-                                series.last = Some(c.last);
+                            if let Some(inc) = edge {
+                                b.add_increase(inc);
                             }
                         },
                     )?;
@@ -808,34 +564,35 @@ impl Index {
                 reason: "an `_id` prefix does not apply to rollup documents".to_owned(),
             });
         }
-        let filters = Filters::with_matchers(self.mapping(), &query.filters, &query.matchers)?;
-        let (from, to) = range(query.from, query.to);
+        let filter = compile(&query.filter(), self.mapping())?;
         let (found, _) = self.rollup_docs(
-            from,
-            to,
+            filter.time_bounds(),
             resolution_ms,
-            &|dims| filters.matches(dims),
-            &|p| filters.select(p),
+            &filter,
             query.order,
             query.limit,
         )?;
         Ok(found)
     }
 
-    /// The rollup documents of `resolution_ms` with bucket starts in `[from, to]` of the
-    /// series `may_match` accepts (`select`: the same through a dimension index), and
-    /// each document's bucket start and `_id`.
-    #[allow(clippy::too_many_arguments)]
+    /// The rollup documents of `resolution_ms` with bucket starts in `range` of the
+    /// series `filter` (on dimensions and time) accepts, and each document's bucket
+    /// start and `_id`.
     pub(crate) fn rollup_docs(
         &self,
-        from: i64,
-        to: i64,
+        range: TimeRange,
         resolution_ms: i64,
-        may_match: DimsPredicate<'_>,
-        select: &dyn Fn(&Postings) -> RoaringBitmap,
+        filter: &Compiled,
         order: Order,
         limit: Option<usize>,
     ) -> Result<(RollupSearch, Vec<(i64, String)>)> {
+        if !filter.on_time_and_dims() {
+            return Err(Error::Query {
+                reason:
+                    "a search of rollup documents filters on dimensions and the time range only"
+                        .to_owned(),
+            });
+        }
         let res = resolution_ms;
         let store = self.engine();
         let configured = store
@@ -864,9 +621,9 @@ impl Index {
         // Buckets starting in [from, to].
         // In i128: the bucket before i64::MIN does not fit an i64.
         let r = i128::from(res);
-        let ceil = (i128::from(from) + r - 1).div_euclid(r) * r;
+        let ceil = (i128::from(range.first_ms) + r - 1).div_euclid(r) * r;
         let first = i64::try_from(ceil).unwrap_or(i64::MAX);
-        let last = i64::try_from(i128::from(to).div_euclid(r) * r).unwrap_or(i64::MIN);
+        let last = i64::try_from(i128::from(range.last_ms).div_euclid(r) * r).unwrap_or(i64::MIN);
         if first > last {
             return Ok((out, Vec::new()));
         }
@@ -877,8 +634,8 @@ impl Index {
                 Piece::Expired { from, to } => out.expired.push((from, to)),
                 Piece::Rollup { .. } => self.read_rollup(
                     &piece,
-                    |_, dims| may_match(dims),
-                    select,
+                    |_, dims| filter.may_match(dims),
+                    |p| filter.select(p),
                     |row| {
                         // A finer kept rollup folds into the resolution, in time order.
                         let key = (row.bucket_ms.div_euclid(res) * res, *row.tsid);
@@ -900,7 +657,6 @@ impl Index {
                     },
                 )?,
                 Piece::Raw { from, to } => {
-                    let filters_all = |p: &Postings| select(p);
                     let mut on_row = |p: Point, _: Option<(&tidemark_segment::Segment, _)>| {
                         let key = (p.ts_millis.div_euclid(res) * res, p.tsid);
                         let slot = raw.entry(key).or_insert_with(|| (p.dims, 0, Vec::new()));
@@ -909,13 +665,7 @@ impl Index {
                         slot.2
                             .extend(p.metrics.into_iter().map(|(m, v)| (ts, m, v)));
                     };
-                    store.scan_live_indexed(
-                        from,
-                        to,
-                        |_, dims| may_match(dims),
-                        filters_all,
-                        &mut on_row,
-                    )?;
+                    self.scan_compiled(filter, from, to, &mut on_row)?;
                 }
             }
         }
@@ -956,68 +706,39 @@ impl Index {
         Ok((out, keys))
     }
 
-    /// Scans live rows in `[from, to]` of the series `filters` and `keep_tsid` accept:
-    /// through each segment's dimension index when there are filters (only the chosen
-    /// series' rows are read), else every series.
-    fn scan_filtered(
-        &self,
-        filters: &Filters,
-        from: i64,
-        to: i64,
-        mut keep_tsid: impl FnMut(&Tsid) -> bool,
-        f: impl FnMut(Point, Option<(&tidemark_segment::Segment, tidemark_segment::RowId)>),
-    ) -> Result<()> {
-        let store = self.engine();
-        if filters.is_empty() {
-            store.scan_live(from, to, |t, _| keep_tsid(t), f)?;
-        } else {
-            let mut keep = |t: &Tsid, dims: &[(String, Dim)]| filters.matches(dims) && keep_tsid(t);
-            store.scan_live_indexed(from, to, &mut keep, |p| filters.select(p), f)?;
-        }
-        Ok(())
+    /// The time ranges `[from, to]` (inclusive) within `range` whose raw rows retention
+    /// has dropped (partitions that keep only rollups): raw documents there are gone,
+    /// so a search of them answers without those ranges.
+    pub fn expired_ranges(&self, range: TimeRange) -> Vec<(i64, i64)> {
+        self.expired_in(range.first_ms, range.last_ms)
     }
 
-    /// The time ranges `[from, to]` (inclusive) within `[from, to)` whose raw rows
-    /// retention has dropped (partitions that keep only rollups): raw documents there
-    /// are gone, so a search of them answers without those ranges.
-    pub fn expired_ranges(&self, from: Option<i64>, to: Option<i64>) -> Vec<(i64, i64)> {
-        let (from, to) = range(from, to);
-        self.read_plan(from, to, 0)
-            .into_iter()
-            .filter_map(|p| match p {
-                Piece::Expired { from, to } => Some((from, to)),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// The dimension names of the series with data in `[from, to)` (what a query UI lists
+    /// The dimension names of the series with data in `range` (what a query UI lists
     /// in its drop-downs), from each segment's dimension index.
     ///
     /// # Errors
     /// Segment read errors.
-    pub fn labels(&self, from: Option<i64>, to: Option<i64>) -> Result<Vec<String>> {
-        let (from, to) = range(from, to);
-        Ok(self.engine().label_names(from, to)?.into_iter().collect())
+    pub fn labels(&self, range: TimeRange) -> Result<Vec<String>> {
+        Ok(self
+            .engine()
+            .search(range.first_ms, range.last_ms)
+            .label_names()?
+            .into_iter()
+            .collect())
     }
 
-    /// The values of dimension `name` in `[from, to)`, sorted, each with the number of
+    /// The values of dimension `name` in `range`, sorted, each with the number of
     /// series that have it (summed over segments: a series stored in several segments
     /// or partitions counts in each).
     ///
     /// # Errors
     /// [`Error::Query`] when `name` is not a dimension; segment read errors.
-    pub fn label_values(
-        &self,
-        name: &str,
-        from: Option<i64>,
-        to: Option<i64>,
-    ) -> Result<Vec<(String, u64)>> {
-        dimension(self.mapping(), name)?;
-        let (from, to) = range(from, to);
+    pub fn label_values(&self, name: &str, range: TimeRange) -> Result<Vec<(String, u64)>> {
+        dimension_field(self.mapping(), name, "label")?;
         Ok(self
             .engine()
-            .label_values(name, from, to)?
+            .search(range.first_ms, range.last_ms)
+            .label_values(name)?
             .into_iter()
             .collect())
     }
@@ -1083,23 +804,4 @@ fn merge_buckets<'a>(
             .absorb(b);
     }
     into.extend(map.into_values());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::event_prefix_range;
-
-    #[test]
-    fn event_prefixes_give_time_ranges() {
-        // 1764460800000 XOR 2^63 = 0x8000019ad20f2800.
-        let ts = 1_764_460_800_000_i64;
-        assert_eq!(event_prefix_range("8000019ad20f2800"), Some((ts, ts)));
-        assert_eq!(event_prefix_range("8000019ad20f2800ab"), Some((ts, ts)));
-        let (lo, hi) = event_prefix_range("8000019ad20f28").unwrap();
-        assert_eq!((lo, hi), (ts, ts + 255));
-        assert_eq!(event_prefix_range("8"), Some((0, (1 << 60) - 1)));
-        assert_eq!(event_prefix_range("7"), Some((-(1 << 60), -1)));
-        assert_eq!(event_prefix_range(""), None);
-        assert_eq!(event_prefix_range("zz"), None);
-    }
 }

@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde_json::json;
-use tidemark::{AggQuery, BulkItem, Error, Index, ItemStatus, Mapping, Query};
+use tidemark::{AggQuery, BulkItem, Error, Index, ItemStatus, Mapping, Query, SearchRequest};
 
 fn ts_mapping() -> Mapping {
     Mapping::from_value(json!({"mappings": {"properties": {
@@ -146,4 +146,52 @@ fn events_updates_may_not_change_the_fingerprint() {
         ),
         (json!("a"), json!("error"), json!(3))
     );
+}
+
+/// Every query path reads a stored event's extras before it computes the event's `_id`
+/// (a fingerprint of its fields, extras included): the hits of `_search`-style requests
+/// and of the CLI's search carry the ids the writes answered, before and after the
+/// events are written to a segment.
+#[test]
+fn event_hits_carry_their_written_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let mapping = Mapping::from_value(json!({
+        "settings": {"index": {"mode": "events", "fingerprint": {"fields": ["message"], "method": "md5"}}},
+        "mappings": {"properties": {"message": {"type": "keyword"}, "level": {"type": "keyword"}}}
+    }))
+    .unwrap();
+    let mut index = Index::create(dir.path().join("ev"), mapping).unwrap();
+    let out = index
+        .bulk(vec![
+            BulkItem::create(json!({"@timestamp": 5, "message": "a", "level": "info"})),
+            BulkItem::create(json!({"@timestamp": 7, "message": "b", "level": "warn"})),
+        ])
+        .unwrap();
+    let written: Vec<String> = out.iter().map(|r| r.id.clone().unwrap()).collect();
+    for refreshed in [false, true] {
+        if refreshed {
+            index.refresh().unwrap();
+        }
+        let hits = index
+            .query(&SearchRequest {
+                size: 10,
+                ..SearchRequest::default()
+            })
+            .unwrap()
+            .hits;
+        let ids: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
+        assert_eq!(ids, written, "refreshed: {refreshed}");
+        let docs = index.search(&Query::default()).unwrap();
+        let ids: Vec<&str> = docs.iter().filter_map(|d| d["_id"].as_str()).collect();
+        assert_eq!(ids, written, "refreshed: {refreshed}");
+        // An `_id` prefix of the second event (its timestamp part) finds it alone.
+        let by_prefix = index
+            .search(&Query {
+                id_prefix: Some(written[1][..16].to_owned()),
+                ..Query::default()
+            })
+            .unwrap();
+        assert_eq!(by_prefix.len(), 1, "refreshed: {refreshed}");
+        assert_eq!(by_prefix[0]["_id"], json!(written[1]));
+    }
 }

@@ -1,10 +1,10 @@
 """Bytes per row of each column of the lakes' Parquet files, their `_id` bloom filters and
 the rest (footer, page index), from the files' footers (docs/results/lake.md).
-Usage: lake_columns.py LAKE_DIR...   (every partition=*/shard=*/*.parquet: run it on a fresh export)"""
+Usage: lake_columns.py LAKE_DIR...   (every partition=*/**/*.parquet: run it on a fresh export)"""
 import collections, glob, os, sys
 import pyarrow.parquet as pq
 for lake in sys.argv[1:]:
-    files = sorted(glob.glob(f"{lake}/partition=*/shard=*/*.parquet"))
+    files = sorted(glob.glob(f"{lake}/partition=*/**/*.parquet", recursive=True))
     rows = total = bloom = 0
     col = collections.Counter()
     for f in files:

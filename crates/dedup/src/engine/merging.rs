@@ -14,7 +14,7 @@ impl Engine {
     pub fn maybe_merge(&mut self) -> Result<usize> {
         let mut merges = 0;
         while let Some(group) = self.merge_candidates() {
-            self.merge(&group)?;
+            self.run_merge(&group, false)?;
             merges += 1;
         }
         Ok(merges)
@@ -58,12 +58,18 @@ impl Engine {
     /// merge) and prepares a [`MergeJob`] to run on another thread, or `None`.
     pub fn plan_merge(&mut self) -> Option<MergeJob> {
         let positions = self.merge_candidates()?;
-        self.plan_positions(&positions)
+        self.plan_positions(&positions, false)
     }
 
     /// A merge job for the segments at `positions` (sorted, deduplicated, those past the
-    /// end ignored), or `None` when that leaves none.
-    pub(super) fn plan_positions(&mut self, positions: &[usize]) -> Option<MergeJob> {
+    /// end ignored), or `None` when that leaves none. A `final_merge` (asked for, not
+    /// started by the tiered policy) writes at the configured merge level whatever its
+    /// size (see `EngineConfig::merge_options`).
+    pub(super) fn plan_positions(
+        &mut self,
+        positions: &[usize],
+        final_merge: bool,
+    ) -> Option<MergeJob> {
         let mut positions: Vec<usize> = positions
             .iter()
             .copied()
@@ -78,10 +84,12 @@ impl Engine {
         self.next_segment = id.saturating_add(1);
         let mut ids = Vec::new();
         let mut inputs = Vec::new();
+        let mut rows = 0u64;
         for &i in &positions {
             if let Some(s) = self.slots.get_mut(i) {
                 s.merging = true;
                 ids.push(s.id);
+                rows += s.segment.row_count().saturating_sub(s.tombstones.len());
                 inputs.push((Arc::clone(&s.segment), s.tombstones.clone()));
             }
         }
@@ -90,7 +98,7 @@ impl Engine {
             inputs,
             new_id: id,
             path: segment_path(&self.dir, id),
-            options: self.config.segment_options(true),
+            options: self.config.merge_options(rows, final_merge),
             keyer: self.keyer.clone(),
             bloom_fpr: self.config.bloom_strategy_fpr(),
         })
@@ -242,8 +250,12 @@ impl Engine {
     /// # Errors
     /// [`Error::Poisoned`]; segment read and write errors; I/O errors.
     pub fn merge(&mut self, positions: &[usize]) -> Result<()> {
+        self.run_merge(positions, true)
+    }
+
+    fn run_merge(&mut self, positions: &[usize], final_merge: bool) -> Result<()> {
         self.check_poisoned()?;
-        let Some(job) = self.plan_positions(positions) else {
+        let Some(job) = self.plan_positions(positions, final_merge) else {
             return Ok(());
         };
         let merged = job.run();

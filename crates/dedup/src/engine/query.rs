@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::Arc;
 
 use tidemark_segment::{Dim, Point, RowId, Segment};
 use tidemark_tsid::Tsid;
@@ -19,12 +20,13 @@ impl Engine {
             .collect()
     }
 
-    /// The live segments with their ids and tombstones, oldest first (what a sealed
-    /// partition's export reads: see `SealedPartition`).
-    pub(crate) fn sealed_source(&self) -> Vec<(u64, &Segment, &tidemark_segment::Tombstones)> {
+    /// The live segments with their ids and a copy of their tombstones, oldest first
+    /// (what a sealed partition's export reads, without the engine: see
+    /// `SealedPartition`).
+    pub(crate) fn sealed_source(&self) -> Vec<(u64, Arc<Segment>, tidemark_segment::Tombstones)> {
         self.slots
             .iter()
-            .map(|s| (s.id, s.segment.as_ref(), &s.tombstones))
+            .map(|s| (s.id, Arc::clone(&s.segment), s.tombstones.clone()))
             .collect()
     }
 

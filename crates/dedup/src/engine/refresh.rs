@@ -43,7 +43,7 @@ impl Engine {
                 &self.buffer,
                 &self.series,
                 &self.columns,
-                self.config.segment_options(false),
+                self.config.refresh_options(),
                 file,
             )
             .map_err(|e| Error::Segment(e.in_file(&path)))?;

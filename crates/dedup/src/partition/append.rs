@@ -7,13 +7,14 @@
 //! does; the dimensions are checked and copied once per series (and once more per
 //! partition that receives it), never per point.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use tidemark_segment::{Dim, Extra, MetricValue};
 use tidemark_tsid::{SyntheticId, Tsid};
 
 use super::PartitionedEngine;
+use super::manifest::PartState;
 use crate::buffer::{ColumnId, ColumnKind, ColumnRef, SeriesRef};
 use crate::engine::{AppendBatch, Engine, MAX_COLUMNS, MAX_STRING_LEN, Outcome, Rejection};
 use crate::error::{Error, Result};
@@ -40,6 +41,10 @@ pub(super) struct PartRefs {
 /// Scratch of [`PartitionedEngine::append`], kept to reuse its memory.
 #[derive(Debug, Default)]
 pub(super) struct AppendScratch {
+    /// (partition start, position in the batch) of each accepted append.
+    routed: Vec<(i64, usize)>,
+    /// Positions of the appends of the partition being written.
+    kept: Vec<usize>,
     sub: AppendBatch,
     values: Vec<(ColumnRef, MetricValue)>,
     extras: Vec<(ColumnRef, Extra)>,
@@ -227,7 +232,12 @@ impl PartitionedEngine {
     pub fn append(&mut self, batch: &AppendBatch) -> Result<Vec<Outcome>> {
         let n = batch.len();
         let mut out: Vec<Option<Outcome>> = vec![None; n];
-        let mut groups: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+        let mut scratch = std::mem::take(&mut self.append_scratch);
+        // The partition of every accepted append; most batches fall in one partition,
+        // which then needs no sort.
+        let routed = &mut scratch.routed;
+        routed.clear();
+        let mut one_partition = true;
         let mut high = self.high_water();
         for (i, slot) in out.iter_mut().enumerate() {
             let Some(item) = batch.get(i) else { break };
@@ -247,11 +257,16 @@ impl PartitionedEngine {
                 continue;
             }
             high = high.max(item.ts);
-            groups.entry(self.part_start(item.ts)).or_default().push(i);
+            let start = self.part_start(item.ts);
+            one_partition &= routed.first().is_none_or(|&(s, _)| s == start);
+            routed.push((start, i));
+        }
+        if !one_partition {
+            // Stable: each partition's appends keep their order.
+            routed.sort_by_key(|&(start, _)| start);
         }
         self.advance_clock(high);
-        let mut scratch = std::mem::take(&mut self.append_scratch);
-        let result = self.append_groups(batch, groups, &mut out, &mut scratch);
+        let result = self.append_groups(batch, &mut out, &mut scratch);
         self.append_scratch = scratch;
         result?;
         self.keep_buffer_budget()?;
@@ -266,86 +281,118 @@ impl PartitionedEngine {
             .collect())
     }
 
+    /// Writes the appends of `scratch.routed` (sorted by partition) partition by
+    /// partition, translating the store's refs to each partition engine's.
     fn append_groups(
         &mut self,
         batch: &AppendBatch,
-        groups: BTreeMap<i64, Vec<usize>>,
         out: &mut [Option<Outcome>],
         scratch: &mut AppendScratch,
     ) -> Result<()> {
-        for (start, idx) in groups {
-            self.ensure_part(start)?;
-            let Some(part) = self.parts.get_mut(&start) else {
-                continue;
+        let routed = std::mem::take(&mut scratch.routed);
+        let result = (|| {
+            for group in routed.chunk_by(|a, b| a.0 == b.0) {
+                let Some(&(start, _)) = group.first() else {
+                    continue;
+                };
+                self.append_group(batch, start, group, out, scratch)?;
+            }
+            Ok(())
+        })();
+        scratch.routed = routed;
+        result
+    }
+
+    fn append_group(
+        &mut self,
+        batch: &AppendBatch,
+        start: i64,
+        group: &[(i64, usize)],
+        out: &mut [Option<Outcome>],
+        scratch: &mut AppendScratch,
+    ) -> Result<()> {
+        self.ensure_part(start)?;
+        let Some(part) = self.parts.get_mut(&start) else {
+            return Ok(());
+        };
+        // A write into a sealed partition rebuilds the rollups it touched: only then are
+        // the appends' ids needed.
+        let sealed = part.state == PartState::Sealed;
+        // Translate the store's refs to the partition engine's; an item whose series or
+        // column the partition refuses is rejected here, the others go on.
+        scratch.sub.clear();
+        scratch.kept.clear();
+        let mut keys: Vec<Option<(Tsid, i64)>> = Vec::new();
+        for &(_, i) in group {
+            let Some(item) = batch.get(i) else { continue };
+            let reject = |catalog: &Catalog, reason| Outcome::Rejected {
+                id: SyntheticId::new(
+                    catalog
+                        .series
+                        .get(item.series.0 as usize)
+                        .map_or(Tsid::from_bytes([0; 20]), |(t, _)| *t),
+                    item.ts,
+                ),
+                reason,
             };
-            // Translate the store's refs to the partition engine's; an item whose series
-            // or column the partition refuses is rejected here, the others go on.
-            scratch.sub.clear();
-            let mut kept: Vec<usize> = Vec::with_capacity(idx.len());
-            let mut keys: Vec<Option<(Tsid, i64)>> = Vec::with_capacity(idx.len());
-            for i in idx {
-                let Some(item) = batch.get(i) else { continue };
-                let tsid = self
-                    .catalog
-                    .series
-                    .get(item.series.0 as usize)
-                    .map_or(Tsid::from_bytes([0; 20]), |(t, _)| *t);
-                let reject = |reason| Outcome::Rejected {
-                    id: SyntheticId::new(tsid, item.ts),
-                    reason,
-                };
-                let s = match part
-                    .refs
-                    .series(&mut part.engine, &self.catalog, item.series.0)?
-                {
-                    Ok(s) => s,
+            let s = match part
+                .refs
+                .series(&mut part.engine, &self.catalog, item.series.0)?
+            {
+                Ok(s) => s,
+                Err(reason) => {
+                    out[i] = Some(reject(&self.catalog, reason));
+                    continue;
+                }
+            };
+            scratch.values.clear();
+            scratch.extras.clear();
+            let mut refused = None;
+            for &(c, v) in item.values {
+                match part.refs.column(&mut part.engine, &self.catalog, c)? {
+                    Ok(local) => scratch.values.push((local, v)),
                     Err(reason) => {
-                        out[i] = Some(reject(reason));
-                        continue;
+                        refused = Some(reason);
+                        break;
                     }
-                };
-                scratch.values.clear();
-                scratch.extras.clear();
-                let mut refused = None;
-                for &(c, v) in item.values {
-                    match part.refs.column(&mut part.engine, &self.catalog, c)? {
-                        Ok(local) => scratch.values.push((local, v)),
+                }
+            }
+            if refused.is_none() {
+                for (c, v) in item.extras {
+                    match part.refs.column(&mut part.engine, &self.catalog, *c)? {
+                        Ok(local) => scratch.extras.push((local, v.clone())),
                         Err(reason) => {
                             refused = Some(reason);
                             break;
                         }
                     }
                 }
-                if refused.is_none() {
-                    for (c, v) in item.extras {
-                        match part.refs.column(&mut part.engine, &self.catalog, *c)? {
-                            Ok(local) => scratch.extras.push((local, v.clone())),
-                            Err(reason) => {
-                                refused = Some(reason);
-                                break;
-                            }
-                        }
-                    }
-                }
-                if let Some(reason) = refused {
-                    out[i] = Some(reject(reason));
-                    continue;
-                }
-                scratch
-                    .sub
-                    .push(item.create, s, item.ts, &scratch.values, &scratch.extras);
-                kept.push(i);
-                keys.push(Some((tsid, item.ts)));
             }
-            if kept.is_empty() {
+            if let Some(reason) = refused {
+                out[i] = Some(reject(&self.catalog, reason));
                 continue;
             }
-            let sub = &scratch.sub;
-            let outcomes = self.write_part(start, keys, |engine| engine.append(sub))?;
-            for (i, o) in kept.into_iter().zip(outcomes) {
-                if let Some(slot) = out.get_mut(i) {
-                    *slot = Some(o);
-                }
+            scratch
+                .sub
+                .push(item.create, s, item.ts, &scratch.values, &scratch.extras);
+            scratch.kept.push(i);
+            if sealed {
+                let tsid = self
+                    .catalog
+                    .series
+                    .get(item.series.0 as usize)
+                    .map(|(t, _)| *t);
+                keys.push(tsid.map(|t| (t, item.ts)));
+            }
+        }
+        if scratch.kept.is_empty() {
+            return Ok(());
+        }
+        let sub = &scratch.sub;
+        let outcomes = self.write_part(start, keys, |engine| engine.append(sub))?;
+        for (&i, o) in scratch.kept.iter().zip(outcomes) {
+            if let Some(slot) = out.get_mut(i) {
+                *slot = Some(o);
             }
         }
         Ok(())

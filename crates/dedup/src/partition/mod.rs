@@ -19,8 +19,8 @@
 //! | `retention.rs` | dropping partitions, keeping rollups past the raw retention |
 //! | `merging.rs` | merges off the write path |
 //! | `info.rs` | listings and counters |
-//! | `search.rs` | the read side: raw scans, label queries, rollup scans |
-//! | `plan.rs` | query plans: raw rows or rollups, piece by piece |
+//! | `search.rs` | the read side as a type, [`PartitionSearch`]: raw scans, series, label queries, rollup rows |
+//! | `plan.rs` | the read plan of a [`PartitionSearch`]: raw rows or rollups, piece by piece |
 //! | `rollup.rs` | rollup segments: build, rebuild, columns |
 //! | `postings.rs` | a segment's dimension index |
 //! | `sealed.rs` | sealed partitions as whole units (exports) |
@@ -64,7 +64,7 @@ pub use postings::{Postings, dim_value_text};
 pub use rollup::{CounterStats, DOC_COUNT_COLUMN, RollupStats, counter_step};
 pub use seal::MaintainReport;
 pub use sealed::SealedPartition;
-pub use search::RollupRow;
+pub use search::{PartitionSearch, RollupRow};
 
 use clock::WriteMark;
 use manifest::{PartManifest, PartState};

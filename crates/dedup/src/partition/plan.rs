@@ -1,8 +1,8 @@
 //! Query plans: a time range cut into pieces read from raw rows or from a sealed
-//! partition's rollup (see [`PartitionedEngine::plan`]).
+//! partition's rollup (see [`PartitionSearch::plan`]).
 
 use super::manifest::PartState;
-use super::{PartitionedEngine, RollupSlot};
+use super::{PartitionSearch, RollupSlot};
 
 /// A time slice of a query plan: read raw rows, or a partition's rollup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,14 +37,16 @@ pub enum Piece {
     },
 }
 
-impl PartitionedEngine {
-    /// Plans a scan of `[from, to]` for buckets of `interval_ms`: each sealed partition
+impl PartitionSearch<'_> {
+    /// Plans a read of the range for buckets of `interval_ms` (0: raw rows only), the one
+    /// rollup planner of the store: each sealed partition
     /// reads its coarsest rollup whose resolution divides the interval, over the buckets
     /// the range covers whole; everything else (active partitions, edges, no dividing
     /// rollup) reads raw rows. A partition past the raw retention reads its kept rollups
     /// the same way, and what they cannot answer is a [`Piece::Expired`]. Pieces come in
     /// time order.
-    pub fn plan(&self, from: i64, to: i64, interval_ms: i64) -> Vec<Piece> {
+    pub fn plan(&self, interval_ms: i64) -> Vec<Piece> {
+        let (from, to) = (self.from, self.to);
         let mut out = Vec::new();
         if from > to {
             return out;
@@ -62,6 +64,7 @@ impl PartitionedEngine {
         // Live and expired partitions, in time order: (start, end, kept rollups or the
         // sealed ones, whether raw rows remain).
         let mut spans: Vec<(i64, i64, &[RollupSlot], bool)> = self
+            .store
             .parts
             .values()
             .map(|p| {
@@ -73,7 +76,8 @@ impl PartitionedEngine {
                 (p.start, p.end, rollups, true)
             })
             .chain(
-                self.expired
+                self.store
+                    .expired
                     .values()
                     .map(|p| (p.start, p.end, p.rollups.as_slice(), false)),
             )

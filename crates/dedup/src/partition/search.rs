@@ -1,6 +1,11 @@
-//! The read side of a store: live points over the partitions a time range overlaps (all
-//! rows, or the series a segment's dimension index selects), label names and values,
-//! and rollup rows of a planned [`Piece`]. Nothing here writes.
+//! The read side of a store as its own type, beside the writer (as VictoriaMetrics
+//! pairs `partition.go` with `partition_search.go`): a [`PartitionSearch`] is made with
+//! what to read, a time range `[from, to]` (inclusive), and reads from the partitions
+//! it overlaps: live points (all rows, or the series a segment's dimension index
+//! selects), the series themselves without rows, label names and values, the read plan
+//! over raw rows and rollups ([`PartitionSearch::plan`]), rollup rows of a planned
+//! [`Piece`], and series as column slices ([`PartitionSearch::series_reader`]). Nothing
+//! here writes.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
@@ -13,31 +18,35 @@ use super::manifest::PartState;
 use super::{PartitionedEngine, Piece, Postings, RollupStats, dim_value_text, rollup};
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::read::SeriesReader;
+
+/// What a store holds over one time range `[from, to]` (milliseconds, both ends
+/// inclusive), read partition by partition, oldest first: the read side of a
+/// [`PartitionedEngine`], made by [`PartitionedEngine::search`]. It borrows the store,
+/// so no write changes what it reads meanwhile.
+#[derive(Debug, Clone, Copy)]
+pub struct PartitionSearch<'a> {
+    pub(super) store: &'a PartitionedEngine,
+    pub(super) from: i64,
+    pub(super) to: i64,
+}
 
 impl PartitionedEngine {
+    /// The read side of the store over `[from, to]` (inclusive, milliseconds).
+    pub fn search(&self, from: i64, to: i64) -> PartitionSearch<'_> {
+        PartitionSearch {
+            store: self,
+            from,
+            to,
+        }
+    }
+
     /// The engines of the live partitions overlapping `[from, to]`, oldest first.
     pub(crate) fn engines_overlapping(&self, from: i64, to: i64) -> impl Iterator<Item = &Engine> {
         self.parts
             .values()
             .filter(move |p| p.end > from && p.start <= to)
             .map(|p| &p.engine)
-    }
-
-    /// The one scan behind the `scan_live*` variants: [`Engine::scan_live_selected`] over
-    /// the partitions overlapping `[from, to]`, oldest first (`select` answering `None`
-    /// reads a segment's series through `keep_series`).
-    fn scan_selected(
-        &self,
-        from: i64,
-        to: i64,
-        mut keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
-        mut select: impl FnMut(&Path, &Segment) -> Option<roaring::RoaringBitmap>,
-        mut f: impl FnMut(Point, Option<(&Segment, RowId)>),
-    ) -> Result<()> {
-        for engine in self.engines_overlapping(from, to) {
-            engine.scan_live_selected(from, to, &mut keep_series, &mut select, &mut f)?;
-        }
-        Ok(())
     }
 
     /// The dimension index of a live segment (cached).
@@ -59,44 +68,78 @@ impl PartitionedEngine {
         p
     }
 
-    /// [`Engine::scan_live`] over the partitions overlapping `[from, to]`, oldest first.
+    /// The rollup segment at `resolution_ms` of the partition starting at `partition`
+    /// (sealed, or past the raw retention and keeping it), with its file.
+    pub fn rollup_of(&self, partition: i64, resolution_ms: i64) -> Option<(PathBuf, &Segment)> {
+        let (dir, rollups) = match self.parts.get(&partition) {
+            Some(p) if p.state == PartState::Sealed => (&p.dir, &p.rollups),
+            Some(_) => return None,
+            None => {
+                let p = self.expired.get(&partition)?;
+                (&p.dir, &p.rollups)
+            }
+        };
+        let (_, seg) = rollups.iter().find(|(r, _)| *r == resolution_ms)?;
+        seg.as_deref()
+            .map(|s| (rollup::rollup_path(dir, resolution_ms), s))
+    }
+}
+
+impl<'a> PartitionSearch<'a> {
+    /// The range read, `(from, to)` inclusive.
+    pub fn range(&self) -> (i64, i64) {
+        (self.from, self.to)
+    }
+
+    /// The one scan behind [`rows`](Self::rows), [`rows_indexed`](Self::rows_indexed)
+    /// and [`series_indexed`](Self::series_indexed): [`Engine::scan_live_selected`] over
+    /// the partitions overlapping the range, oldest first (`select` answering `None`
+    /// reads a segment's series through `keep_series`).
+    fn scan_selected(
+        &self,
+        mut keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
+        mut select: impl FnMut(&Path, &Segment) -> Option<roaring::RoaringBitmap>,
+        mut f: impl FnMut(Point, Option<(&Segment, RowId)>),
+    ) -> Result<()> {
+        for engine in self.store.engines_overlapping(self.from, self.to) {
+            engine.scan_live_selected(self.from, self.to, &mut keep_series, &mut select, &mut f)?;
+        }
+        Ok(())
+    }
+
+    /// The live rows in range of the series `keep_series` accepts ([`Engine::scan_live`]
+    /// per partition), each with where it is stored.
     ///
     /// # Errors
     /// Segment read errors naming the segment.
-    pub fn scan_live(
+    pub fn rows(
         &self,
-        from: i64,
-        to: i64,
         keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
         f: impl FnMut(Point, Option<(&Segment, RowId)>),
     ) -> Result<()> {
-        self.scan_selected(from, to, keep_series, |_, _| None, f)
+        self.scan_selected(keep_series, |_, _| None, f)
     }
 
-    /// As [`scan_live`](Self::scan_live), with each segment's series chosen through its
+    /// As [`rows`](Self::rows), with each segment's series chosen through its
     /// dimension index by `select` (only their rows are read); buffered points are
     /// chosen by `keep_series`, which must agree with `select`.
     ///
     /// # Errors
     /// Segment read errors naming the segment.
-    pub fn scan_live_indexed(
+    pub fn rows_indexed(
         &self,
-        from: i64,
-        to: i64,
         keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
         mut select: impl FnMut(&Postings) -> roaring::RoaringBitmap,
         f: impl FnMut(Point, Option<(&Segment, RowId)>),
     ) -> Result<()> {
         self.scan_selected(
-            from,
-            to,
             keep_series,
-            |path, seg| Some(select(&self.postings(path, seg))),
+            |path, seg| Some(select(&self.store.postings(path, seg))),
             f,
         )
     }
 
-    /// As [`scan_live_indexed`](Self::scan_live_indexed), with `select` also given the
+    /// As [`rows_indexed`](Self::rows_indexed), with `select` also given the
     /// segment, whose series table (in tsid order) maps the chosen ordinals to tsids
     /// and series time ranges: a caller can choose series by tsid as well as by
     /// dimension (a bounded group of series per call, so a long range is read one group
@@ -105,34 +148,28 @@ impl PartitionedEngine {
     ///
     /// # Errors
     /// Segment read errors naming the segment.
-    pub fn scan_live_indexed_segments(
+    pub fn series_indexed(
         &self,
-        from: i64,
-        to: i64,
         keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
         mut select: impl FnMut(&Postings, &Segment) -> roaring::RoaringBitmap,
         f: impl FnMut(Point, Option<(&Segment, RowId)>),
     ) -> Result<()> {
         self.scan_selected(
-            from,
-            to,
             keep_series,
-            |path, seg| Some(select(&self.postings(path, seg), seg)),
+            |path, seg| Some(select(&self.store.postings(path, seg), seg)),
             f,
         )
     }
 
-    /// The dimension names of the series with data in `[from, to]` (segments through
-    /// their dimension indexes, buffered points directly).
+    /// The dimension names of the series with data in range (segments through their
+    /// dimension indexes, buffered points directly).
     ///
     /// # Errors
     /// Segment read errors.
-    pub fn label_names(&self, from: i64, to: i64) -> Result<BTreeSet<String>> {
+    pub fn label_names(&self) -> Result<BTreeSet<String>> {
         let mut out = BTreeSet::new();
         let mut buffered = BTreeSet::new();
         self.each_label(
-            from,
-            to,
             &mut |p| out.extend(p.names().map(str::to_owned)),
             &mut |dims| buffered.extend(dims.iter().map(|(n, _)| n.clone())),
         )?;
@@ -140,12 +177,12 @@ impl PartitionedEngine {
         Ok(out)
     }
 
-    /// The values of dimension `name` in `[from, to]`, each with the number of series
-    /// (per segment, summed) that have it.
+    /// The values of dimension `name` in range, each with the number of series (per
+    /// segment, summed) that have it.
     ///
     /// # Errors
     /// Segment read errors.
-    pub fn label_values(&self, name: &str, from: i64, to: i64) -> Result<BTreeMap<String, u64>> {
+    pub fn label_values(&self, name: &str) -> Result<BTreeMap<String, u64>> {
         let mut out: BTreeMap<String, u64> = BTreeMap::new();
         let mut buffered: HashSet<Tsid> = HashSet::new();
         let mut seg = |p: &Postings| {
@@ -159,40 +196,33 @@ impl PartitionedEngine {
                 buf_values.push(dim_value_text(d));
             }
         };
-        self.each_label_series(from, to, &mut seg, &mut buf, &mut buffered)?;
+        self.each_label_series(&mut seg, &mut buf, &mut buffered)?;
         for v in buf_values {
             *out.entry(v).or_insert(0) += 1;
         }
         Ok(out)
     }
 
-    fn each_label(
-        &self,
-        from: i64,
-        to: i64,
-        seg: &mut dyn FnMut(&Postings),
-        buf: DimsSink<'_>,
-    ) -> Result<()> {
+    fn each_label(&self, seg: &mut dyn FnMut(&Postings), buf: DimsSink<'_>) -> Result<()> {
         let mut seen = HashSet::new();
-        self.each_label_series(from, to, seg, buf, &mut seen)
+        self.each_label_series(seg, buf, &mut seen)
     }
 
-    /// Calls `seg` for the index of each live segment overlapping `[from, to]` and `buf`
+    /// Calls `seg` for the index of each live segment overlapping the range and `buf`
     /// once per buffered series with points in the range.
     fn each_label_series(
         &self,
-        from: i64,
-        to: i64,
         seg: &mut dyn FnMut(&Postings),
         buf: DimsSink<'_>,
         seen: &mut HashSet<Tsid>,
     ) -> Result<()> {
-        for engine in self.engines_overlapping(from, to) {
+        let (from, to) = (self.from, self.to);
+        for engine in self.store.engines_overlapping(from, to) {
             for (path, segment, _) in engine.segments() {
                 let overlaps = segment.min_timestamp().is_some_and(|lo| lo <= to)
                     && segment.max_timestamp().is_some_and(|hi| hi >= from);
                 if overlaps {
-                    seg(&self.postings(path, segment));
+                    seg(&self.store.postings(path, segment));
                 }
             }
             if engine.buffered() > 0 {
@@ -214,7 +244,7 @@ impl PartitionedEngine {
         }
         // Past the raw retention, the series are those of a kept rollup (the same
         // dimensions, one row per series and bucket).
-        for p in self.expired.values() {
+        for p in self.store.expired.values() {
             if p.end <= from || p.start > to {
                 continue;
             }
@@ -227,32 +257,31 @@ impl PartitionedEngine {
                 let overlaps = segment.min_timestamp().is_some_and(|a| a <= to)
                     && segment.max_timestamp().is_some_and(|b| b >= lo);
                 if overlaps {
-                    seg(&self.postings(&rollup::rollup_path(&p.dir, r), segment));
+                    seg(&self
+                        .store
+                        .postings(&rollup::rollup_path(&p.dir, r), segment));
                 }
             }
         }
         Ok(())
     }
 
-    /// The rollup segment at `resolution_ms` of the partition starting at `partition`
-    /// (sealed, or past the raw retention and keeping it), with its file.
-    pub fn rollup_of(&self, partition: i64, resolution_ms: i64) -> Option<(PathBuf, &Segment)> {
-        let (dir, rollups) = match self.parts.get(&partition) {
-            Some(p) if p.state == PartState::Sealed => (&p.dir, &p.rollups),
-            Some(_) => return None,
-            None => {
-                let p = self.expired.get(&partition)?;
-                (&p.dir, &p.rollups)
-            }
-        };
-        let (_, seg) = rollups.iter().find(|(r, _)| *r == resolution_ms)?;
-        seg.as_deref()
-            .map(|s| (rollup::rollup_path(dir, resolution_ms), s))
+    /// A reader of the metric columns `columns` (by name) over the range, across the
+    /// partitions that overlap it (see [`SeriesReader`]).
+    pub fn series_reader(&self, columns: &[&str]) -> SeriesReader<'a> {
+        SeriesReader::new(self.store, self.from, self.to, columns, false)
+    }
+
+    /// As [`series_reader`](Self::series_reader), with one more output after the
+    /// columns: every row's timestamp (value 0.0), whichever columns the row has — the
+    /// documents, for what counts them.
+    pub fn series_reader_with_rows(&self, columns: &[&str]) -> SeriesReader<'a> {
+        SeriesReader::new(self.store, self.from, self.to, columns, true)
     }
 
     /// The rollup segment a [`Piece::Rollup`] reads, with its path and the piece's time
     /// range; `None` for another piece or a rollup no longer there.
-    fn rollup_piece(&self, piece: &Piece) -> Option<(PathBuf, &Segment, i64, i64)> {
+    fn rollup_piece(&self, piece: &Piece) -> Option<(PathBuf, &'a Segment, i64, i64)> {
         let Piece::Rollup {
             partition,
             resolution_ms,
@@ -262,18 +291,19 @@ impl PartitionedEngine {
         else {
             return None;
         };
-        let (path, seg) = self.rollup_of(partition, resolution_ms)?;
+        let (path, seg) = self.store.rollup_of(partition, resolution_ms)?;
         Some((path, seg, from, to))
     }
 
-    /// Reads whole rollup rows of a [`Piece::Rollup`] (every metric, and the row count):
+    /// Reads whole rollup rows of a [`Piece::Rollup`] of [`plan`](Self::plan) (every
+    /// metric, and the row count):
     /// `f` per series and bucket, in (tsid, bucket) order, for the series `select`
     /// picks through the rollup segment's dimension index and `keep_series` accepts. A
     /// piece whose partition or rollup is gone reads nothing.
     ///
     /// # Errors
     /// Segment read errors.
-    pub fn scan_rollup_rows(
+    pub fn rollup_rows(
         &self,
         piece: &Piece,
         mut keep_series: impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
@@ -283,7 +313,7 @@ impl PartitionedEngine {
         let Some((path, seg, from, to)) = self.rollup_piece(piece) else {
             return Ok(());
         };
-        let chosen = select(&self.postings(&path, seg));
+        let chosen = select(&self.store.postings(&path, seg));
         let cols = rollup::RowColumns::of(seg);
         let series = seg.series();
         let kept: Vec<usize> = chosen
@@ -309,13 +339,13 @@ impl PartitionedEngine {
         Ok(())
     }
 
-    /// Reads the rollup rows of a [`Piece::Rollup`] for `metric`: `f(tsid, dims, bucket
+    /// Reads the rollup rows of a [`Piece::Rollup`] of [`plan`](Self::plan) for `metric`: `f(tsid, dims, bucket
     /// start, stats)` per series and bucket, in (tsid, bucket) order, for the series
     /// `keep_series` accepts. A piece whose partition or rollup is gone reads nothing.
     ///
     /// # Errors
     /// Segment read errors.
-    pub fn scan_rollup(
+    pub fn rollup_stats(
         &self,
         piece: &Piece,
         metric: &str,
@@ -345,7 +375,7 @@ impl PartitionedEngine {
 }
 
 /// One row of a rollup (a series and bucket), as
-/// [`PartitionedEngine::scan_rollup_rows`] reads it.
+/// [`PartitionSearch::rollup_rows`] reads it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RollupRow<'a> {
     /// The series.

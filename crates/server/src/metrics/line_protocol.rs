@@ -82,13 +82,26 @@ impl Precision {
 /// Splits `body` into lines, skipping blank lines and `#` comments: `(1-based line
 /// number, text)`.
 pub fn lines(body: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
-    body.split(|&b| b == b'\n')
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.strip_suffix(b"\r").unwrap_or(l)))
-        .filter(|(_, l)| {
-            let t = l.trim_ascii_start();
-            !t.is_empty() && !t.starts_with(b"#")
-        })
+    let mut rest = Some(body);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match memchr::memchr(b'\n', r) {
+            Some(at) => {
+                rest = r.get(at + 1..);
+                r.get(..at)
+            }
+            None => {
+                rest = None;
+                Some(r)
+            }
+        }
+    })
+    .enumerate()
+    .map(|(i, l)| (i + 1, l.strip_suffix(b"\r").unwrap_or(l)))
+    .filter(|(_, l)| {
+        let t = l.trim_ascii_start();
+        !t.is_empty() && !t.starts_with(b"#")
+    })
 }
 
 /// Parses one line.
@@ -108,53 +121,30 @@ pub fn parse_line(line: &[u8]) -> Result<Line<'_>, String> {
 pub fn parse_line_keyed(line: &[u8]) -> Result<(Line<'_>, usize), String> {
     let text = std::str::from_utf8(line).map_err(|e| format!("not valid UTF-8: {e}"))?;
     let mut p = Cursor { s: text, at: 0 };
-    let measurement = p.token(b", ")?;
+    let measurement = p.token(COMMA | SPACE)?;
     if measurement.is_empty() {
         return Err("missing measurement".to_owned());
     }
     let mut tags = Vec::new();
-    while p.peek() == Some(',') {
+    while p.peek() == Some(b',') {
         p.at += 1;
-        let key = p.token(b"=, ")?;
-        if p.peek() != Some('=') || key.is_empty() {
+        let key = p.token(EQUALS | COMMA | SPACE)?;
+        if p.peek() != Some(b'=') || key.is_empty() {
             return Err("missing tag key".to_owned());
         }
         p.at += 1;
-        let value = p.token(b", =")?;
-        if value.is_empty() || p.peek() == Some('=') {
+        let value = p.token(COMMA | SPACE | EQUALS)?;
+        if value.is_empty() || p.peek() == Some(b'=') {
             return Err(format!("missing tag value for tag key {key:?}"));
         }
         tags.push((key, value));
     }
-    if p.peek() != Some(' ') {
+    if p.peek() != Some(b' ') {
         return Err("missing fields".to_owned());
     }
     let key_len = p.at;
-    p.skip_spaces();
     let mut fields = Vec::new();
-    loop {
-        let key = p.token(b"=, ")?;
-        if key.is_empty() || p.peek() != Some('=') {
-            return Err("missing fields: expected field=value".to_owned());
-        }
-        p.at += 1;
-        let value = p.field_value(&key)?;
-        fields.push((key, value));
-        match p.peek() {
-            Some(',') => p.at += 1,
-            _ => break,
-        }
-    }
-    p.skip_spaces();
-    let rest = p.rest().trim_end();
-    let timestamp = if rest.is_empty() {
-        None
-    } else {
-        Some(
-            rest.parse::<i64>()
-                .map_err(|_| format!("invalid timestamp {rest:?}: expected an integer"))?,
-        )
-    };
+    let timestamp = parse_fields(&mut p, &mut fields)?;
     Ok((
         Line {
             measurement,
@@ -166,14 +156,101 @@ pub fn parse_line_keyed(line: &[u8]) -> Result<(Line<'_>, usize), String> {
     ))
 }
 
+/// The length of `line`'s series key (its measurement and tags as sent: everything
+/// before the first space no backslash escapes), or `None` when it has no such space.
+/// For a line that parses, this is the key [`parse_line_keyed`] gives; a line whose key
+/// is not valid has a key no valid line has, so a cache of keys that parsed never holds
+/// it.
+pub fn series_key_len(line: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    loop {
+        let at = from + memchr::memchr(b' ', line.get(from..)?)?;
+        let escapes = line
+            .get(..at)?
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\\')
+            .count();
+        if escapes % 2 == 0 {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+}
+
+/// Parses what follows a line's series key (see [`series_key_len`]): its fields into
+/// `fields` (cleared first) and its timestamp. The fast path of a line whose series key
+/// is known: measurement and tags are not read again.
+///
+/// # Errors
+/// As [`parse_line`].
+pub fn parse_after_key<'a>(
+    rest: &'a [u8],
+    fields: &mut Vec<(Cow<'a, str>, FieldValue)>,
+) -> Result<Option<i64>, String> {
+    let text = std::str::from_utf8(rest).map_err(|e| format!("not valid UTF-8: {e}"))?;
+    fields.clear();
+    parse_fields(&mut Cursor { s: text, at: 0 }, fields)
+}
+
+/// The fields and timestamp, from the space after the series key on.
+fn parse_fields<'a>(
+    p: &mut Cursor<'a>,
+    fields: &mut Vec<(Cow<'a, str>, FieldValue)>,
+) -> Result<Option<i64>, String> {
+    p.skip_spaces();
+    loop {
+        let key = p.token(EQUALS | COMMA | SPACE)?;
+        if key.is_empty() || p.peek() != Some(b'=') {
+            return Err("missing fields: expected field=value".to_owned());
+        }
+        p.at += 1;
+        let value = p.field_value(&key)?;
+        fields.push((key, value));
+        match p.peek() {
+            Some(b',') => p.at += 1,
+            _ => break,
+        }
+    }
+    p.skip_spaces();
+    let rest = p.rest().trim_end();
+    if rest.is_empty() {
+        return Ok(None);
+    }
+    rest.parse::<i64>()
+        .map(Some)
+        .map_err(|_| format!("invalid timestamp {rest:?}: expected an integer"))
+}
+
 struct Cursor<'a> {
     s: &'a str,
     at: usize,
 }
 
+/// Byte classes of the tokenizer: a stop set is an OR of them.
+const COMMA: u8 = 1;
+const SPACE: u8 = 2;
+const EQUALS: u8 = 4;
+const BACKSLASH: u8 = 8;
+
+/// The class of every byte (0 for the bytes a token runs over): one load and test per
+/// byte where a scan of the stop list took three compares.
+const CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b',' as usize] = COMMA;
+    t[b' ' as usize] = SPACE;
+    t[b'=' as usize] = EQUALS;
+    t[b'\\' as usize] = BACKSLASH;
+    t
+};
+
+fn class(b: u8) -> u8 {
+    CLASS[usize::from(b)]
+}
+
 impl<'a> Cursor<'a> {
-    fn peek(&self) -> Option<char> {
-        self.s.get(self.at..).and_then(|r| r.chars().next())
+    fn peek(&self) -> Option<u8> {
+        self.s.as_bytes().get(self.at).copied()
     }
 
     fn rest(&self) -> &'a str {
@@ -181,36 +258,45 @@ impl<'a> Cursor<'a> {
     }
 
     fn skip_spaces(&mut self) {
-        while self.peek() == Some(' ') {
+        while self.peek() == Some(b' ') {
             self.at += 1;
         }
     }
 
-    /// Reads up to an unescaped stop byte; `\` before a stop byte (or another `\`, a
-    /// space or a comma) escapes it, before anything else it is literal. Bytes, not
-    /// chars: every stop and escape is ASCII, and no byte of a multi-byte UTF-8
-    /// sequence is.
-    fn token(&mut self, stops: &[u8]) -> Result<Cow<'a, str>, String> {
+    /// Reads up to an unescaped byte of the classes `stops`; `\` before a stop byte (or
+    /// another `\`, a space or a comma) escapes it, before anything else it is literal.
+    /// Bytes, not chars: every stop and escape is ASCII, and no byte of a multi-byte
+    /// UTF-8 sequence is, so the token ends on a char boundary.
+    fn token(&mut self, stops: u8) -> Result<Cow<'a, str>, String> {
         let rest = self.rest();
         let bytes = rest.as_bytes();
+        let escapable = stops | BACKSLASH | SPACE | COMMA;
         let mut owned: Option<String> = None;
         let (mut i, mut from) = (0, 0);
-        while let Some(&c) = bytes.get(i) {
-            if c == b'\\'
-                && let Some(&next) = bytes.get(i + 1)
-                && (stops.contains(&next) || next == b'\\' || next == b' ' || next == b',')
-            {
-                let buf = owned.get_or_insert_with(String::new);
-                buf.push_str(rest.get(from..i).unwrap_or(""));
-                buf.push(char::from(next));
-                i += 2;
-                from = i;
-                continue;
-            }
-            if stops.contains(&c) {
+        loop {
+            let Some(skip) = bytes
+                .get(i..)
+                .and_then(|r| r.iter().position(|&b| class(b) & (stops | BACKSLASH) != 0))
+            else {
+                i = bytes.len();
+                break;
+            };
+            i += skip;
+            let Some(&c) = bytes.get(i) else { break };
+            if class(c) & BACKSLASH == 0 {
                 break;
             }
-            i += 1;
+            match bytes.get(i + 1) {
+                Some(&next) if class(next) & escapable != 0 => {
+                    let buf = owned.get_or_insert_with(String::new);
+                    buf.push_str(rest.get(from..i).unwrap_or(""));
+                    buf.push(char::from(next));
+                    i += 2;
+                    from = i;
+                }
+                // A backslash before anything else is literal.
+                _ => i += 1,
+            }
         }
         self.at += i;
         Ok(match owned {
@@ -223,7 +309,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn field_value(&mut self, key: &str) -> Result<FieldValue, String> {
-        if self.peek() == Some('"') {
+        if self.peek() == Some(b'"') {
             self.at += 1;
             let rest = self.rest();
             let mut out = String::new();
@@ -248,7 +334,7 @@ impl<'a> Cursor<'a> {
             return Err(format!("unbalanced quotes in the value of field {key:?}"));
         }
         let rest = self.rest();
-        let end = rest.find([',', ' ']).unwrap_or(rest.len());
+        let end = memchr::memchr2(b',', b' ', rest.as_bytes()).unwrap_or(rest.len());
         let raw = rest.get(..end).unwrap_or("");
         self.at += end;
         let bad = |what: &str| format!("invalid {what} {raw:?} for field {key:?}");
@@ -286,6 +372,30 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_series_key_ends_at_the_first_unescaped_space() {
+        for line in [
+            &br"cpu,host=a value=1 10"[..],
+            br"cpu\ load,host=a\ b value=1",
+            br"cpu,host=a\\ value=1",
+            br"cpu,host=a\\\ b value=1",
+            br"m,t=\= f=1",
+        ] {
+            let (_, key_len) = parse_line_keyed(line)
+                .unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(line)));
+            assert_eq!(series_key_len(line), Some(key_len), "{line:?}");
+            let mut fields = Vec::new();
+            let ts = parse_after_key(&line[key_len..], &mut fields).unwrap();
+            let full = parse_line(line).unwrap();
+            assert_eq!(fields, full.fields);
+            assert_eq!(ts, full.timestamp);
+        }
+        assert_eq!(series_key_len(b"cpu"), None);
+        assert_eq!(series_key_len(br"cpu\ "), None);
+        assert!(parse_after_key(b" value=x", &mut Vec::new()).is_err());
+        assert!(parse_after_key(b" value=1 x", &mut Vec::new()).is_err());
+    }
 
     #[test]
     fn parses_types_escapes_and_timestamps() {

@@ -27,7 +27,7 @@ use tidemark::{LabelPoints, LabelSeries, SampleBatch, SampleMark, SampleTally, S
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::http::{self, Caller, params};
-use crate::metrics::series_cache::SeriesCache;
+use crate::metrics::series_cache::{LineCache, LineSeries, SeriesCache};
 use crate::state::{AppState, admit, blocking, now_ms};
 use line_protocol::{FieldValue, Precision};
 
@@ -294,6 +294,12 @@ pub(crate) fn target_index(
     headers: &HeaderMap,
     params: &HashMap<String, String>,
 ) -> String {
+    requested_index(headers, params).unwrap_or_else(|| config.metrics_index.clone())
+}
+
+/// The index a metrics write names: `?index=`, else the `X-Tidemark-Index` header (a
+/// router in front of the server reads it the same way).
+pub fn requested_index(headers: &HeaderMap, params: &HashMap<String, String>) -> Option<String> {
     params
         .get("index")
         .filter(|s| !s.is_empty())
@@ -305,7 +311,6 @@ pub(crate) fn target_index(
                 .map(|v| v.trim().to_owned())
                 .filter(|s| !s.is_empty())
         })
-        .unwrap_or_else(|| config.metrics_index.clone())
 }
 
 /// [`target_index`], with `default` (when not empty) before `metrics_index`: the
@@ -435,35 +440,32 @@ async fn remote_write_handler(
         let raw = remote_write::decompress(&bytes, st2.config.max_content_length)?;
         too_many_series(&raw, st2.config.max_series_per_request)?;
         let mut batch = Batch::new(&st2.config)?;
-        // A series' cache key: its labels as sent, each name and value followed by 0xff
-        // (never in UTF-8). Cached series passed check_view's label checks and
-        // LabelPoints::series, which depend on the labels alone.
-        let mut key: Vec<u8> = Vec::with_capacity(256);
-        remote_write::for_each_series(&raw, |ts| {
-            if ts.histograms > 0 {
-                remote_write::check_view(ts)?;
-            }
-            if ts.samples.is_empty() {
-                // Nothing to store, but a bad series still refuses the request.
-                return remote_write::check_view(ts);
-            }
-            key.clear();
-            for (n, v) in &ts.labels {
-                key.extend_from_slice(n.as_bytes());
-                key.push(0xff);
-                key.extend_from_slice(v.as_bytes());
-                key.push(0xff);
-            }
-            let what = || remote_write::view_text(ts);
-            let series = match st2.series_cache.get(&key) {
+        // A series' cache key: its label entries as sent (`SeriesView::key`). Cached
+        // series passed decoding, check_view's label checks and LabelPoints::series,
+        // which depend on the label bytes alone; only a series not cached has its labels
+        // decoded.
+        remote_write::for_each_series_by_key(&raw, |ts| {
+            let cached = if ts.histograms > 0 || ts.samples.is_empty() {
+                None
+            } else {
+                st2.series_cache.get(&ts.key)
+            };
+            let series = match cached {
                 Some(s) => s,
                 None => {
+                    ts.decode_labels()?;
                     remote_write::check_view(ts)?;
+                    if ts.samples.is_empty() {
+                        // Nothing to store, but a bad series still refuses the request.
+                        return Ok(());
+                    }
+                    let what = || remote_write::view_text(ts);
                     let s = batch.series(&ts.labels, &SampleValue::F64(0.0), &what)?;
-                    st2.series_cache.put(&key, &s);
+                    st2.series_cache.put(&ts.key, &s);
                     s
                 }
             };
+            let what = || remote_write::view_text(ts);
             batch.push_float_samples(&series, &ts.samples, &what)
         })?;
         let mut metadata = Vec::new();
@@ -644,6 +646,18 @@ struct BadLines {
     first: Option<String>,
 }
 
+impl BadLines {
+    /// Counts line `n` (`raw`) as refused for `reason`; the first one is kept to show.
+    fn record(&mut self, n: usize, raw: &[u8], reason: &str) {
+        self.count += 1;
+        if self.first.is_none() {
+            let text = String::from_utf8_lossy(raw);
+            let shown: String = text.chars().take(200).collect();
+            self.first = Some(format!("unable to parse '{shown}' (line {n}): {reason}"));
+        }
+    }
+}
+
 /// Line protocol into `batch`: one sample per field, named `measurement_field`, the
 /// tags as labels. A bad line is skipped whole (none of its fields stored) and counted.
 /// The byte that tells a cached series' value type apart in its key.
@@ -660,14 +674,25 @@ fn influx_lines(
     body: &[u8],
     precision: Precision,
     batch: &mut Batch,
-    cache: &SeriesCache,
+    cache: &LineCache,
 ) -> BadLines {
     let mut bad = BadLines::default();
-    // A series' cache key: the line's measurement and tags as sent, 0xff (never in
-    // UTF-8), the field key, the value type.
-    let mut key: Vec<u8> = Vec::with_capacity(256);
+    // Series of this line's fields not in its cache entry yet.
+    let mut added: Vec<(Box<str>, u8, LabelSeries)> = Vec::new();
+    let mut fields = Vec::new();
     for (n, raw) in line_protocol::lines(body) {
         let mark = batch.mark();
+        // A line whose series key is cached with every field it has: only its fields
+        // and timestamp are read.
+        match known_line(raw, precision, batch, cache, &mut fields) {
+            Ok(true) => continue,
+            Ok(false) => batch.truncate(mark),
+            Err(reason) => {
+                batch.truncate(mark);
+                bad.record(n, raw, &reason);
+                continue;
+            }
+        }
         let outcome = line_protocol::parse_line_keyed(raw).and_then(|(line, key_len)| {
             let ts = match line.timestamp {
                 Some(t) => precision
@@ -675,34 +700,26 @@ fn influx_lines(
                     .ok_or_else(|| format!("timestamp {t} is out of range"))?,
                 None => batch.now_ms,
             };
+            // The line's series key: its measurement and tags as sent.
+            let key = raw.get(..key_len).unwrap_or_default();
+            let entry = cache.get(key);
+            added.clear();
             for (field, value) in &line.fields {
-                let value = match value {
-                    FieldValue::Float(v) => SampleValue::F64(*v),
-                    FieldValue::Int(v) => SampleValue::I64(*v),
-                    FieldValue::UInt(v) => SampleValue::I64(i64::try_from(*v).map_err(|_| {
-                        format!("unsigned value {v} of field {field:?} is above the 2^63-1 Tidemark stores exactly")
-                    })?),
-                    FieldValue::Bool(b) => SampleValue::Bool(*b),
-                    FieldValue::Str(s) => SampleValue::Str(s.clone()),
-                };
+                let value = sample_value(field, value.clone())?;
                 let what = || format!("field {field:?}");
-                key.clear();
-                key.extend_from_slice(raw.get(..key_len).unwrap_or_default());
-                key.push(0xff);
-                key.extend_from_slice(field.as_bytes());
-                key.push(value_tag(&value));
-                let series = match cache.get(&key) {
-                    Some(s) => s,
+                let tag = value_tag(&value);
+                let cached = entry.as_deref().and_then(|e| e.field(field, tag));
+                let series = match cached {
+                    Some(s) => s.clone(),
                     None => {
                         let name = format!("{}_{}", line.measurement, field);
-                        let mut labels: Vec<(&str, &str)> =
-                            Vec::with_capacity(line.tags.len() + 1);
+                        let mut labels: Vec<(&str, &str)> = Vec::with_capacity(line.tags.len() + 1);
                         labels.push((tidemark::METRIC_NAME_LABEL, name.as_str()));
                         labels.extend(line.tags.iter().map(|(k, v)| (k.as_ref(), v.as_ref())));
                         let s = batch
                             .series(&labels, &value, &what)
                             .map_err(|e| e.reason())?;
-                        cache.put(&key, &s);
+                        added.push((field.as_ref().into(), tag, s.clone()));
                         s
                     }
                 };
@@ -710,19 +727,75 @@ fn influx_lines(
                     .push_sample(&series, ts, value, &what)
                     .map_err(|e| e.reason())?;
             }
+            if !added.is_empty() {
+                let grown = match &entry {
+                    Some(e) => e.with(std::mem::take(&mut added)),
+                    None => LineSeries::default().with(std::mem::take(&mut added)),
+                };
+                cache.put(key, &Arc::new(grown));
+            }
             Ok(())
         });
         if let Err(reason) = outcome {
             batch.truncate(mark);
-            bad.count += 1;
-            if bad.first.is_none() {
-                let text = String::from_utf8_lossy(raw);
-                let shown: String = text.chars().take(200).collect();
-                bad.first = Some(format!("unable to parse '{shown}' (line {n}): {reason}"));
-            }
+            bad.record(n, raw, &reason);
         }
     }
     bad
+}
+
+/// A line-protocol field's value as a sample value.
+fn sample_value(field: &str, value: FieldValue) -> std::result::Result<SampleValue, String> {
+    Ok(match value {
+        FieldValue::Float(v) => SampleValue::F64(v),
+        FieldValue::Int(v) => SampleValue::I64(v),
+        FieldValue::UInt(v) => SampleValue::I64(i64::try_from(v).map_err(|_| {
+            format!(
+                "unsigned value {v} of field {field:?} is above the 2^63-1 Tidemark stores exactly"
+            )
+        })?),
+        FieldValue::Bool(b) => SampleValue::Bool(b),
+        FieldValue::Str(s) => SampleValue::Str(s),
+    })
+}
+
+/// Adds the samples of line `raw` to `batch` when its series key is cached with every
+/// field the line has (`Ok(true)`); `Ok(false)` when it is not (the caller parses the
+/// whole line, and truncates what this added); the error of a line that cannot be
+/// stored.
+fn known_line<'a>(
+    raw: &'a [u8],
+    precision: Precision,
+    batch: &mut Batch,
+    cache: &LineCache,
+    fields: &mut Vec<(std::borrow::Cow<'a, str>, FieldValue)>,
+) -> std::result::Result<bool, String> {
+    let Some(key_len) = line_protocol::series_key_len(raw) else {
+        return Ok(false);
+    };
+    let (Some(key), Some(rest)) = (raw.get(..key_len), raw.get(key_len..)) else {
+        return Ok(false);
+    };
+    let Some(entry) = cache.get(key) else {
+        return Ok(false);
+    };
+    let timestamp = line_protocol::parse_after_key(rest, fields)?;
+    let ts = match timestamp {
+        Some(t) => precision
+            .to_millis(t)
+            .ok_or_else(|| format!("timestamp {t} is out of range"))?,
+        None => batch.now_ms,
+    };
+    for (field, value) in fields.drain(..) {
+        let value = sample_value(&field, value)?;
+        let Some(series) = entry.field(&field, value_tag(&value)) else {
+            return Ok(false);
+        };
+        batch
+            .push_sample(series, ts, value, &|| format!("field {field:?}"))
+            .map_err(|e| e.reason())?;
+    }
+    Ok(true)
 }
 
 async fn influx_write(
@@ -751,7 +824,7 @@ async fn influx_write(
     let st2 = Arc::clone(&st);
     let parsed = blocking(move || {
         let mut batch = Batch::new(&st2.config)?;
-        let bad = influx_lines(&bytes, precision, &mut batch, &st2.series_cache);
+        let bad = influx_lines(&bytes, precision, &mut batch, &st2.line_cache);
         Ok((batch.samples, bad))
     })
     .await;

@@ -9,12 +9,16 @@
 //! another order, other escapes) are two entries holding the same series: never a wrong
 //! one, since equal bytes always parse to equal labels.
 //!
-//! Memory is bounded: each of [`SHARDS`] shards holds at most [`SHARD_ENTRIES`] series and
+//! Line protocol keys one entry per line instead ([`LineSeries`]): the measurement and
+//! tags are hashed once, and the line's fields are found in the entry by name, where a
+//! key per field hashed and locked once per sample (8 times per line of the k8s data).
+//!
+//! Memory is bounded: each of [`SHARDS`] shards holds at most [`SHARD_ENTRIES`] entries and
 //! is emptied when full (a sender's working set is re-resolved once, then hits again).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tidemark::LabelSeries;
 
@@ -43,29 +47,58 @@ impl Hasher for Identity {
     }
 }
 
-type Shard = HashMap<u64, (Box<[u8]>, LabelSeries), BuildHasherDefault<Identity>>;
+type Shard<V> = HashMap<u64, (Box<[u8]>, V), BuildHasherDefault<Identity>>;
 
-/// The cache (see the module docs).
-pub(crate) struct SeriesCache {
-    shards: Vec<Mutex<Shard>>,
+/// A cache of resolved series by the request bytes that determine them (see the module
+/// docs): [`SeriesCache`] holds one series per key, [`LineCache`] a line's series.
+pub(crate) struct KeyCache<V> {
+    shards: Vec<Mutex<Shard<V>>>,
     /// The hash seed, random per process: the key bytes come from senders, and with a
     /// known seed one could send keys whose hashes collide and make every lookup of a
     /// shard a scan.
     seed: u64,
 }
 
-impl std::fmt::Debug for SeriesCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SeriesCache")
-            .field("shards", &SHARDS)
-            .finish()
+/// One series per key (remote write, the VictoriaMetrics imports, OTLP).
+pub(crate) type SeriesCache = KeyCache<LabelSeries>;
+
+/// One entry per line-protocol series key: the measurement and tags as sent.
+pub(crate) type LineCache = KeyCache<Arc<LineSeries>>;
+
+/// The series of one line-protocol series key, by field name and value type.
+#[derive(Debug, Default)]
+pub(crate) struct LineSeries {
+    fields: Vec<(Box<str>, u8, LabelSeries)>,
+}
+
+impl LineSeries {
+    /// The series of field `name` with values of type `tag`, if resolved before.
+    pub(crate) fn field(&self, name: &str, tag: u8) -> Option<&LabelSeries> {
+        self.fields
+            .iter()
+            .find(|(n, t, _)| *t == tag && **n == *name)
+            .map(|(_, _, s)| s)
+    }
+
+    /// This entry with the series of `added` too (a line with fields not seen before
+    /// under its key).
+    pub(crate) fn with(&self, added: Vec<(Box<str>, u8, LabelSeries)>) -> LineSeries {
+        let mut fields = self.fields.clone();
+        fields.extend(added);
+        LineSeries { fields }
     }
 }
 
-impl Default for SeriesCache {
+impl<V> std::fmt::Debug for KeyCache<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyCache").field("shards", &SHARDS).finish()
+    }
+}
+
+impl<V> Default for KeyCache<V> {
     fn default() -> Self {
         use std::hash::BuildHasher;
-        SeriesCache {
+        KeyCache {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             seed: std::collections::hash_map::RandomState::new()
                 .hash_one(0x7469_6465_6d61_726b_u64),
@@ -73,14 +106,14 @@ impl Default for SeriesCache {
     }
 }
 
-impl SeriesCache {
-    fn shard(&self, hash: u64) -> Option<&Mutex<Shard>> {
+impl<V: Clone> KeyCache<V> {
+    fn shard(&self, hash: u64) -> Option<&Mutex<Shard<V>>> {
         // The high bits choose the shard; the map uses the whole hash.
         self.shards.get((hash >> 60) as usize % SHARDS)
     }
 
-    /// The series stored under `key`, if any.
-    pub(crate) fn get(&self, key: &[u8]) -> Option<LabelSeries> {
+    /// The entry stored under `key`, if any.
+    pub(crate) fn get(&self, key: &[u8]) -> Option<V> {
         let hash = xxhash_rust::xxh3::xxh3_64_with_seed(key, self.seed);
         let shard = self.shard(hash)?.lock().ok()?;
         match shard.get(&hash) {
@@ -90,7 +123,7 @@ impl SeriesCache {
     }
 
     /// Stores `series` under `key` (replacing another key of the same hash).
-    pub(crate) fn put(&self, key: &[u8], series: &LabelSeries) {
+    pub(crate) fn put(&self, key: &[u8], series: &V) {
         let hash = xxhash_rust::xxh3::xxh3_64_with_seed(key, self.seed);
         let Some(Ok(mut shard)) = self.shard(hash).map(Mutex::lock) else {
             return;

@@ -378,14 +378,14 @@ fn from_postings(
     if !selectors.is_empty() || !storage.indices.iter().all(|h| h.mapping().is_label_keyed()) {
         return None;
     }
-    // The façade's ranges are half-open; the API's are inclusive.
-    let (from, to) = (Some(start), Some(end.saturating_add(1)));
+    // The API's range is inclusive, as the façade's is.
+    let range = tidemark::TimeRange::new(start, end);
     let mut out = std::collections::BTreeSet::new();
     for h in &storage.indices {
         let read = h.read(|index| {
             match name {
-                None => out.extend(index.labels(from, to)?),
-                Some(n) => out.extend(index.label_values(n, from, to)?.into_iter().map(|(v, _)| v)),
+                None => out.extend(index.labels(range)?),
+                Some(n) => out.extend(index.label_values(n, range)?.into_iter().map(|(v, _)| v)),
             }
             Ok(())
         });

@@ -95,15 +95,22 @@ fn delta_rows(lake: &Path) -> (u64, Vec<String>) {
     (rows, files)
 }
 
-/// Distinct `shard=` directories among `files` (`partition=…/shard=…/part-….parquet`):
-/// every day holds the same two series, so this is the files per day.
-fn shards_per_day(files: &[String]) -> usize {
-    let shards: std::collections::BTreeSet<&str> = files
+/// Files per day among `files` (`partition=…/part-….parquet`): a day of two series is
+/// one file (its rows ordered by shard), so this is 1.
+fn files_per_day(files: &[String]) -> usize {
+    let days: std::collections::BTreeSet<&str> = files
         .iter()
-        .filter_map(|f| f.split('/').find(|p| p.starts_with("shard=")))
+        .map(|f| {
+            let (day, name) = f.split_once('/').unwrap();
+            assert!(
+                day.starts_with("partition=") && name.starts_with("part-"),
+                "{f}"
+            );
+            day
+        })
         .collect();
-    assert!(!shards.is_empty() && shards.len() <= 2, "{files:?}");
-    shards.len()
+    assert_eq!(days.len(), files.len(), "{files:?}");
+    1
 }
 
 fn assert_parquet(lake: &Path, files: &[String]) {
@@ -149,10 +156,10 @@ fn export_writes_the_sealed_days_once_and_only_inside_the_lake_dir() {
         lake.canonicalize().unwrap()
     );
     let (rows, files) = delta_rows(&lake);
-    // One file per day and virtual shard of the two hosts' series.
+    // One file per day, holding both hosts' series.
     assert_eq!(rows, DOCS);
     assert_eq!(report["files"], files.len(), "{report}");
-    assert!(files.len() == 3 * shards_per_day(&files), "{files:?}");
+    assert!(files.len() == 3 * files_per_day(&files), "{files:?}");
     assert_parquet(&lake, &files);
     for v in 0..3 {
         assert!(lake.join(format!("_delta_log/{v:020}.json")).is_file());
@@ -179,7 +186,7 @@ fn export_writes_the_sealed_days_once_and_only_inside_the_lake_dir() {
     assert_eq!(status, 200, "{one}");
     assert_eq!((&one["committed"], &one["rows"]), (&json!(1), &json!(48)));
     let (rows, files) = delta_rows(&lakes.join("one/day"));
-    assert_eq!((rows, shards_per_day(&files)), (48, files.len()));
+    assert_eq!((rows, files_per_day(&files)), (48, files.len()));
     assert_parquet(&lakes.join("one/day"), &files);
 
     // Never outside the lake root: absolute paths elsewhere, `..`, the root itself.
@@ -264,7 +271,7 @@ fn lake_auto_exports_sealed_partitions_without_a_call() {
             .then_some(())
     });
     let (rows, files) = delta_rows(&lake);
-    assert_eq!((rows, files.len()), (DOCS, 3 * shards_per_day(&files)));
+    assert_eq!((rows, files.len()), (DOCS, 3 * files_per_day(&files)));
     assert_parquet(&lake, &files);
     // Nothing more comes of further passes; a call finds everything there.
     std::thread::sleep(Duration::from_secs(3));

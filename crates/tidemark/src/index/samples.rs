@@ -28,26 +28,55 @@ impl Index {
                 reason: "samples go to a label-keyed index (mode: labels)".to_owned(),
             });
         }
+        // The scratch keeps its memory from one call to the next: the writer calls this
+        // for every group of requests.
+        let mut scratch = std::mem::take(&mut self.samples_scratch);
+        let result = self.append_samples_with(batches, &mut scratch);
+        self.samples_scratch = scratch;
+        result
+    }
+
+    fn append_samples_with(
+        &mut self,
+        batches: &[&SampleBatch],
+        scratch: &mut SampleScratch,
+    ) -> Result<Vec<SampleTally>> {
         let mut tallies = vec![SampleTally::default(); batches.len()];
-        let mut appends = AppendBatch::new();
-        // Per sample appended: which batch it came from.
-        let mut owners: Vec<u32> = Vec::new();
+        let SampleScratch {
+            appends,
+            owners,
+            refs,
+            reasons,
+        } = scratch;
+        appends.clear();
+        owners.clear();
         let mut values: Vec<(ColumnRef, MetricValue)> = Vec::with_capacity(1);
         let mut extras: Vec<(ColumnRef, Extra)> = Vec::with_capacity(1);
         for (b, batch) in batches.iter().enumerate() {
             let owner = u32::try_from(b).unwrap_or(u32::MAX);
-            let mut refs: Vec<Option<std::result::Result<SampleRefs, String>>> =
-                vec![None; batch.series_len()];
+            // Each slot's refs, or the index in `reasons` of why the series is refused:
+            // resolved once per slot.
+            refs.clear();
+            refs.resize(batch.series_len(), None);
+            reasons.clear();
             for (slot, ts_millis, value) in batch.samples() {
                 let at = *slot as usize;
-                let resolved = match refs.get_mut(at) {
-                    Some(Some(r)) => r.clone(),
-                    Some(cell) => {
-                        let r = self.sample_refs(batch, at, value)?;
-                        *cell = Some(r.clone());
+                let resolved = match refs.get(at).copied() {
+                    Some(Some(r)) => r,
+                    Some(None) => {
+                        let r = self.sample_refs(batch, at, value)?.map_err(|reason| {
+                            reasons.push(reason);
+                            reasons.len() - 1
+                        });
+                        if let Some(cell) = refs.get_mut(at) {
+                            *cell = Some(r);
+                        }
                         r
                     }
-                    None => Err("a sample of an unknown series slot".to_owned()),
+                    None => {
+                        reasons.push("a sample of an unknown series slot".to_owned());
+                        Err(reasons.len() - 1)
+                    }
                 };
                 let SampleRefs {
                     series,
@@ -55,10 +84,12 @@ impl Index {
                     as_twin,
                 } = match resolved {
                     Ok(refs) => refs,
-                    Err(reason) => {
+                    Err(why) => {
                         if let Some(t) = tallies.get_mut(b) {
                             t.rejected += 1;
-                            t.first_rejection.get_or_insert_with(|| reason.clone());
+                            if t.first_rejection.is_none() {
+                                t.first_rejection = reasons.get(why).cloned();
+                            }
                         }
                         self.counters.count(&ItemStatus::Error(String::new()));
                         continue;
@@ -102,8 +133,8 @@ impl Index {
         if appends.is_empty() {
             return Ok(tallies);
         }
-        let outcomes = self.engine.append(&appends)?;
-        for (owner, outcome) in owners.into_iter().zip(outcomes) {
+        let outcomes = self.engine.append(appends)?;
+        for (&owner, outcome) in owners.iter().zip(outcomes) {
             let status = match outcome {
                 Outcome::Created { .. } => ItemStatus::Created,
                 Outcome::Conflict { .. } => ItemStatus::Duplicate,
@@ -204,6 +235,19 @@ impl Index {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// Memory [`Index::append_samples`] keeps from one call to the next.
+#[derive(Debug, Default)]
+pub(super) struct SampleScratch {
+    /// The appends of a call.
+    appends: AppendBatch,
+    /// Per append: the batch it came from.
+    owners: Vec<u32>,
+    /// Per series slot of the batch being read: its refs, or why it is refused.
+    refs: Vec<Option<std::result::Result<SampleRefs, usize>>>,
+    /// Why series of the batch being read are refused.
+    reasons: Vec<String>,
 }
 
 /// Where one series' samples go in an index.
