@@ -537,19 +537,7 @@ async fn refresh(
     Caller(who): Caller,
     Path(index): Path<String>,
 ) -> Result<Response> {
-    let handles = targets(&st, &who, &index)?;
-    let n = handles.len();
-    blocking(move || {
-        for h in handles {
-            h.exclusive(|i| Ok(i.refresh()?))?;
-        }
-        Ok(())
-    })
-    .await?;
-    Ok(json(
-        200,
-        &json!({"_shards": {"total": n, "successful": n, "failed": 0}}),
-    ))
+    on_each_index(&st, &who, &index, |i| Ok(i.refresh()?)).await
 }
 
 async fn forcemerge(
@@ -557,11 +545,22 @@ async fn forcemerge(
     Caller(who): Caller,
     Path(index): Path<String>,
 ) -> Result<Response> {
-    let handles = targets(&st, &who, &index)?;
+    on_each_index(&st, &who, &index, |i| Ok(i.merge()?)).await
+}
+
+/// Runs `op` on each index the pattern names, under its write lock, on a blocking
+/// thread; answers Elasticsearch's `_shards` summary (one shard an index).
+async fn on_each_index(
+    st: &AppState,
+    who: &Principal,
+    pattern: &str,
+    op: fn(&mut tidemark::Index) -> Result<()>,
+) -> Result<Response> {
+    let handles = targets(st, who, pattern)?;
     let n = handles.len();
     blocking(move || {
         for h in handles {
-            h.exclusive(|i| Ok(i.merge()?))?;
+            h.exclusive(op)?;
         }
         Ok(())
     })
