@@ -272,7 +272,7 @@ enum Command {
     /// Serve a data directory over HTTP: Elasticsearch's API, Prometheus remote write
     /// and query API, InfluxDB line protocol, OTLP (`tidemark-server` is the same).
     #[cfg(not(feature = "cluster"))]
-    Serve(tidemark_server::cli::ServeArgs),
+    Serve(Box<tidemark_server::cli::ServeArgs>),
     /// Serve a data directory over HTTP: Elasticsearch's API, Prometheus remote write
     /// and query API, InfluxDB line protocol, OTLP; with `--cluster FILE`, also own the
     /// shards the file names (docs/cluster.md).

@@ -984,3 +984,124 @@ fn background_merges_run_off_the_write_path_and_keep_every_row() {
     rows_after.retain(|(t, _), _| *t != tsid(3));
     assert_eq!(rows_after, rows_before);
 }
+
+/// The live rows of `[from, to]`, sorted.
+fn rows_of(store: &PartitionedEngine, from: i64, to: i64) -> Vec<(Tsid, i64)> {
+    let mut out = Vec::new();
+    store
+        .search(from, to)
+        .rows(|_, _| true, |p, _| out.push((p.tsid, p.ts_millis)))
+        .unwrap();
+    out.sort();
+    out
+}
+
+#[test]
+fn attached_partitions_are_read_only_where_retention_removed_the_stores_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let day_ops = |d: i64| -> Vec<Op> {
+        (0..24)
+            .flat_map(|h| [1u8, 2].map(|s| Op::Create(point(s, d * DAY + h * HOUR))))
+            .collect()
+    };
+    let mut store = PartitionedEngine::create(
+        dir.path().join("store"),
+        engine_config(),
+        config().with_retention_ms(Some(2 * DAY)),
+    )
+    .unwrap();
+    for d in 0..3 {
+        store.batch(day_ops(d)).unwrap();
+    }
+    store.seal(0).unwrap();
+    let before = rows_of(&store, 0, DAY - 1);
+    assert_eq!(before.len(), 48);
+
+    // A copy of day 0 in a store of its own, as a lake's restore makes it.
+    let mut copy =
+        PartitionedEngine::create(dir.path().join("copy"), engine_config(), config()).unwrap();
+    copy.batch(day_ops(0)).unwrap();
+    // Refused while a partition is not sealed, or for another width.
+    let mut unsealed =
+        PartitionedEngine::create(dir.path().join("unsealed"), engine_config(), config()).unwrap();
+    unsealed.batch(day_ops(0)).unwrap();
+    let e = store.attach_read_only(unsealed).unwrap_err();
+    assert!(e.to_string().contains("not sealed"), "{e}");
+    copy.seal(0).unwrap();
+    let mut hourly = PartitionedEngine::create(
+        dir.path().join("hourly"),
+        engine_config(),
+        PartitionConfig::new().with_width_ms(HOUR),
+    )
+    .unwrap();
+    hourly.batch(vec![Op::Create(point(1, 0))]).unwrap();
+    hourly.seal(0).unwrap();
+    assert!(store.attach_read_only(hourly).is_err());
+
+    // Attached while the store still holds day 0 itself: nothing is read twice.
+    assert_eq!(store.attach_read_only(copy).unwrap(), [0]);
+    assert_eq!(store.attached_partitions(), [0]);
+    assert!(store.attached_readable().is_empty());
+    assert_eq!(rows_of(&store, 0, DAY - 1), before);
+
+    // A point on day 4 moves the high-water mark: retention removes days 0 and 1, and
+    // the copy answers for day 0 (raw rows, point reads, its rollups).
+    store
+        .batch(vec![Op::Create(point(1, 4 * DAY + HOUR))])
+        .unwrap();
+    assert_eq!(store.enforce_retention().unwrap().0, 2);
+    assert_eq!(store.attached_readable(), [0]);
+    assert_eq!(rows_of(&store, 0, DAY - 1), before);
+    assert!(
+        rows_of(&store, DAY, 2 * DAY - 1).is_empty(),
+        "day 1 is gone"
+    );
+    assert!(
+        store
+            .get(&SyntheticId::new(tsid(2), 5 * HOUR))
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        store.search(0, DAY - 1).plan(HOUR),
+        [Piece::Rollup {
+            partition: 0,
+            resolution_ms: HOUR,
+            from: 0,
+            to: DAY - 1
+        }]
+    );
+    let mut buckets = 0;
+    store
+        .search(0, DAY - 1)
+        .rollup_rows(
+            &store.search(0, DAY - 1).plan(HOUR)[0],
+            |_, _| true,
+            |p| p.all(),
+            |_| buckets += 1,
+        )
+        .unwrap();
+    assert_eq!(buckets, 48);
+    // Writes there are refused as before: the copy is never written.
+    let out = store.batch(vec![Op::Create(point(3, HOUR))]).unwrap();
+    assert!(
+        matches!(
+            out[0],
+            Outcome::Rejected {
+                reason: Rejection::TooOld {
+                    rule: "retention",
+                    ..
+                },
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+    assert_eq!(rows_of(&store, 0, DAY - 1), before);
+    // Detached, it is read no more; it closes as a store of its own.
+    let back = store.detach(0).unwrap();
+    assert!(store.detach(0).is_none());
+    assert!(rows_of(&store, 0, DAY - 1).is_empty());
+    back.close().unwrap();
+    store.close().unwrap();
+}

@@ -74,6 +74,10 @@ pub struct ServeArgs {
     /// `<lake-dir>/<index>` in the background (needs --lake-dir).
     #[arg(long)]
     pub lake_auto: bool,
+    /// Bytes of partitions read back from the lake kept in `<data>/lake-cache` for
+    /// queries over time retention removed (default 4 GiB; 0: no reading back).
+    #[arg(long)]
+    pub lake_cache_bytes: Option<u64>,
 }
 
 impl ServeArgs {
@@ -135,6 +139,9 @@ impl ServeArgs {
         }
         if self.lake_auto {
             config.lake_auto = true;
+        }
+        if let Some(b) = self.lake_cache_bytes {
+            config.lake_cache_bytes = b;
         }
         config.check()?;
         Ok(config)

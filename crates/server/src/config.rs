@@ -160,6 +160,12 @@ pub struct Config {
     pub lake_auto: bool,
     /// Seconds between two passes of `lake_auto` over the indices (10).
     pub lake_interval_secs: u64,
+    /// Bytes of partitions read back from `lake_dir/<index>` kept in the data
+    /// directory's `lake-cache/` (`--lake-cache-bytes`; 4 GiB): a search, aggregation or
+    /// PromQL query over time retention removed restores the lake's copy of those
+    /// partitions there once, whole partitions least recently read going first when
+    /// the budget is passed. 0 turns reading back off.
+    pub lake_cache_bytes: u64,
 }
 
 /// A user for basic authentication, allowed the indices matching `indices`.
@@ -225,6 +231,7 @@ impl Default for Config {
             lake_dir: None,
             lake_auto: false,
             lake_interval_secs: 10,
+            lake_cache_bytes: 4 << 30,
         }
     }
 }

@@ -802,8 +802,9 @@ impl Registry {
         &self.root
     }
 
-    /// The index `name`, if it exists (whoever asks: callers go through [`Scope`]).
-    fn get(&self, name: &str) -> Option<Arc<IndexHandle>> {
+    /// The index `name`, if it exists (whoever asks: callers go through [`Scope`]; the
+    /// lake cache, which evicts copies of any index, is the one other caller).
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<IndexHandle>> {
         self.indices.read().ok()?.get(name).cloned()
     }
 
@@ -981,6 +982,11 @@ impl Registry {
         handle.close()?;
         let dir = self.root.join(INDICES_DIR).join(name);
         std::fs::remove_dir_all(&dir).map_err(Error::io(&dir))?;
+        // Its copies of lake partitions (closed with it) go too.
+        let copies = self.root.join(crate::lake::CACHE_DIR).join(name);
+        if copies.exists() {
+            std::fs::remove_dir_all(&copies).map_err(Error::io(&copies))?;
+        }
         tracing::info!(index = %name, "deleted");
         Ok(())
     }

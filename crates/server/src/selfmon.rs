@@ -250,6 +250,9 @@ fn render(st: &AppState, indices: &[(String, &'static str, tidemark::IndexStats)
 
     tcp_families(&mut out, &st.tcp_stats);
     lake_families(&mut out, &st.lake_stats);
+    if let Some(cache) = &st.lake_cache {
+        readback_families(&mut out, &cache.stats);
+    }
     index_families(&mut out, indices);
     process_families(&mut out);
     out.text
@@ -288,6 +291,46 @@ fn lake_families(out: &mut Exposition, stats: &crate::lake::LakeStats) {
             &[("mode", mode)],
             n.load(Relaxed) as f64,
         );
+    }
+}
+
+/// What reading back from the lakes did (queries over time retention removed).
+fn readback_families(out: &mut Exposition, stats: &crate::lake::CacheStats) {
+    use std::sync::atomic::Ordering::Relaxed;
+    out.family(
+        "tidemark_lake_readback_partitions_total",
+        "counter",
+        "Partitions a query read back from a lake: restored from its files, or a finished local copy attached again.",
+    );
+    for (how, n) in [
+        ("restored", &stats.restored),
+        ("reattached", &stats.reattached),
+    ] {
+        out.sample(
+            "tidemark_lake_readback_partitions_total",
+            &[("how", how)],
+            n.load(Relaxed) as f64,
+        );
+    }
+    for (name, help, n) in [
+        (
+            "tidemark_lake_readback_rows_total",
+            "Rows restored from lakes.",
+            &stats.restored_rows,
+        ),
+        (
+            "tidemark_lake_readback_evictions_total",
+            "Local copies of lake partitions removed to stay within lake_cache_bytes.",
+            &stats.evicted,
+        ),
+        (
+            "tidemark_lake_readback_failures_total",
+            "Read-backs that failed (the query answered an error).",
+            &stats.failures,
+        ),
+    ] {
+        out.family(name, "counter", help);
+        out.sample(name, &[], n.load(Relaxed) as f64);
     }
 }
 

@@ -116,6 +116,7 @@ impl Server {
         let state = Arc::new(AppState {
             write_permits: Arc::new(Semaphore::new(config.write_queue)),
             body_bytes: Arc::new(Semaphore::new(config.body_budget())),
+            lake_cache: crate::lake::LakeCache::new(&config),
             config,
             registry,
             cluster_uuid,

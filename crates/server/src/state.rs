@@ -35,6 +35,9 @@ pub struct AppState {
     pub(crate) tcp_stats: crate::metrics::tcp::TcpStats,
     /// What the lake exports did, for `GET /metrics`.
     pub(crate) lake_stats: crate::lake::LakeStats,
+    /// Copies of lake partitions that queries over removed time read (`None`: no
+    /// `lake_dir`, or `lake_cache_bytes` 0).
+    pub(crate) lake_cache: Option<crate::lake::LakeCache>,
     /// Metric metadata from remote write, for `GET /api/v1/metadata`.
     pub(crate) prom_metadata: crate::prom::metadata::MetadataStore,
     /// Open points in time and scrolls.

@@ -135,6 +135,19 @@ pub enum Filter {
 }
 
 impl Filter {
+    /// The time range the filter's time conditions allow: a [`Filter::Time`], or the
+    /// intersection of those an [`Filter::And`] holds; all of time otherwise (what a
+    /// query may read at most, e.g. to fetch the partitions it needs first).
+    pub fn time_range(&self) -> TimeRange {
+        match self {
+            Filter::Time { min, max } => TimeRange::new(*min, *max),
+            Filter::And(v) => v
+                .iter()
+                .fold(TimeRange::ALL, |r, f| r.intersect(f.time_range())),
+            _ => TimeRange::ALL,
+        }
+    }
+
     /// Parses a PromQL-style matcher on a dimension's value (as text; IPs normalized)
     /// into the filter it means: `name=value` ([`Filter::Terms`]), `name!=value` and
     /// `name!~regex` (a [`Filter::Not`], which on a dimension also accepts series that

@@ -1,5 +1,6 @@
 //! An index: a directory holding the mapping, the engine's files and a write lock.
 
+mod attach;
 mod samples;
 
 use std::fs::{File, OpenOptions, TryLockError};
@@ -201,6 +202,9 @@ pub struct Index {
     samples_scratch: samples::SampleScratch,
     /// Held for the life of the index: the OS lock.
     _lock: File,
+    /// The directories and OS locks of the indexes attached read-only
+    /// ([`attach_read_only`](Self::attach_read_only)).
+    attached: Vec<(PathBuf, File)>,
 }
 
 /// The next [`Index`] id (0 is never given: it means "not resolved").
@@ -319,6 +323,7 @@ impl Index {
             value_columns: [None; 4],
             samples_scratch: Default::default(),
             _lock: lock,
+            attached: Vec::new(),
         })
     }
 

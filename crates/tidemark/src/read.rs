@@ -161,10 +161,12 @@ impl Index {
     /// The partitions whose raw rows retention dropped (they keep only rollups), as
     /// `[start, end]` inclusive millisecond ranges in time order.
     pub fn raw_expired_partitions(&self) -> Vec<(i64, i64)> {
+        // An attached partition (a lake's cache) holds the raw rows again.
+        let attached = self.engine().attached_readable();
         self.engine()
             .partitions()
             .into_iter()
-            .filter(|p| p.raw_expired)
+            .filter(|p| p.raw_expired && !attached.contains(&p.start_ms))
             .map(|p| (p.start_ms, p.end_ms.saturating_sub(1)))
             .collect()
     }

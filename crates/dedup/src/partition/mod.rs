@@ -13,6 +13,7 @@
 //! | `open.rs` | create, open (recovery of what a crash left), refresh, sync, close |
 //! | `routing.rs` | which partition a timestamp goes to, ids, the write path (`batch`, `get`) |
 //! | `append.rs` | appends by store-wide series and column refs |
+//! | `attach.rs` | other stores' sealed partitions attached read-only (a lake's cache) |
 //! | `clock.rs` | the event-time clock (high-water mark) and the wall clock |
 //! | `budget.rs` | one buffer budget across partitions |
 //! | `seal.rs` | sealing (merge + rollups), `maintain` |
@@ -37,6 +38,7 @@ use crate::engine::Engine;
 use crate::stats::DedupStats;
 
 mod append;
+mod attach;
 mod budget;
 mod clock;
 mod config;
@@ -150,6 +152,9 @@ pub struct PartitionedEngine {
     append_scratch: append::AppendScratch,
     /// Merges are left to the caller ([`PartitionedEngine::plan_merge`]).
     background_merges: bool,
+    /// Stores whose sealed partitions reads also see
+    /// ([`attach_read_only`](PartitionedEngine::attach_read_only)).
+    attached: Vec<PartitionedEngine>,
 }
 
 /// An id formatter independent of any partition.

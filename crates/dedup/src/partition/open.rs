@@ -191,7 +191,7 @@ impl PartitionedEngine {
         self.parts.values_mut().try_for_each(|p| p.engine.sync())
     }
 
-    /// Closes every partition.
+    /// Closes every partition, and every attached store.
     ///
     /// # Errors
     /// I/O errors.
@@ -199,6 +199,9 @@ impl PartitionedEngine {
         self.save_clock()?;
         for p in self.parts.into_values() {
             p.engine.close()?;
+        }
+        for a in self.attached {
+            a.close()?;
         }
         Ok(())
     }
@@ -226,6 +229,7 @@ impl PartitionedEngine {
             catalog: append::Catalog::default(),
             append_scratch: append::AppendScratch::default(),
             background_merges: false,
+            attached: Vec::new(),
         }
     }
 }

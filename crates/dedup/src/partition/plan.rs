@@ -43,8 +43,10 @@ impl PartitionSearch<'_> {
     /// reads its coarsest rollup whose resolution divides the interval, over the buckets
     /// the range covers whole; everything else (active partitions, edges, no dividing
     /// rollup) reads raw rows. A partition past the raw retention reads its kept rollups
-    /// the same way, and what they cannot answer is a [`Piece::Expired`]. Pieces come in
-    /// time order.
+    /// the same way, and what they cannot answer is a [`Piece::Expired`]; an attached
+    /// partition reads see (see
+    /// [`PartitionedEngine::attach_read_only`](super::PartitionedEngine::attach_read_only)) plans as a
+    /// sealed one. Pieces come in time order.
     pub fn plan(&self, interval_ms: i64) -> Vec<Piece> {
         let (from, to) = (self.from, self.to);
         let mut out = Vec::new();
@@ -67,6 +69,7 @@ impl PartitionSearch<'_> {
             .store
             .parts
             .values()
+            .chain(self.store.readable_attached())
             .map(|p| {
                 let rollups: &[RollupSlot] = if p.state == PartState::Sealed {
                     &p.rollups
@@ -79,6 +82,7 @@ impl PartitionSearch<'_> {
                 self.store
                     .expired
                     .values()
+                    .filter(|p| self.store.readable_attached_at(p.start).is_none())
                     .map(|p| (p.start, p.end, p.rollups.as_slice(), false)),
             )
             .collect();

@@ -52,7 +52,12 @@ impl PartitionedEngine {
     /// # Errors
     /// Segment read errors.
     pub fn get(&self, id: &SyntheticId) -> Result<Option<Point>> {
-        match self.parts.get(&self.part_start(id.ts_millis())) {
+        let start = self.part_start(id.ts_millis());
+        match self
+            .parts
+            .get(&start)
+            .or_else(|| self.readable_attached_at(start))
+        {
             Some(p) => p.engine.get(id),
             None => Ok(None),
         }

@@ -41,12 +41,19 @@ impl PartitionedEngine {
         }
     }
 
-    /// The engines of the live partitions overlapping `[from, to]`, oldest first.
+    /// The engines of the live partitions overlapping `[from, to]`, and of the attached
+    /// ones reads see, oldest first.
     pub(crate) fn engines_overlapping(&self, from: i64, to: i64) -> impl Iterator<Item = &Engine> {
-        self.parts
+        let mut parts: Vec<&super::Part> = self
+            .parts
             .values()
+            .chain(self.readable_attached())
             .filter(move |p| p.end > from && p.start <= to)
-            .map(|p| &p.engine)
+            .collect();
+        if !self.attached.is_empty() {
+            parts.sort_by_key(|p| p.start);
+        }
+        parts.into_iter().map(|p| &p.engine)
     }
 
     /// The dimension index of a live segment (cached).
@@ -60,7 +67,12 @@ impl PartitionedEngine {
         }
         // Segments replaced by merges or dropped by retention leave the cache here.
         if cache.len() > 4 * self.segment_count().max(16) {
-            let live: HashSet<&Path> = self.segments().iter().map(|(p, _, _)| *p).collect();
+            let live: HashSet<&Path> = self
+                .segments()
+                .into_iter()
+                .chain(self.readable_attached().flat_map(|p| p.engine.segments()))
+                .map(|(p, _, _)| p)
+                .collect();
             cache.retain(|p, _| live.contains(p.as_path()));
         }
         let p = Arc::new(Postings::build(segment));
@@ -71,7 +83,11 @@ impl PartitionedEngine {
     /// The rollup segment at `resolution_ms` of the partition starting at `partition`
     /// (sealed, or past the raw retention and keeping it), with its file.
     pub fn rollup_of(&self, partition: i64, resolution_ms: i64) -> Option<(PathBuf, &Segment)> {
-        let (dir, rollups) = match self.parts.get(&partition) {
+        let live = self
+            .parts
+            .get(&partition)
+            .or_else(|| self.readable_attached_at(partition));
+        let (dir, rollups) = match live {
             Some(p) if p.state == PartState::Sealed => (&p.dir, &p.rollups),
             Some(_) => return None,
             None => {
@@ -245,7 +261,7 @@ impl<'a> PartitionSearch<'a> {
         // Past the raw retention, the series are those of a kept rollup (the same
         // dimensions, one row per series and bucket).
         for p in self.store.expired.values() {
-            if p.end <= from || p.start > to {
+            if p.end <= from || p.start > to || self.store.readable_attached_at(p.start).is_some() {
                 continue;
             }
             let finest = p

@@ -303,9 +303,45 @@ async fn search_value(
         }
         None => {
             let handles = search_indices(st, who, index, params)?;
+            read_back(st, &handles, &body).await?;
             search_on(&handles, params, body, None).await
         }
     }
+}
+
+/// Reads back from each index's lake the time of the search's range that retention
+/// removed (see [`crate::lake::LakeCache`]), so the search answers it as before the
+/// eviction. Nothing to do without a lake cache or for a search without a lower time
+/// bound reaching removed time.
+async fn read_back(
+    st: &Arc<AppState>,
+    handles: &[Arc<crate::IndexHandle>],
+    body: &Value,
+) -> Result<()> {
+    if st.lake_cache.is_none() || handles.is_empty() {
+        return Ok(());
+    }
+    let mut body = body.clone();
+    if let Value::Object(o) = &mut body {
+        o.remove("search_after");
+    }
+    let now = now_ms();
+    let mut wanted = Vec::with_capacity(handles.len());
+    for h in handles {
+        let range = dsl::search(&body, h.mapping(), now)?.filter.time_range();
+        wanted.push((Arc::clone(h), range));
+    }
+    let st = Arc::clone(st);
+    blocking(move || {
+        let Some(cache) = &st.lake_cache else {
+            return Ok(());
+        };
+        for (h, r) in wanted {
+            cache.ensure(&st.registry, &h, r.first_ms, r.last_ms)?;
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// The search of `body` (URL parameters already merged in) over `handles`; `pit_id`

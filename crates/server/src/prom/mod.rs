@@ -84,6 +84,8 @@ pub fn routes() -> crate::routes::Routes {
 /// Every time-series index, read as one Prometheus store; each index's read lock is
 /// held only while one selector reads it.
 struct RegistryStorage {
+    /// The server: its lake cache reads back time retention removed before a read.
+    state: Arc<AppState>,
     indices: Vec<Arc<IndexHandle>>,
     /// Whether window aggregates may read rollups (`tidemark_rollups=false` turns it
     /// off, for comparisons).
@@ -93,8 +95,9 @@ struct RegistryStorage {
 }
 
 impl RegistryStorage {
-    fn new(st: &AppState, who: &Principal) -> RegistryStorage {
+    fn new(st: &Arc<AppState>, who: &Principal) -> RegistryStorage {
         RegistryStorage {
+            state: Arc::clone(st),
             indices: st
                 .registry
                 .scope(who)
@@ -121,12 +124,22 @@ impl RegistryStorage {
         self.stats.set(t);
     }
 
-    /// Runs `f` over each index's storage in turn.
+    /// Runs `f` over each index's storage in turn, reading `[first_ms, last_ms]`
+    /// (inclusive): what retention removed there is read back from the index's lake
+    /// first, where it has one.
     fn each(
         &self,
+        (first_ms, last_ms): (i64, i64),
         mut f: impl FnMut(&IndexStorage<'_>) -> tidemark_promql::Result<()>,
     ) -> tidemark_promql::Result<()> {
         for h in &self.indices {
+            if let Some(cache) = &self.state.lake_cache {
+                match cache.ensure(&self.state.registry, h, first_ms, last_ms) {
+                    Ok(()) => {}
+                    Err(e) if e.status_and_kind().0 == 404 => continue,
+                    Err(e) => return Err(PromError::Storage(e.reason())),
+                }
+            }
             let out = h.read(|index| {
                 let s = self.storage(index);
                 let r = f(&s);
@@ -163,7 +176,9 @@ impl Storage for RegistryStorage {
         end_ms: i64,
         visit: &mut dyn FnMut(Series) -> tidemark_promql::Result<()>,
     ) -> tidemark_promql::Result<()> {
-        self.each(|s| s.select(matchers, start_ms, end_ms, visit))
+        self.each((start_ms, end_ms), |s| {
+            s.select(matchers, start_ms, end_ms, visit)
+        })
     }
 
     fn select_batches(
@@ -174,7 +189,9 @@ impl Storage for RegistryStorage {
         prepare: Option<tidemark_promql::Prepare<'_>>,
         visit: &mut dyn FnMut(Vec<Series>) -> tidemark_promql::Result<()>,
     ) -> tidemark_promql::Result<()> {
-        self.each(|s| s.select_batches(matchers, start_ms, end_ms, prepare, visit))
+        self.each((start_ms, end_ms), |s| {
+            s.select_batches(matchers, start_ms, end_ms, prepare, visit)
+        })
     }
 
     fn select_windows(
@@ -184,12 +201,24 @@ impl Storage for RegistryStorage {
         prepare: Option<tidemark_promql::Prepare<'_>>,
         visit: &mut dyn FnMut(WindowSeries) -> tidemark_promql::Result<()>,
     ) -> tidemark_promql::Result<()> {
-        self.each(|s| s.select_windows(matchers, req, prepare, visit))
+        let first = req
+            .ends
+            .iter()
+            .min()
+            .map_or(i64::MAX, |t| t.saturating_sub(req.range_ms));
+        let last = req.ends.iter().max().copied().unwrap_or(i64::MIN);
+        self.each((first, last), |s| {
+            s.select_windows(matchers, req, prepare, visit)
+        })
     }
 }
 
 /// The storage of a query request: `tidemark_rollups=false` reads raw samples only.
-fn query_storage(st: &AppState, who: &Principal, params: &[(String, String)]) -> RegistryStorage {
+fn query_storage(
+    st: &Arc<AppState>,
+    who: &Principal,
+    params: &[(String, String)],
+) -> RegistryStorage {
     let mut s = RegistryStorage::new(st, who);
     s.rollups = !matches!(
         param(params, "tidemark_rollups"),

@@ -293,3 +293,169 @@ fn lake_auto_exports_sealed_partitions_without_a_call() {
         "{text}"
     );
 }
+
+/// A search with hits and an hourly histogram (read from the hourly rollups where a
+/// day is sealed) over `[from, to)`, and a PromQL range query over the same time: the
+/// answers, `took` left out.
+fn answers(s: &TestServer, from: i64, to: i64) -> Vec<Value> {
+    let (status, mut search) = s.post_json(
+        "/cpu/_search",
+        &json!({
+            "size": 200,
+            "sort": [{"@timestamp": "asc"}],
+            "query": {"range": {"@timestamp": {"gte": from, "lt": to}}},
+            "aggs": {"hourly": {
+                "date_histogram": {"field": "@timestamp", "fixed_interval": "1h"},
+                "aggs": {"top": {"max": {"field": "cpu"}}, "mean": {"avg": {"field": "cpu"}}}}}
+        }),
+    );
+    assert_eq!(status, 200, "{search}");
+    search.as_object_mut().unwrap().remove("took");
+    let (status, prom) = s.get(&format!(
+        "/api/v1/query_range?query=max_over_time(cpu%7Bhost%3D%22a%22%7D%5B2h%5D)&start={}&end={}&step=3600",
+        from / 1000,
+        (to - HOUR) / 1000
+    ));
+    assert_eq!(status, 200, "{prom}");
+    assert_eq!(prom["status"], "success", "{prom}");
+    vec![search, prom["data"].clone()]
+}
+
+fn metric(s: &TestServer, line: &str) -> f64 {
+    let (_, metrics) = s.get("/metrics");
+    let text = metrics.as_str().unwrap_or_default().to_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {line} in {text}"))
+}
+
+#[test]
+fn queries_over_time_retention_removed_read_the_lakes_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let lakes = dir.path().join("lakes");
+    let lake_dir = lakes.to_str().unwrap().to_owned();
+    // A budget of one byte: every copy but the current query's is evicted.
+    let mut s = TestServer::start(
+        dir.path(),
+        &["--lake-dir", &lake_dir, "--lake-cache-bytes", "1"],
+    );
+    let body = json!({
+        "settings": {"index": {"tidemark": {"partitions": {
+            "width": "1d", "seal_grace": "1m", "retention": "2d", "rollups": ["1h"]}}}},
+        "mappings": {"properties": {
+            "@timestamp": {"type": "date"},
+            "host": {"type": "keyword", "time_series_dimension": true},
+            "cpu": {"type": "double", "time_series_metric": "gauge"}}}
+    });
+    let (status, resp) = s.put_json("/cpu", &body);
+    assert_eq!(status, 200, "{resp}");
+    let bulk_of = |points: &[(i64, &str, f64)]| {
+        let mut bulk = Vec::new();
+        for (ts, host, cpu) in points {
+            writeln!(bulk, "{{\"create\":{{}}}}").unwrap();
+            writeln!(
+                bulk,
+                "{{\"@timestamp\":{ts},\"host\":\"{host}\",\"cpu\":{cpu}}}"
+            )
+            .unwrap();
+        }
+        bulk
+    };
+    let points: Vec<(i64, &str, f64)> = (0..72)
+        .flat_map(|h| {
+            ["a", "b"].map(|host| (T0 + h * HOUR, host, (h * 7 % 50) as f64 / 10.0 + 0.25))
+        })
+        .collect();
+    let (status, resp) = s.bulk("/cpu/_bulk", &bulk_of(&points));
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(resp["errors"], false, "{resp}");
+
+    // Days 0 and 1 sealed (day 2 holds the high-water mark) and exported.
+    poll("days 0 and 1 to be exported", || {
+        let (status, r) = export(&s, "cpu", &json!({}));
+        assert_eq!(status, 200, "{r}");
+        (r["committed"].as_u64().unwrap() + r["skipped"].as_u64().unwrap() >= 2).then_some(())
+    });
+    let day = |d: i64| (T0 + d * DAY, T0 + (d + 1) * DAY);
+    let before: Vec<Vec<Value>> = (0..2).map(|d| answers(&s, day(d).0, day(d).1)).collect();
+    let both_before = answers(&s, day(0).0, day(1).1);
+    assert_eq!(
+        before[0][0]["hits"]["hits"].as_array().unwrap().len(),
+        48,
+        "{}",
+        before[0][0]
+    );
+
+    // A point on day 4 moves the high-water mark: retention removes days 0 and 1.
+    let (status, resp) = s.bulk("/cpu/_bulk", &bulk_of(&[(T0 + 4 * DAY + HOUR, "a", 1.0)]));
+    assert_eq!(status, 200, "{resp}");
+    poll("retention to remove days 0 and 1", || {
+        let (_, st) = s.get("/cpu/_stats");
+        (st["indices"]["cpu"]["tidemark"]["dropped_partitions"] == 2).then_some(())
+    });
+    let copies = dir.path().join("data/lake-cache/cpu");
+    // A search without a time range reads what the index holds (day 2 and the point).
+    let (status, all) = s.post_json("/cpu/_search", &json!({"size": 0}));
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(all["hits"]["total"]["value"], 49, "{all}");
+    assert!(!copies.exists(), "nothing read back yet");
+
+    // Each day answers as before, read back from the lake.
+    assert_eq!(answers(&s, day(0).0, day(0).1), before[0]);
+    assert!(copies.join(T0.to_string()).join("RESTORED").is_file());
+    assert_eq!(answers(&s, day(1).0, day(1).1), before[1]);
+    // Day 1's search evicted day 0's copy (budget), then its PromQL windows, which reach
+    // into day 0, restored it: both are there. A search of day 1 alone evicts it again,
+    // and the next query of day 0 restores it once more.
+    assert!(copies.join(T0.to_string()).exists());
+    let (status, one) = s.post_json(
+        "/cpu/_search",
+        &json!({"size": 0, "query": {"range": {"@timestamp": {"gte": day(1).0, "lt": day(1).1}}}}),
+    );
+    assert_eq!(status, 200, "{one}");
+    assert_eq!(one["hits"]["total"]["value"], 48, "{one}");
+    assert!(!copies.join(T0.to_string()).exists());
+    assert_eq!(metric(&s, "tidemark_lake_readback_evictions_total"), 2.0);
+    assert_eq!(answers(&s, day(0).0, day(1).1), both_before);
+    assert_eq!(
+        metric(
+            &s,
+            "tidemark_lake_readback_partitions_total{how=\"restored\"}"
+        ),
+        4.0
+    );
+    assert_eq!(metric(&s, "tidemark_lake_readback_failures_total"), 0.0);
+    // Kept time is not affected: day 2 is still the index's own.
+    let (_, kept) = s.post_json(
+        "/cpu/_search",
+        &json!({"size": 0, "query": {"range": {"@timestamp": {"gte": day(2).0, "lt": day(2).1}}}}),
+    );
+    assert_eq!(kept["hits"]["total"]["value"], 48, "{kept}");
+    // Writes into removed time are still refused, copies or not.
+    let (status, resp) = s.bulk("/cpu/_bulk", &bulk_of(&[(T0 + HOUR, "c", 1.0)]));
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(resp["errors"], true, "{resp}");
+
+    // After a restart the finished copies are attached again without reading the lake.
+    s.terminate();
+    let s = TestServer::start(dir.path(), &["--lake-dir", &lake_dir]);
+    assert_eq!(answers(&s, day(0).0, day(1).1), both_before);
+    assert_eq!(
+        metric(
+            &s,
+            "tidemark_lake_readback_partitions_total{how=\"reattached\"}"
+        ),
+        2.0
+    );
+    assert_eq!(
+        metric(
+            &s,
+            "tidemark_lake_readback_partitions_total{how=\"restored\"}"
+        ),
+        0.0
+    );
+    // Deleting the index removes its copies.
+    let (status, _) = send("DELETE", &s.url("/cpu"), None, &[]);
+    assert_eq!(status, 200);
+    assert!(!copies.exists());
+}

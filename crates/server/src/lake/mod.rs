@@ -9,6 +9,12 @@
 //! wait for an export. The export is
 //! idempotent (a partition already in the lake at its generation is skipped by its Delta
 //! transaction id), so a retry or a re-check writes nothing twice.
+//!
+//! Queries over time retention removed read the lake's copy back (`cache.rs`).
+
+mod cache;
+
+pub(crate) use cache::{CACHE_DIR, CacheStats, LakeCache};
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
