@@ -31,11 +31,13 @@ mod query;
 pub(crate) mod read;
 mod recovery;
 mod refresh;
+mod samples;
 
 use check::find_row;
 pub(crate) use merging::ored_bloom;
 pub use merging::{MergeJob, MergedSegment};
 pub(crate) use recovery::keyer_of;
+pub use samples::{SampleCell, Samples, Tally};
 
 /// The longest name or keyword a segment can store (its strings are u16-length-prefixed):
 /// the segment format's [`tidemark_segment::MAX_NAME_LEN`].

@@ -20,7 +20,7 @@ pub use buffer::{ColumnKind, ColumnRef, SeriesRef};
 pub use config::{Durability, EngineConfig, Strategy};
 pub use engine::{
     AppendBatch, Engine, MAX_COLUMNS, MAX_STRING_LEN, MergeJob, MergedSegment, Op, Outcome,
-    Rejection, Warning,
+    Rejection, SampleCell, Samples, Tally, Warning,
 };
 pub use error::{Error, Result};
 pub use events::{EventIds, Mode};

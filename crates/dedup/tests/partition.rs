@@ -7,10 +7,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
+use tempfile::TempDir;
 
 use tidemark_dedup::{
     AppendBatch, ColumnKind, ColumnRef, EngineConfig, FAILPOINT_ENV, Op, Outcome, PartitionConfig,
-    PartitionedEngine, Piece, Rejection, RollupStats, counter_step,
+    PartitionedEngine, Piece, Rejection, RollupStats, SampleCell, Samples, Tally, counter_step,
 };
 use tidemark_segment::{MetricValue, Point};
 use tidemark_tsid::{SyntheticId, Tsid};
@@ -515,59 +516,95 @@ fn append_points(store: &mut PartitionedEngine, ops: &[Op]) -> Vec<Outcome> {
     store.append(&batch).unwrap()
 }
 
-#[test]
-fn appends_by_ref_route_reject_and_rebuild_as_points_do() {
+/// Two stores with a late window of two days, in their own directories.
+fn store_pair() -> (TempDir, TempDir, PartitionedEngine, PartitionedEngine) {
     let config = config().with_late_window_ms(Some(2 * DAY));
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
-    let mut by_point =
-        PartitionedEngine::create(a.path(), engine_config(), config.clone()).unwrap();
-    let mut by_ref = PartitionedEngine::create(b.path(), engine_config(), config).unwrap();
+    let first = PartitionedEngine::create(a.path(), engine_config(), config.clone()).unwrap();
+    let second = PartitionedEngine::create(b.path(), engine_config(), config).unwrap();
+    (a, b, first, second)
+}
+
+/// Three rounds of creates and indexes of points made by `point`: two days of series 1 and 2,
+/// then day 1 with retries of day 0 among it, then late, replacing, clock-moving, too-old and
+/// retried writes; day 0 is to be sealed before the third round.
+fn late_rounds(point: fn(u8, i64) -> Point) -> Vec<Vec<Op>> {
     let day = |d: i64, s: u8| -> Vec<Op> {
         (0..(DAY / 600_000))
             .map(|k| Op::Create(point(s, d * DAY + k * 600_000)))
             .collect()
     };
-    let rounds: Vec<Vec<Op>> = vec![
+    vec![
         [day(0, 1), day(0, 2)].concat(),
         [day(1, 1), day(1, 2), day(0, 1)].concat(), // retries of day 0 among day 1
         vec![
-            Op::Create(point(3, 5 * HOUR + 30_000)), // late, into day 0 (sealed below)
+            Op::Create(point(3, 5 * HOUR + 30_000)), // late, into day 0 (sealed)
             Op::Index(point(1, 7 * HOUR)),           // replaces in day 0
+            Op::Index(point(1, 7 * HOUR + 1)),       // index of a new point
             Op::Create(point(2, 4 * DAY)),           // moves the clock
             Op::Create(point(2, DAY + 600_000)),     // too old now: rejected
             Op::Create(point(2, 4 * DAY)),           // a retry in the same batch
         ],
-    ];
+    ]
+}
+
+/// Runs `rounds` into both stores by `check`, sealing partition 0 of each before the third,
+/// then asserts the two agree on live counts, partition stats and the rollups of `metrics`
+/// (and that the rollups equal the raw data).
+fn run_late_rounds(
+    first: &mut PartitionedEngine,
+    second: &mut PartitionedEngine,
+    rounds: &[Vec<Op>],
+    metrics: &[&str],
+    mut check: impl FnMut(usize, &mut PartitionedEngine, &mut PartitionedEngine, &[Op]),
+) {
     for (r, ops) in rounds.iter().enumerate() {
         if r == 2 {
-            by_point.seal(0).unwrap();
-            by_ref.seal(0).unwrap();
+            first.seal(0).unwrap();
+            second.seal(0).unwrap();
         }
-        let want = by_point.batch(ops.clone()).unwrap();
-        let got = append_points(&mut by_ref, ops);
-        assert_eq!(got, want, "round {r}");
+        check(r, first, second, ops);
     }
+    assert_eq!(second.live_count(), first.live_count());
+    assert_eq!(second.partition_stats(), first.partition_stats());
+    assert_eq!(second.partition_stats().rollup_rebuilds, 1);
+    assert_eq!(second.partition_stats().rejected_too_old, 1);
+    for metric in metrics {
+        for res in [HOUR, 5 * 60_000] {
+            assert_eq!(
+                rollup_stats(second, metric, 0, res),
+                rollup_stats(first, metric, 0, res)
+            );
+            assert_eq!(
+                rollup_stats(second, metric, 0, res),
+                raw_stats(second, metric, 0, DAY - 1, res)
+            );
+        }
+    }
+}
+
+#[test]
+fn appends_by_ref_route_reject_and_rebuild_as_points_do() {
+    let (_a, b, mut by_point, mut by_ref) = store_pair();
+    let rounds = late_rounds(point);
+    run_late_rounds(
+        &mut by_point,
+        &mut by_ref,
+        &rounds,
+        &["cpu", "bytes"],
+        |r, by_point, by_ref, ops| {
+            let want = by_point.batch(ops.to_vec()).unwrap();
+            let got = append_points(by_ref, ops);
+            assert_eq!(got, want, "round {r}");
+        },
+    );
     assert!(matches!(
         by_ref
             .batch(vec![Op::Get(SyntheticId::new(tsid(3), 5 * HOUR + 30_000))])
             .unwrap()[0],
         Outcome::Found(_)
     ));
-    assert_eq!(by_ref.live_count(), by_point.live_count());
-    assert_eq!(by_ref.partition_stats(), by_point.partition_stats());
-    assert_eq!(by_ref.partition_stats().rollup_rebuilds, 1);
-    assert_eq!(by_ref.partition_stats().rejected_too_old, 1);
-    for (metric, res) in [("cpu", HOUR), ("bytes", 5 * 60_000)] {
-        assert_eq!(
-            rollup_stats(&by_ref, metric, 0, res),
-            rollup_stats(&by_point, metric, 0, res)
-        );
-        assert_eq!(
-            rollup_stats(&by_ref, metric, 0, res),
-            raw_stats(&by_ref, metric, 0, DAY - 1, res)
-        );
-    }
     // Refs stay valid after a reopen of nothing but the store's own tables: a new session
     // names its series again and finds the stored points.
     by_ref.close().unwrap();
@@ -577,6 +614,162 @@ fn appends_by_ref_route_reject_and_rebuild_as_points_do() {
         out.iter().all(|o| matches!(o, Outcome::Conflict { .. })),
         "{out:?}"
     );
+}
+
+/// A one-metric point (`cpu` gauge) of series `s`: one sample.
+fn sample_point(s: u8, ts: i64) -> Point {
+    let k = ts / 10_000;
+    pod_point(tsid(s), ts, s).gauge("cpu", (k % 13) as f64 * 0.25 + f64::from(s))
+}
+
+/// Appends `ops` (creates and indexes of one-metric points) as samples, one owner per op,
+/// and answers each op's tally.
+fn append_as_samples(store: &mut PartitionedEngine, ops: &[Op]) -> Vec<Tally> {
+    let mut samples = Samples::new();
+    for op in ops {
+        let (create, p) = match op {
+            Op::Create(p) => (true, p),
+            Op::Index(p) => (false, p),
+            other => panic!("not an append: {other:?}"),
+        };
+        let owner = samples.owner(create);
+        let s = store.series(p.tsid, p.dims.clone()).unwrap();
+        for (name, v) in &p.metrics {
+            let kind = match v {
+                MetricValue::Gauge(_) => ColumnKind::Gauge,
+                MetricValue::Counter(_) => ColumnKind::Counter,
+            };
+            let c = store.column(name, kind).unwrap();
+            samples.push(owner, s, p.ts_millis, c, SampleCell::Metric(*v));
+        }
+    }
+    store.append_samples(&samples).unwrap()
+}
+
+/// What a tally of one sample says of it, as the outcome of the same append would.
+fn tally_matches(t: &Tally, o: &Outcome) -> bool {
+    let counts = (t.created, t.replaced, t.duplicates, t.rejected);
+    match o {
+        Outcome::Created { .. }
+        | Outcome::Indexed {
+            replaced: false, ..
+        } => counts == (1, 0, 0, 0),
+        Outcome::Indexed { replaced: true, .. } => counts == (0, 1, 0, 0),
+        Outcome::Conflict { .. } => counts == (0, 0, 1, 0),
+        Outcome::Rejected { reason, .. } => {
+            counts == (0, 0, 0, 1) && t.first_rejection.as_ref() == Some(reason)
+        }
+        _ => false,
+    }
+}
+
+#[test]
+fn samples_route_reject_and_rebuild_as_appends_do() {
+    let (_a, b, mut by_append, mut by_sample) = store_pair();
+    let rounds = late_rounds(sample_point);
+    run_late_rounds(
+        &mut by_append,
+        &mut by_sample,
+        &rounds,
+        &["cpu"],
+        |r, by_append, by_sample, ops| {
+            let want = append_points(by_append, ops);
+            let got = append_as_samples(by_sample, ops);
+            assert_eq!(got.len(), want.len());
+            for (i, (t, o)) in got.iter().zip(&want).enumerate() {
+                assert!(tally_matches(t, o), "round {r}, op {i}: {t:?} for {o:?}");
+            }
+        },
+    );
+    // Durable: a reopen replays the log, and the retry is a duplicate.
+    by_sample.close().unwrap();
+    let mut by_sample = PartitionedEngine::open(b.path(), engine_config()).unwrap();
+    assert_eq!(by_sample.live_count(), by_append.live_count());
+    let t = append_as_samples(&mut by_sample, &[Op::Create(sample_point(2, 4 * DAY))]);
+    assert_eq!(t[0].duplicates, 1, "{t:?}");
+}
+
+#[test]
+fn samples_reject_bad_refs_and_kinds_per_owner_and_store_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = PartitionedEngine::create(dir.path(), engine_config(), config()).unwrap();
+    // A point stored by the point API with a tsid the ref API then names with other
+    // dimensions: the partition refuses its samples.
+    store
+        .batch(vec![Op::Create(
+            Point::new(tsid(7), 1_000)
+                .dim("pod", "seven")
+                .gauge("cpu", 1.0),
+        )])
+        .unwrap();
+    let bad = store
+        .series(tsid(7), vec![("pod".into(), "not-seven".into())])
+        .unwrap();
+    let good = store
+        .series(tsid(8), vec![("pod".into(), "eight".into())])
+        .unwrap();
+    let cpu = store.column("cpu", ColumnKind::Gauge).unwrap();
+    let up = store.column("up", ColumnKind::Bool).unwrap();
+    let mut samples = Samples::new();
+    let first = samples.owner(true);
+    let second = samples.owner(true);
+    samples.push(
+        first,
+        bad,
+        2_000,
+        cpu,
+        SampleCell::Metric(MetricValue::Gauge(2.0)),
+    );
+    samples.push(
+        first,
+        good,
+        2_000,
+        cpu,
+        SampleCell::Metric(MetricValue::Gauge(3.0)),
+    );
+    // A counter value for a gauge column, a gauge for a boolean column: refused.
+    samples.push(
+        second,
+        good,
+        3_000,
+        cpu,
+        SampleCell::Metric(MetricValue::Counter(3)),
+    );
+    samples.push(
+        second,
+        good,
+        4_000,
+        up,
+        SampleCell::Metric(MetricValue::Gauge(1.0)),
+    );
+    samples.push(
+        second,
+        good,
+        5_000,
+        up,
+        SampleCell::Extra(tidemark_segment::Extra::Bool(true)),
+    );
+    // An owner the batch never added.
+    samples.push(
+        9,
+        good,
+        6_000,
+        cpu,
+        SampleCell::Metric(MetricValue::Gauge(1.0)),
+    );
+    let t = store.append_samples(&samples).unwrap();
+    assert_eq!(t.len(), 2);
+    assert_eq!((t[0].created, t[0].rejected), (1, 1), "{t:?}");
+    assert!(matches!(
+        t[0].first_rejection,
+        Some(Rejection::InconsistentDimensions { .. })
+    ));
+    assert_eq!((t[1].created, t[1].rejected), (1, 2), "{t:?}");
+    assert!(matches!(
+        t[1].first_rejection,
+        Some(Rejection::KindConflict { .. })
+    ));
+    assert_eq!(store.live_count(), 3);
 }
 
 #[test]

@@ -31,6 +31,13 @@ pub(super) struct Catalog {
     by_name: HashMap<String, u32>,
 }
 
+impl Catalog {
+    /// The tsid of store series `g`.
+    pub(super) fn tsid(&self, g: u32) -> Option<Tsid> {
+        self.series.get(g as usize).map(|(t, _)| *t)
+    }
+}
+
 /// One partition's translation of the store's refs to its engine's (filled lazily).
 #[derive(Debug, Default)]
 pub(super) struct PartRefs {
@@ -42,7 +49,7 @@ pub(super) struct PartRefs {
 #[derive(Debug, Default)]
 pub(super) struct AppendScratch {
     /// (partition start, position in the batch) of each accepted append.
-    routed: Vec<(i64, usize)>,
+    pub(super) routed: Vec<(i64, usize)>,
     /// Positions of the appends of the partition being written.
     kept: Vec<usize>,
     sub: AppendBatch,
@@ -56,7 +63,7 @@ fn is_metric(kind: ColumnKind) -> bool {
 
 impl PartRefs {
     /// This partition's ref of store series `g`, registering it with `engine` first.
-    fn series(
+    pub(super) fn series(
         &mut self,
         engine: &mut Engine,
         catalog: &Catalog,
@@ -84,7 +91,7 @@ impl PartRefs {
     }
 
     /// This partition's ref of store column `c`, registering it with `engine` first.
-    fn column(
+    pub(super) fn column(
         &mut self,
         engine: &mut Engine,
         catalog: &Catalog,

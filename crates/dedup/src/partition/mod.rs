@@ -52,6 +52,7 @@ mod postings;
 mod retention;
 mod rollup;
 mod routing;
+mod samples;
 mod seal;
 mod sealed;
 mod search;

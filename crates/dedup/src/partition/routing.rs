@@ -225,6 +225,43 @@ impl PartitionedEngine {
         keys: Vec<Option<(Tsid, i64)>>,
         write: impl FnOnce(&mut Engine) -> Result<Vec<Outcome>>,
     ) -> Result<Vec<Outcome>> {
+        self.write_part_with(start, |engine, _, _, sealed| {
+            let outcomes = write(engine)?;
+            let touched = if sealed {
+                outcomes
+                    .iter()
+                    .zip(keys.iter().chain(std::iter::repeat(&None)))
+                    .filter(|(o, _)| {
+                        matches!(
+                            o,
+                            Outcome::Created { .. }
+                                | Outcome::Indexed { .. }
+                                | Outcome::Deleted { .. }
+                        )
+                    })
+                    .filter_map(|(_, k)| *k)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            Ok((outcomes, touched))
+        })
+    }
+
+    /// [`write_part`](Self::write_part) for a writer that names the points it changed
+    /// itself: `write` is given the partition's engine and ref translation, the store's
+    /// catalog and whether the partition is sealed (only then are the changed points
+    /// needed), and answers its result and those points.
+    pub(super) fn write_part_with<T: Default>(
+        &mut self,
+        start: i64,
+        write: impl FnOnce(
+            &mut Engine,
+            &mut append::PartRefs,
+            &append::Catalog,
+            bool,
+        ) -> Result<(T, Vec<(Tsid, i64)>)>,
+    ) -> Result<T> {
         let sealed = self
             .parts
             .get(&start)
@@ -233,21 +270,10 @@ impl PartitionedEngine {
             self.set_state(start, PartState::Dirty)?;
         }
         let Some(part) = self.parts.get_mut(&start) else {
-            return Ok(Vec::new());
+            return Ok(T::default());
         };
-        let outcomes = write(&mut part.engine)?;
+        let (result, touched) = write(&mut part.engine, &mut part.refs, &self.catalog, sealed)?;
         if sealed {
-            let touched: Vec<(Tsid, i64)> = outcomes
-                .iter()
-                .zip(keys.iter().chain(std::iter::repeat(&None)))
-                .filter(|(o, _)| {
-                    matches!(
-                        o,
-                        Outcome::Created { .. } | Outcome::Indexed { .. } | Outcome::Deleted { .. }
-                    )
-                })
-                .filter_map(|(_, k)| *k)
-                .collect();
             if !touched.is_empty() {
                 failpoint("late-write-before-rebuild");
                 self.rebuild_rollups(start, &touched)?;
@@ -255,6 +281,6 @@ impl PartitionedEngine {
             }
             self.set_state(start, PartState::Sealed)?;
         }
-        Ok(outcomes)
+        Ok(result)
     }
 }

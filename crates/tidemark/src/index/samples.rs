@@ -2,11 +2,12 @@
 //! lookup of each distinct series (and its value column) per batch and counts instead of
 //! a result per sample.
 
-use tidemark_dedup::{AppendBatch, ColumnKind, ColumnRef, Outcome, SeriesRef};
+use tidemark_dedup::{ColumnKind, ColumnRef, Outcome, SampleCell, Samples, SeriesRef};
 use tidemark_segment::{Extra, MetricValue};
 
 use super::{Index, rejection_text};
 use crate::bulk::ItemStatus;
+use crate::counters::ItemCounts;
 use crate::error::{Error, Result};
 use crate::labels::{SampleBatch, SampleTally, SampleValue};
 use crate::row::decode_dims;
@@ -43,17 +44,15 @@ impl Index {
     ) -> Result<Vec<SampleTally>> {
         let mut tallies = vec![SampleTally::default(); batches.len()];
         let SampleScratch {
-            appends,
-            owners,
+            samples,
             refs,
             reasons,
         } = scratch;
-        appends.clear();
-        owners.clear();
-        let mut values: Vec<(ColumnRef, MetricValue)> = Vec::with_capacity(1);
-        let mut extras: Vec<(ColumnRef, Extra)> = Vec::with_capacity(1);
+        samples.clear();
+        let mut refused = ItemCounts::default();
         for (b, batch) in batches.iter().enumerate() {
-            let owner = u32::try_from(b).unwrap_or(u32::MAX);
+            // Owner `b` of the engine's batch is `batches[b]`.
+            let owner = samples.owner(batch.create());
             // Each slot's refs, or the index in `reasons` of why the series is refused:
             // resolved once per slot.
             refs.clear();
@@ -91,21 +90,17 @@ impl Index {
                                 t.first_rejection = reasons.get(why).cloned();
                             }
                         }
-                        self.counters.count(&ItemStatus::Error(String::new()));
+                        refused.errors += 1;
                         continue;
                     }
                 };
-                values.clear();
-                extras.clear();
-                match (value, as_twin) {
-                    (SampleValue::F64(v), false) => values.push((column, MetricValue::Gauge(*v))),
-                    (SampleValue::I64(v), false) => {
-                        values.push((column, MetricValue::Counter(*v)));
-                    }
+                let cell = match (value, as_twin) {
+                    (SampleValue::F64(v), false) => SampleCell::Metric(MetricValue::Gauge(*v)),
+                    (SampleValue::I64(v), false) => SampleCell::Metric(MetricValue::Counter(*v)),
                     // The index holds these labels as integers: a float that is one is
                     // stored as such (a retry of `5i` sent as `5.0` is its duplicate).
                     (SampleValue::F64(v), true) => match exact_i64(*v) {
-                        Some(i) => values.push((column, MetricValue::Counter(i))),
+                        Some(i) => SampleCell::Metric(MetricValue::Counter(i)),
                         None => {
                             let reason = format!(
                                 "this index holds the series as integers (first written so): {v} is not one"
@@ -114,49 +109,42 @@ impl Index {
                                 t.rejected += 1;
                                 t.first_rejection.get_or_insert(reason);
                             }
-                            self.counters.count(&ItemStatus::Error(String::new()));
+                            refused.errors += 1;
                             continue;
                         }
                     },
                     // The index holds these labels as floats: as every float-only store
                     // does (exact up to 2^53).
                     (SampleValue::I64(v), true) => {
-                        values.push((column, MetricValue::Gauge(*v as f64)));
+                        SampleCell::Metric(MetricValue::Gauge(*v as f64))
                     }
-                    (SampleValue::Bool(v), _) => extras.push((column, Extra::Bool(*v))),
-                    (SampleValue::Str(v), _) => extras.push((column, Extra::Keyword(v.clone()))),
-                }
-                appends.push(batch.create(), series, *ts_millis, &values, &extras);
-                owners.push(owner);
+                    (SampleValue::Bool(v), _) => SampleCell::Extra(Extra::Bool(*v)),
+                    (SampleValue::Str(v), _) => SampleCell::Extra(Extra::Keyword(v.clone())),
+                };
+                samples.push(owner, series, *ts_millis, column, cell);
             }
         }
-        if appends.is_empty() {
+        self.counters.items.add(&refused);
+        if samples.is_empty() {
             return Ok(tallies);
         }
-        let outcomes = self.engine.append(appends)?;
-        for (&owner, outcome) in owners.iter().zip(outcomes) {
-            let status = match outcome {
-                Outcome::Created { .. } => ItemStatus::Created,
-                Outcome::Conflict { .. } => ItemStatus::Duplicate,
-                Outcome::Indexed { replaced, .. } => ItemStatus::Indexed { replaced },
-                Outcome::Rejected { reason, .. } => ItemStatus::Error(rejection_text(&reason)),
-                other => ItemStatus::Error(format!("unexpected engine outcome {other:?}")),
-            };
-            self.counters.count(&status);
-            let Some(t) = tallies.get_mut(owner as usize) else {
-                continue;
-            };
-            match status {
-                ItemStatus::Created | ItemStatus::Indexed { replaced: false } => t.created += 1,
-                ItemStatus::Indexed { replaced: true } => t.replaced += 1,
-                ItemStatus::Duplicate => t.duplicates += 1,
-                ItemStatus::Error(reason) => {
-                    t.rejected += 1;
-                    t.first_rejection.get_or_insert(reason);
-                }
-                _ => {}
+        let counted = self.engine.append_samples(samples)?;
+        let mut stored = ItemCounts::default();
+        for (t, c) in tallies.iter_mut().zip(counted) {
+            t.created += c.created;
+            t.replaced += c.replaced;
+            t.duplicates += c.duplicates;
+            t.rejected += c.rejected;
+            stored.created += c.created;
+            stored.replaced += c.replaced;
+            stored.duplicates += c.duplicates;
+            stored.errors += c.rejected;
+            if let Some(reason) = c.first_rejection {
+                t.first_rejection
+                    .get_or_insert_with(|| rejection_text(&reason));
             }
         }
+        self.counters.items.add(&stored);
         Ok(tallies)
     }
 
@@ -240,10 +228,8 @@ impl Index {
 /// Memory [`Index::append_samples`] keeps from one call to the next.
 #[derive(Debug, Default)]
 pub(super) struct SampleScratch {
-    /// The appends of a call.
-    appends: AppendBatch,
-    /// Per append: the batch it came from.
-    owners: Vec<u32>,
+    /// The samples of a call, owner `b` for the call's batch `b`.
+    samples: Samples,
     /// Per series slot of the batch being read: its refs, or why it is refused.
     refs: Vec<Option<std::result::Result<SampleRefs, usize>>>,
     /// Why series of the batch being read are refused.
