@@ -74,6 +74,8 @@ pub(crate) fn merge_segments(
         });
     }
     let schema = output_schema(inputs, expected, options.block_rows())?;
+    // Time series (no event ids): runs of rows are copied column by column.
+    let bulk = keyer.is_none() && !options.events();
     let mut writer = SegmentStreamWriter::new(
         AtomicFile::create(path).map_err(Error::io(path))?,
         options,
@@ -132,6 +134,7 @@ pub(crate) fn merge_segments(
     }
 
     let ncols = schema.columns.len() as u32;
+    let mut run = RunColumns::default();
     let mut metrics: Vec<(u32, MetricValue)> = Vec::new();
     let mut presence: Vec<(u32, Presence)> = Vec::new();
     let mut on_series: Vec<usize> = Vec::new();
@@ -195,6 +198,18 @@ pub(crate) fn merge_segments(
                 break;
             };
             loop {
+                if bulk && input.extra_map.is_empty() {
+                    let copied = copy_run(input, bound.map(|(t, _)| t), &mut writer, &mut run)?;
+                    if copied {
+                        let next_in_run = input.live
+                            && input.cursor.series().is_some_and(|s| s.tsid == tsid)
+                            && bound.is_none_or(|(t, _)| input.cursor.ts_millis() < t);
+                        if next_in_run {
+                            continue;
+                        }
+                        break;
+                    }
+                }
                 metrics.clear();
                 for (&out, v) in input.metric_map.iter().zip(input.cursor.metrics()) {
                     if let Some(v) = v {
@@ -232,6 +247,79 @@ pub(crate) fn merge_segments(
         rows: meta.row_count,
         bloom_ored,
     })
+}
+
+/// The value columns of one copied run, kept between runs so a merge allocates them once.
+#[derive(Default)]
+struct RunColumns {
+    /// Per input metric column: its values in the run.
+    values: Vec<Vec<MetricValue>>,
+    /// (output column, input column) of the columns every row of the run holds, in output
+    /// order.
+    order: Vec<(u32, usize)>,
+}
+
+/// Copies the run of `input`'s rows that starts at its current row, stays in one block of
+/// one series, holds the same metric columns in every row and has timestamps below
+/// `below`, with one [`SegmentStreamWriter::push_rows`]; moves the cursor past it. Answers
+/// `false` (and writes nothing) when the run is shorter than two rows, where a row by
+/// row copy is as cheap. Time-series inputs without extra columns only.
+fn copy_run<W: std::io::Write>(
+    input: &mut Input<'_>,
+    below: Option<i64>,
+    writer: &mut SegmentStreamWriter<W>,
+    run: &mut RunColumns,
+) -> Result<bool> {
+    let width = input.metric_map.len();
+    let (ts, rows) = input.cursor.run(below);
+    let (Some(first), true) = (rows.get(..width), ts.len() >= 2) else {
+        return Ok(false);
+    };
+    // The run ends where a row holds other columns than the first.
+    let len = if width == 0 {
+        ts.len()
+    } else {
+        rows.chunks_exact(width)
+            .take(ts.len())
+            .take_while(|row| {
+                row.iter()
+                    .zip(first)
+                    .all(|(a, b)| a.is_some() == b.is_some())
+            })
+            .count()
+    };
+    if len < 2 {
+        return Ok(false);
+    }
+    run.values.resize_with(width, Vec::new);
+    run.order.clear();
+    for (c, (v, &out)) in first.iter().zip(&input.metric_map).enumerate() {
+        if v.is_some() {
+            run.order.push((out, c));
+        }
+    }
+    run.order.sort_unstable();
+    for &(_, c) in &run.order {
+        if let Some(col) = run.values.get_mut(c) {
+            col.clear();
+            col.extend(
+                rows.iter()
+                    .skip(c)
+                    .step_by(width)
+                    .take(len)
+                    .filter_map(|v| *v),
+            );
+        }
+    }
+    let columns: Vec<(u32, &[MetricValue])> = run
+        .order
+        .iter()
+        .filter_map(|&(out, c)| run.values.get(c).map(|v| (out, v.as_slice())))
+        .collect();
+    writer.push_rows(ts.get(..len).unwrap_or(&[]), &columns)?;
+    input.live = input.cursor.skip(len)?;
+    input.id = None;
+    Ok(true)
 }
 
 /// The merged series' presence per output column: full where every input holding the

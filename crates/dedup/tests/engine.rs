@@ -1094,3 +1094,61 @@ fn appends_by_ref_dedup_log_and_replay_like_points() {
             .normalized()
     );
 }
+
+#[test]
+fn merges_copy_runs_exactly_across_blocks_deletes_interleaved_series_and_column_changes() {
+    // Rows whose columns change inside a series (`mem` every fifth row, a counter on
+    // one series only), series whose time ranges interleave between segments (runs of
+    // one row) or follow each other (runs of whole blocks), and deletes inside runs.
+    let p = |s: u8, ts: i64| {
+        let mut p = point(s, ts);
+        if ts % 5 == 0 {
+            p = p.gauge("mem", ts as f64 * 0.5);
+        }
+        if s == 3 {
+            p = p.counter("reqs", ts * 7);
+        }
+        p
+    };
+    for strategy in Strategy::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(strategy).with_auto_merge(false);
+        let mut e = Engine::create(dir.path(), cfg.clone()).unwrap();
+        let rounds: [Vec<Point>; 3] = [
+            (1..=4)
+                .flat_map(|s| (0..60).map(move |k| p(s, 2 * k)))
+                .collect(),
+            (1..=5)
+                .flat_map(|s| (0..60).map(move |k| p(s, 2 * k + 1)))
+                .collect(),
+            (2..=3)
+                .flat_map(|s| (200..290).map(move |k| p(s, k)))
+                .collect(),
+        ];
+        for round in rounds {
+            e.batch(round.into_iter().map(Op::Create)).unwrap();
+            e.refresh().unwrap();
+        }
+        for (s, ts) in [(1, 10), (1, 11), (2, 230), (3, 0), (5, 119), (4, 118)] {
+            e.delete(id(s, ts)).unwrap();
+        }
+        e.refresh().unwrap();
+        let before = e.points().unwrap();
+        assert_eq!(before.len(), 4 * 60 + 5 * 60 + 2 * 90 - 6);
+        e.merge_all().unwrap();
+        assert_eq!(e.segment_count(), 1);
+        assert_eq!(e.points().unwrap(), before, "{strategy:?}");
+        for (s, ts) in [(1, 10), (2, 229), (3, 289), (5, 1)] {
+            let deleted = s == 1 && ts == 10;
+            let got = e.batch([Op::Create(p(s, ts))]).unwrap();
+            assert_eq!(
+                matches!(got[0], Outcome::Conflict { .. }),
+                !deleted,
+                "{strategy:?} {s} {ts}: {got:?}"
+            );
+        }
+        drop(e);
+        let e = Engine::open(dir.path(), cfg).unwrap();
+        assert_eq!(e.points().unwrap().len(), before.len() + 1);
+    }
+}

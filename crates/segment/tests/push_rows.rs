@@ -232,3 +232,87 @@ fn a_directory_larger_than_memory_spills_and_reads_back() {
         }
     }
 }
+
+/// The live rows of `seg` one by one: (row, series index, timestamp, values).
+type Row = (u64, usize, i64, Vec<Option<MetricValue>>);
+
+#[test]
+fn cursor_runs_and_skips_visit_the_rows_advance_visits() {
+    let runs = runs();
+    let seg = Segment::from_vec(by_rows(SegmentOptions::new().with_block_rows(64), &runs)).unwrap();
+    // Dead rows: a few lone ones, a whole block, and the first and last rows.
+    let mut dead = roaring::RoaringBitmap::new();
+    dead.extend([0u32, 5, 6, 63, 64, 200, 1_000]);
+    dead.insert_range(128..192);
+    dead.insert(seg.row_count() as u32 - 1);
+    let mut one_by_one: Vec<Row> = Vec::new();
+    let mut c = seg.cursor(Some(&dead));
+    assert_eq!(c.run(None).0.len(), 0, "no run before the first advance");
+    while c.advance().unwrap() {
+        one_by_one.push((
+            c.row(),
+            c.series_index(),
+            c.ts_millis(),
+            c.metrics().to_vec(),
+        ));
+    }
+    assert_eq!(c.run(None).0.len(), 0, "no run at the end");
+    assert!(!c.skip(3).unwrap());
+    for below_every in [None, Some(40_000), Some(7 * 10_000 + 1)] {
+        let mut by_runs: Vec<Row> = Vec::new();
+        let mut c = seg.cursor(Some(&dead));
+        let mut live = c.advance().unwrap();
+        let mut longest = 0;
+        while live {
+            let series = c.series().unwrap();
+            // A bound inside the series' time range: the run stops below it.
+            let below = below_every.map(|d| series.min_ts + d);
+            let (ts, values) = c.run(below);
+            assert!(below.is_none_or(|b| ts.iter().all(|&t| t < b)));
+            if ts.is_empty() {
+                // The current row is at or past the bound: it is taken alone.
+                assert!(below.is_some_and(|b| c.ts_millis() >= b));
+                by_runs.push((
+                    c.row(),
+                    c.series_index(),
+                    c.ts_millis(),
+                    c.metrics().to_vec(),
+                ));
+                live = c.advance().unwrap();
+                continue;
+            }
+            let width = seg.columns().len();
+            assert_eq!(values.len(), ts.len() * width);
+            let first = c.row();
+            for (k, &t) in ts.iter().enumerate() {
+                by_runs.push((
+                    first + k as u64,
+                    c.series_index(),
+                    t,
+                    values[k * width..(k + 1) * width].to_vec(),
+                ));
+            }
+            longest = longest.max(ts.len());
+            // Past the run in steps of at most 5 rows; without a bound the last step asks
+            // for more than the run holds and stops at its end.
+            let mut left = ts.len();
+            while left > 0 {
+                let step = left.min(5);
+                let ask = if below.is_none() && step == left {
+                    step + 100
+                } else {
+                    step
+                };
+                live = c.skip(ask).unwrap();
+                left -= step;
+                if left > 0 {
+                    assert!(live && c.run(None).0.len() >= left);
+                }
+            }
+        }
+        assert_eq!(by_runs, one_by_one, "below {below_every:?}");
+        if below_every.is_none() {
+            assert!(longest > 20, "runs span many rows: {longest}");
+        }
+    }
+}

@@ -32,6 +32,6 @@ stage() {
 stage "parse, line protocol" "metrics::influx_lines"
 stage "parse, remote write" "remote_write::for_each_series"
 stage "writer thread" "registry::Writer::run"
-stage "  check, log, append" "Engine>::append "
+stage "  check, log, append" "Engine>::append_samples "
 stage "  refresh" "Engine>::refresh "
 stage "merge thread" "registry::merge_loop"

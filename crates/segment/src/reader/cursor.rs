@@ -123,6 +123,65 @@ impl<'a> RowCursor<'a> {
         })
     }
 
+    /// The current row and the live rows after it that stay in its block and its series,
+    /// cut at the first timestamp not below `below` (no cut when `None`): their timestamps
+    /// and their metric values, row-major, one per column of [`Segment::columns`] per row.
+    /// Empty once the cursor is exhausted. A merge copies such a run with one
+    /// [`SegmentStreamWriter::push_rows`](crate::SegmentStreamWriter::push_rows) and
+    /// moves past it with [`skip`](Self::skip).
+    pub fn run(&self, below: Option<i64>) -> (&[i64], &[Option<MetricValue>]) {
+        let seg = self.seg;
+        let n = seg.footer.row_count;
+        if !self.started || self.row >= n {
+            return (&[], &[]);
+        }
+        let br = u64::from(seg.footer.block_rows).max(1);
+        let block_end = ((self.row / br).saturating_add(1))
+            .saturating_mul(br)
+            .min(n);
+        let series_end = seg
+            .series
+            .get(self.series)
+            .map_or(self.row, |s| s.first_row.saturating_add(s.row_count));
+        let mut end = block_end.min(series_end);
+        if let (Some(dead), Ok(r)) = (self.dead, u32::try_from(self.row)) {
+            // The current row is live, so the dead rows up to it are those before it, and
+            // the next one in the set is the first dead row after it.
+            let before = u32::try_from(dead.rank(r)).unwrap_or(u32::MAX);
+            if let Some(d) = dead.select(before) {
+                end = end.min(u64::from(d));
+            }
+        }
+        let i = (self.row % br) as usize;
+        let len = end.saturating_sub(self.row) as usize;
+        let ts = self.block.ts.get(i..i + len).unwrap_or(&[]);
+        let len = below.map_or(ts.len(), |b| ts.partition_point(|&t| t < b));
+        let ncols = seg.meta.columns.len();
+        (
+            ts.get(..len).unwrap_or(&[]),
+            self.block
+                .metrics
+                .get(i * ncols..(i + len) * ncols)
+                .unwrap_or(&[]),
+        )
+    }
+
+    /// Moves past the first `rows` rows of [`run`](Self::run)`(None)` (at most all of
+    /// them), as that many calls of [`advance`](Self::advance) would; `false` at the end.
+    ///
+    /// # Errors
+    /// As [`advance`](Self::advance).
+    pub fn skip(&mut self, rows: usize) -> Result<bool> {
+        let rows = rows.min(self.run(None).0.len());
+        if rows > 1 {
+            self.row += rows as u64 - 1;
+        }
+        if rows == 0 {
+            return Ok(self.started && self.row < self.seg.footer.row_count);
+        }
+        self.advance()
+    }
+
     /// The current row's number.
     pub fn row(&self) -> RowId {
         self.row
