@@ -11,7 +11,8 @@ use tempfile::TempDir;
 
 use tidemark_dedup::{
     AppendBatch, ColumnKind, ColumnRef, EngineConfig, FAILPOINT_ENV, Op, Outcome, PartitionConfig,
-    PartitionedEngine, Piece, Rejection, RollupStats, SampleCell, Samples, Tally, counter_step,
+    PartitionedEngine, Piece, Rejection, RollupStats, SampleCell, Samples, SeriesRef, Tally,
+    counter_step,
 };
 use tidemark_segment::{MetricValue, Point};
 use tidemark_tsid::{SyntheticId, Tsid};
@@ -689,12 +690,9 @@ fn samples_route_reject_and_rebuild_as_appends_do() {
     assert_eq!(t[0].duplicates, 1, "{t:?}");
 }
 
-#[test]
-fn samples_reject_bad_refs_and_kinds_per_owner_and_store_the_rest() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = PartitionedEngine::create(dir.path(), engine_config(), config()).unwrap();
-    // A point stored by the point API with a tsid the ref API then names with other
-    // dimensions: the partition refuses its samples.
+/// Stores a point of series 7 (`pod=seven`) by the point API, then names series 7 with
+/// other dimensions (`bad`) and series 8 (`good`) by the ref API: their refs and `cpu`'s.
+fn stored_seven_and_refs(store: &mut PartitionedEngine) -> (SeriesRef, SeriesRef, ColumnRef) {
     store
         .batch(vec![Op::Create(
             Point::new(tsid(7), 1_000)
@@ -709,6 +707,16 @@ fn samples_reject_bad_refs_and_kinds_per_owner_and_store_the_rest() {
         .series(tsid(8), vec![("pod".into(), "eight".into())])
         .unwrap();
     let cpu = store.column("cpu", ColumnKind::Gauge).unwrap();
+    (bad, good, cpu)
+}
+
+#[test]
+fn samples_reject_bad_refs_and_kinds_per_owner_and_store_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = PartitionedEngine::create(dir.path(), engine_config(), config()).unwrap();
+    // A point stored by the point API with a tsid the ref API then names with other
+    // dimensions: the partition refuses its samples.
+    let (bad, good, cpu) = stored_seven_and_refs(&mut store);
     let up = store.column("up", ColumnKind::Bool).unwrap();
     let mut samples = Samples::new();
     let first = samples.owner(true);
@@ -794,20 +802,7 @@ fn append_rejects_what_a_partition_refuses_and_applies_the_rest() {
     assert!(store.column("cpu", ColumnKind::Counter).is_err());
     // A point stored by the point API with a tsid the ref API then names with other
     // dimensions: the partition refuses that item, the others are stored.
-    store
-        .batch(vec![Op::Create(
-            Point::new(tsid(7), 1_000)
-                .dim("pod", "seven")
-                .gauge("cpu", 1.0),
-        )])
-        .unwrap();
-    let bad = store
-        .series(tsid(7), vec![("pod".into(), "not-seven".into())])
-        .unwrap();
-    let good = store
-        .series(tsid(8), vec![("pod".into(), "eight".into())])
-        .unwrap();
-    let cpu = store.column("cpu", ColumnKind::Gauge).unwrap();
+    let (bad, good, cpu) = stored_seven_and_refs(&mut store);
     let mut batch = AppendBatch::new();
     batch.create(bad, 2_000, &[(cpu, MetricValue::Gauge(2.0))]);
     batch.create(good, 2_000, &[(cpu, MetricValue::Gauge(3.0))]);
