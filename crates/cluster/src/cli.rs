@@ -75,7 +75,11 @@ pub fn run_serve(args: &ClusterServeArgs) -> Result<()> {
         let server = tidemark_server::Server::bind(config).await?;
         tracing::info!(addr = %server.local_addr(), "listening");
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        crate::owner::run(cluster, server.state(), stopped).await?;
+        let url = cluster
+            .advertise
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", server.local_addr()));
+        crate::owner::run(cluster, server.state(), url, stopped).await?;
         server
             .run(async move {
                 tidemark_server::cli::shutdown_signal().await;

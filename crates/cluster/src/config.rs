@@ -67,6 +67,12 @@ pub struct ClusterConfig {
     pub max_future_secs: u64,
     /// Messages an owner pulls from a shard at once (its store group-commits them).
     pub fetch_batch: usize,
+    /// The base URL at which routers reach this owner's HTTP API for queries
+    /// (`http://10.0.0.5:9200`); by default `http://` and the address `tidemark serve`
+    /// bound.
+    pub advertise: Option<String>,
+    /// How long a router's query waits for an owner's answer, in seconds.
+    pub query_timeout_secs: u64,
 }
 
 impl Default for ClusterConfig {
@@ -89,6 +95,8 @@ impl Default for ClusterConfig {
             publish_timeout_ms: 5000,
             max_future_secs: 3600,
             fetch_batch: 256,
+            advertise: None,
+            query_timeout_secs: 120,
         }
     }
 }
@@ -162,6 +170,18 @@ impl ClusterConfig {
         }
         if self.fetch_batch == 0 {
             return bad("fetch_batch: at least 1".to_owned());
+        }
+        if let Some(a) = self
+            .advertise
+            .as_ref()
+            .filter(|a| !(a.starts_with("http://") || a.starts_with("https://")))
+        {
+            return bad(format!(
+                "advertise = {a:?}: an http:// or https:// base URL"
+            ));
+        }
+        if self.query_timeout_secs == 0 {
+            return bad("query_timeout_secs: at least 1".to_owned());
         }
         if !self.shards.is_empty() && self.node.is_empty() {
             return bad("shards are set but node is empty: an owner needs a name".to_owned());

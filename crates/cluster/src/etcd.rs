@@ -196,6 +196,20 @@ impl Etcd {
             .unwrap_or_else(|| Ok(Vec::new()))
     }
 
+    /// Puts `key = value`, attached to `lease` unless 0, whatever was there; the
+    /// revision of the put.
+    ///
+    /// # Errors
+    /// [`Error::Etcd`].
+    pub fn put(&self, key: &str, value: &str, lease: i64) -> Result<i64> {
+        let mut put = json!({ "key": b64(key), "value": b64(value) });
+        if lease != 0 {
+            put["lease"] = json!(lease.to_string());
+        }
+        let v = self.call("/v3/kv/put", &put)?;
+        Ok(int(&v["header"]["revision"]))
+    }
+
     /// Puts `key = value` (attached to `lease` unless 0) if the key is absent; else
     /// answers what is there. `Ok(Ok(revision))` when put, `Ok(Err(existing))` when not.
     ///

@@ -89,7 +89,8 @@ impl Fence {
 }
 
 /// Runs the owner of `config.shards` over `store` until `stop` turns true: one thread
-/// keeps the etcd lease and the claims, one task per shard pulls and applies.
+/// keeps the etcd lease, the claims and this node's query address `url` (published on
+/// the lease, for the routers' queries), one task per shard pulls and applies.
 ///
 /// # Errors
 /// [`Error::Config`] for an owner without shards or name, [`Error::Etcd`] when no lease
@@ -97,6 +98,7 @@ impl Fence {
 pub async fn run(
     config: ClusterConfig,
     store: Arc<AppState>,
+    url: String,
     stop: watch::Receiver<bool>,
 ) -> Result<Arc<OwnerStats>> {
     let shards = config.owned_shards()?;
@@ -134,7 +136,15 @@ pub async fn run(
         );
         std::thread::Builder::new()
             .name("tidemark-lease".to_owned())
-            .spawn(move || keep_lease(&etcd, &config, &fence, &shards, lease, &stop))
+            .spawn(move || {
+                let me = Member {
+                    config: &config,
+                    fence: &fence,
+                    shards: &shards,
+                    url: &url,
+                };
+                keep_lease(&etcd, &me, lease, &stop);
+            })
             .map_err(|source| Error::Io {
                 path: "lease thread".into(),
                 source,
@@ -184,17 +194,22 @@ fn extend(fence: &Fence, sent: Instant, ttl_secs: i64) {
     fence.valid_until_ms.store(until, Ordering::Release);
 }
 
-/// The lease thread: renews the lease every third of its TTL, claims the shards not yet
-/// held, and checks every held shard's owner key still carries this lease (its fencing
-/// revision unchanged); on a lost lease it drops every shard and starts over.
-fn keep_lease(
-    etcd: &Etcd,
-    config: &ClusterConfig,
-    fence: &Fence,
-    shards: &[u32],
-    mut lease: i64,
-    stop: &watch::Receiver<bool>,
-) {
+/// What the lease thread keeps in etcd for this node.
+struct Member<'a> {
+    config: &'a ClusterConfig,
+    fence: &'a Fence,
+    shards: &'a [u32],
+    /// The node's query address.
+    url: &'a str,
+}
+
+/// The lease thread: renews the lease every third of its TTL, publishes the node's
+/// query address on it, claims the shards not yet held, and checks every held shard's
+/// owner key still carries this lease (its fencing revision unchanged); on a lost lease
+/// it drops every shard and starts over.
+fn keep_lease(etcd: &Etcd, me: &Member<'_>, mut lease: i64, stop: &watch::Receiver<bool>) {
+    let (config, fence, shards) = (me.config, me.fence, me.shards);
+    let node_key = crate::topology::node_key(&config.prefix, &config.node);
     let ttl = i64::try_from(config.lease_ttl_secs).unwrap_or(i64::MAX);
     let period = Duration::from_millis(config.lease_ttl_secs.saturating_mul(1000) / 3);
     let mut refused: HashSet<u32> = HashSet::new();
@@ -222,6 +237,11 @@ fn keep_lease(
             }
         }
         first = false;
+        // The address on the lease: it disappears with the lease, so a router reads
+        // only live nodes (put every round: a new lease after an expiry needs it again).
+        if let Err(e) = etcd.put(&node_key, me.url, lease) {
+            tracing::warn!(error = %e, "publishing the query address failed");
+        }
         for &s in shards {
             if fence.revision(s) != 0 || refused.contains(&s) {
                 continue;

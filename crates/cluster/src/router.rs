@@ -1,5 +1,6 @@
 //! `tidemark router`: the write protocols of `tidemark serve` in, one JetStream message
-//! per shard out, `204` once JetStream acknowledged every one of them.
+//! per shard out, `204` once JetStream acknowledged every one of them; and the queries
+//! and cluster state of [`crate::cluster_api`] over every shard owner.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,13 +36,15 @@ pub struct RouterStats {
     pub samples: AtomicU64,
 }
 
-struct RouterState {
-    config: ClusterConfig,
-    js: jetstream::Context,
+pub(crate) struct RouterState {
+    pub(crate) config: ClusterConfig,
+    pub(crate) js: jetstream::Context,
+    /// Where the shard owners and their addresses are (queries, health).
+    pub(crate) etcd: crate::etcd::Etcd,
     stats: RouterStats,
 }
 
-type St = State<Arc<RouterState>>;
+pub(crate) type St = State<Arc<RouterState>>;
 
 /// A bound router, ready to [`run`](BoundRouter::run).
 pub struct BoundRouter {
@@ -86,6 +89,7 @@ pub async fn bind(config: ClusterConfig) -> Result<BoundRouter> {
     }
     Ok(BoundRouter {
         state: Arc::new(RouterState {
+            etcd: crate::etcd::Etcd::new(&config.etcd, Duration::from_secs(5)),
             config,
             js,
             stats: RouterStats::default(),
@@ -118,6 +122,7 @@ impl BoundRouter {
             .route("/ping", get(ping).head(ping))
             .route("/-/healthy", get(|| async { "ok\n" }))
             .route("/metrics", get(metrics))
+            .merge(crate::cluster_api::routes())
             .with_state(self.state);
         axum::serve(self.listener, app)
             .with_graceful_shutdown(shutdown)
@@ -185,7 +190,7 @@ fn max_ts(config: &ClusterConfig) -> i64 {
     )
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

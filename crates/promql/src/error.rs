@@ -34,15 +34,20 @@ pub enum Error {
     /// Reading the storage failed.
     #[error("storage: {0}")]
     Storage(String),
+    /// Part of the storage cannot be reached now (a cluster's shard without a live
+    /// owner); a retry may succeed.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl Error {
-    /// The Prometheus HTTP API `errorType` of this error: `bad_data`, `execution` or
-    /// `timeout`.
+    /// The Prometheus HTTP API `errorType` of this error: `bad_data`, `execution`,
+    /// `timeout` or `unavailable`.
     pub fn error_type(&self) -> &'static str {
         match self {
             Error::BadData(_) | Error::Unsupported(_) => "bad_data",
             Error::Timeout { .. } => "timeout",
+            Error::Unavailable(_) => "unavailable",
             Error::Execution(_)
             | Error::TooManySeries { .. }
             | Error::TooManyPoints { .. }
@@ -51,11 +56,12 @@ impl Error {
     }
 
     /// The HTTP status Prometheus answers with for this error: 400 for `bad_data`,
-    /// 422 for `execution`, 503 for `timeout`, 500 for a storage failure.
+    /// 422 for `execution`, 503 for `timeout` and `unavailable`, 500 for a storage
+    /// failure.
     pub fn http_status(&self) -> u16 {
         match self {
             Error::BadData(_) | Error::Unsupported(_) => 400,
-            Error::Timeout { .. } => 503,
+            Error::Timeout { .. } | Error::Unavailable(_) => 503,
             Error::Storage(_) => 500,
             _ => 422,
         }

@@ -1,13 +1,14 @@
 //! The Prometheus HTTP query API over the time-series indices, for Grafana and promtool:
 //! `/api/v1/query`, `/api/v1/query_range`, `/api/v1/series`, `/api/v1/labels`,
-//! `/api/v1/label/{name}/values`, `/api/v1/metadata`, `/api/v1/status/buildinfo` and
-//! `/api/v1/query_exemplars`, each also under `/prometheus` (as VictoriaMetrics serves
+//! `/api/v1/label/{name}/values`, `/api/v1/metadata`, `/api/v1/status/buildinfo`,
+//! `/api/v1/query_exemplars` and remote read (`/api/v1/read`), each also under `/prometheus` (as VictoriaMetrics serves
 //! Grafana). Parameters come from the query string and, for `POST`, a form-encoded
 //! body. Evaluation is `tidemark-promql`'s; every time-series index of the registry is
 //! read, its dimensions as labels and each metric field as a `__name__`.
 
 pub(crate) mod delete;
 pub(crate) mod metadata;
+pub mod remote_read;
 pub mod snapshot;
 pub(crate) mod tsdb_status;
 
@@ -59,6 +60,10 @@ pub fn routes() -> crate::routes::Routes {
                 get(label_values),
             )
             .route(&format!("{prefix}/api/v1/metadata"), get(metadata))
+            .route(
+                &format!("{prefix}/api/v1/read"),
+                post(crate::prom::remote_read::handler),
+            )
             .route(
                 &format!("{prefix}/api/v1/admin/tsdb/delete_series"),
                 post(crate::prom::delete::delete_series).put(crate::prom::delete::delete_series),
@@ -245,21 +250,33 @@ pub(crate) async fn all_params(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Vec<(String, String)>, PromError> {
-    let mut out: Vec<(String, String)> = raw
-        .as_deref()
-        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-        .unwrap_or_default();
     let form = headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
-    if form {
-        let bytes = read_body(st, headers, body)
-            .await
-            .map_err(|e| PromError::BadData(e.reason()))?;
-        out.extend(form_urlencoded::parse(&bytes).into_owned());
+    let bytes = if form {
+        Some(
+            read_body(st, headers, body)
+                .await
+                .map_err(|e| PromError::BadData(e.reason()))?,
+        )
+    } else {
+        None
+    };
+    Ok(request_params(raw.as_deref(), bytes.as_deref()))
+}
+
+/// The parameters of a Prometheus API request: the query string's pairs, then those of
+/// its form-encoded body (`form`, when the request has one), in that order; where a
+/// name repeats, the API reads the last (`match[]` reads them all).
+pub fn request_params(raw: Option<&str>, form: Option<&[u8]>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = raw
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    if let Some(f) = form {
+        out.extend(form_urlencoded::parse(f).into_owned());
     }
-    Ok(out)
+    out
 }
 
 pub(crate) fn param<'p>(params: &'p [(String, String)], name: &str) -> Option<&'p str> {
@@ -300,6 +317,12 @@ fn options(params: &[(String, String)]) -> Result<QueryOptions, PromError> {
     Ok(opts)
 }
 
+/// The API's answer to `result`: `{"status":"success","data":..}` with 200, or the
+/// error's `errorType` with its status (400, 422, 503, 500).
+pub fn api_answer(result: Result<Value, PromError>) -> Response {
+    answer(result)
+}
+
 fn answer(result: Result<Value, PromError>) -> Response {
     match result {
         Ok(data) => json(200, &papi::success_json(data)),
@@ -316,6 +339,71 @@ async fn run_blocking(
     }
 }
 
+/// The `data` of `/api/v1/query` with these parameters over `storage` (`time`
+/// defaults to `now_ms`): the one reading of the parameters `tidemark serve` and a
+/// cluster's router share.
+///
+/// # Errors
+/// `bad_data` for missing or invalid parameters; the evaluation's errors.
+pub fn instant_data(
+    storage: &dyn Storage,
+    params: &[(String, String)],
+    now_ms: i64,
+) -> Result<Value, PromError> {
+    let q = required(params, "query")?;
+    let t = time_param(params, "time", now_ms)?;
+    let opts = options(params)?;
+    let v = tidemark_promql::instant_query(storage, q, t, &opts)?;
+    Ok(papi::data_json(&v))
+}
+
+/// The `data` of `/api/v1/query_range` with these parameters over `storage`.
+///
+/// # Errors
+/// As [`instant_data`].
+pub fn range_data(storage: &dyn Storage, params: &[(String, String)]) -> Result<Value, PromError> {
+    let q = required(params, "query")?;
+    let start = papi::parse_time("start", required(params, "start")?)?;
+    let end = papi::parse_time("end", required(params, "end")?)?;
+    let step = papi::parse_duration("step", required(params, "step")?)?;
+    let opts = options(params)?;
+    let v = tidemark_promql::range_query(storage, q, start, end, step, &opts)?;
+    Ok(papi::data_json(&v))
+}
+
+/// The `data` of `/api/v1/series` with these parameters over `storage`.
+///
+/// # Errors
+/// `bad_data` without `match[]` or with invalid times; read errors; more than
+/// 100,000 series.
+pub fn series_data(storage: &dyn Storage, params: &[(String, String)]) -> Result<Value, PromError> {
+    let (sel, start, end) = selection(params, true)?;
+    let s = tidemark_promql::series(storage, &sel, start, end, MAX_METADATA_SERIES)?;
+    Ok(Value::Array(s.iter().map(papi::labels_json).collect()))
+}
+
+/// The `data` of `/api/v1/labels` (`name` None) or `/api/v1/label/{name}/values` with
+/// these parameters over `storage`, read from the series it selects.
+///
+/// # Errors
+/// As [`series_data`] (`match[]` is optional here); an invalid `limit`.
+pub fn labels_data(
+    storage: &dyn Storage,
+    name: Option<&str>,
+    params: &[(String, String)],
+) -> Result<Value, PromError> {
+    let (sel, start, end) = selection(params, false)?;
+    let limit = limit_param(params)?;
+    let mut out = match name {
+        None => tidemark_promql::label_names(storage, &sel, start, end, MAX_METADATA_SERIES)?,
+        Some(n) => {
+            tidemark_promql::label_values(storage, n, &sel, start, end, MAX_METADATA_SERIES)?
+        }
+    };
+    out.truncate(limit);
+    Ok(json!(out))
+}
+
 async fn query(
     State(st): St,
     Caller(who): Caller,
@@ -325,13 +413,10 @@ async fn query(
 ) -> Response {
     let result = async {
         let params = all_params(&st, raw, &headers, body).await?;
-        let q = required(&params, "query")?.to_owned();
-        let t = time_param(&params, "time", now_ms())?;
-        let opts = options(&params)?;
         let storage = query_storage(&st, &who, &params);
         run_blocking(move || {
-            let v = tidemark_promql::instant_query(&storage, &q, t, &opts)?;
-            Ok(with_stats(papi::data_json(&v), &params, &storage))
+            let data = instant_data(&storage, &params, now_ms())?;
+            Ok(with_stats(data, &params, &storage))
         })
         .await
     }
@@ -348,15 +433,10 @@ async fn query_range(
 ) -> Response {
     let result = async {
         let params = all_params(&st, raw, &headers, body).await?;
-        let q = required(&params, "query")?.to_owned();
-        let start = papi::parse_time("start", required(&params, "start")?)?;
-        let end = papi::parse_time("end", required(&params, "end")?)?;
-        let step = papi::parse_duration("step", required(&params, "step")?)?;
-        let opts = options(&params)?;
         let storage = query_storage(&st, &who, &params);
         run_blocking(move || {
-            let v = tidemark_promql::range_query(&storage, &q, start, end, step, &opts)?;
-            Ok(with_stats(papi::data_json(&v), &params, &storage))
+            let data = range_data(&storage, &params)?;
+            Ok(with_stats(data, &params, &storage))
         })
         .await
     }
@@ -434,11 +514,34 @@ async fn series(
 ) -> Response {
     let result = async {
         let params = all_params(&st, raw, &headers, body).await?;
-        let (sel, start, end) = selection(&params, true)?;
+        let storage = RegistryStorage::new(&st, &who);
+        run_blocking(move || series_data(&storage, &params)).await
+    }
+    .await;
+    answer(result)
+}
+
+/// `labels` and `label/{name}/values`: from the dimension indices where
+/// [`from_postings`] can answer, else from the series.
+async fn names_or_values(
+    st: Arc<AppState>,
+    who: Principal,
+    name: Option<String>,
+    params: Result<Vec<(String, String)>, PromError>,
+) -> Response {
+    let result = async {
+        let params = params?;
         let storage = RegistryStorage::new(&st, &who);
         run_blocking(move || {
-            let s = tidemark_promql::series(&storage, &sel, start, end, MAX_METADATA_SERIES)?;
-            Ok(Value::Array(s.iter().map(papi::labels_json).collect()))
+            let (sel, start, end) = selection(&params, false)?;
+            match from_postings(&storage, &sel, name.as_deref(), start, end) {
+                Some(out) => {
+                    let mut out = out?;
+                    out.truncate(limit_param(&params)?);
+                    Ok(json!(out))
+                }
+                None => labels_data(&storage, name.as_deref(), &params),
+            }
         })
         .await
     }
@@ -453,25 +556,8 @@ async fn labels(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let result = async {
-        let params = all_params(&st, raw, &headers, body).await?;
-        let (sel, start, end) = selection(&params, false)?;
-        let limit = limit_param(&params)?;
-        let storage = RegistryStorage::new(&st, &who);
-        run_blocking(move || {
-            let mut n = match from_postings(&storage, &sel, None, start, end) {
-                Some(n) => n?,
-                None => {
-                    tidemark_promql::label_names(&storage, &sel, start, end, MAX_METADATA_SERIES)?
-                }
-            };
-            n.truncate(limit);
-            Ok(json!(n))
-        })
-        .await
-    }
-    .await;
-    answer(result)
+    let params = all_params(&st, raw, &headers, body).await;
+    names_or_values(st, who, None, params).await
 }
 
 async fn label_values(
@@ -482,30 +568,8 @@ async fn label_values(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let result = async {
-        let params = all_params(&st, raw, &headers, body).await?;
-        let (sel, start, end) = selection(&params, false)?;
-        let limit = limit_param(&params)?;
-        let storage = RegistryStorage::new(&st, &who);
-        run_blocking(move || {
-            let mut v = match from_postings(&storage, &sel, Some(&name), start, end) {
-                Some(v) => v?,
-                None => tidemark_promql::label_values(
-                    &storage,
-                    &name,
-                    &sel,
-                    start,
-                    end,
-                    MAX_METADATA_SERIES,
-                )?,
-            };
-            v.truncate(limit);
-            Ok(json!(v))
-        })
-        .await
-    }
-    .await;
-    answer(result)
+    let params = all_params(&st, raw, &headers, body).await;
+    names_or_values(st, who, Some(name), params).await
 }
 
 /// Metric names and types from the mapped indices' mappings (`counter` or `gauge`;

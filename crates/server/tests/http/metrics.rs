@@ -142,6 +142,146 @@ fn remote_write_stores_every_sample_once_and_is_searchable() {
     assert_eq!(count(&s, "tenant-a", json!({"match_all": {}})), 6);
 }
 
+/// POSTs a remote-read body; the status and the raw answer.
+fn read(s: &TestServer, body: &[u8]) -> (u16, Vec<u8>) {
+    let agent = ureq::AgentBuilder::new().build();
+    let req = agent
+        .post(&s.url("/api/v1/read"))
+        .set("content-type", "application/x-protobuf")
+        .set("content-encoding", "snappy")
+        .set("x-prometheus-remote-read-version", "0.1.0");
+    let resp = match req.send_bytes(body) {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{e}"),
+    };
+    let status = resp.status();
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut resp.into_reader(), &mut out).unwrap();
+    (status, out)
+}
+
+#[test]
+fn remote_read_answers_the_stored_samples_per_query_and_refuses_bad_requests() {
+    use tidemark_promql::selector_matchers;
+    use tidemark_server::prom::remote_read::{
+        LabelMatcher, Query, ReadRequest, decode_response, encode_request,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path(), &[]);
+    let stale = f64::from_bits(0x7ff0_0000_0000_0002);
+    let req = WriteRequest {
+        timeseries: vec![
+            series(
+                "up",
+                "a",
+                &[(T0, 1.0), (T0 + 1000, 0.5), (T0 + 2000, stale)],
+            ),
+            series("up", "b", &[(T0, 0.0)]),
+            series("http_requests_total", "a", &[(T0, 10.0), (T0 + 1000, 12.5)]),
+        ],
+        ..WriteRequest::default()
+    };
+    assert_eq!(
+        write(&s, "/api/v1/write", &remote_write::encode(&req)).0,
+        204
+    );
+    let up = selector_matchers("up").unwrap();
+    let job_a = selector_matchers(r#"{__name__=~"up|http_.*", job="a"}"#).unwrap();
+    let body = encode_request(&[
+        (&up, T0, T0 + 5000),
+        (&job_a, T0 + 1000, T0 + 1000),
+        (&selector_matchers("nothing_here").unwrap(), T0, T0 + 5000),
+    ]);
+    let (status, answer) = read(&s, &body);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    let results = decode_response(&answer, 1 << 20).unwrap();
+    assert_eq!(results.len(), 3);
+    // Query 1: both `up` series, every sample, the stale marker bit for bit.
+    let mut q1 = results[0].clone();
+    q1.sort_by(|a, b| a.labels.cmp(&b.labels));
+    assert_eq!(q1.len(), 2);
+    assert_eq!(
+        q1[0].labels,
+        vec![
+            ("__name__".to_owned(), "up".to_owned()),
+            ("job".to_owned(), "a".to_owned())
+        ]
+    );
+    assert_eq!(q1[0].samples[..2], [(T0, 1.0), (T0 + 1000, 0.5)]);
+    assert_eq!(q1[0].samples[2].1.to_bits(), stale.to_bits());
+    assert_eq!(q1[1].samples, vec![(T0, 0.0)]);
+    // Query 2: a regex and an equality, one millisecond (inclusive).
+    let mut q2: Vec<_> = results[1]
+        .iter()
+        .map(|s| (s.labels[0].1.clone(), s.samples.clone()))
+        .collect();
+    q2.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        q2,
+        vec![
+            ("http_requests_total".to_owned(), vec![(T0 + 1000, 12.5)]),
+            ("up".to_owned(), vec![(T0 + 1000, 0.5)]),
+        ]
+    );
+    assert!(results[2].is_empty());
+
+    // Refused with 400: not snappy, not a ReadRequest, only the chunked response type,
+    // a bad regex, an unknown matcher type.
+    let raw = |r: &ReadRequest| {
+        snap::raw::Encoder::new()
+            .compress_vec(&prost::Message::encode_to_vec(r))
+            .unwrap()
+    };
+    let q = |t: i32, v: &str| Query {
+        start_timestamp_ms: T0,
+        end_timestamp_ms: T0 + 1,
+        matchers: vec![LabelMatcher {
+            r#type: t,
+            name: "__name__".into(),
+            value: v.into(),
+        }],
+        hints: None,
+    };
+    let chunked_only = ReadRequest {
+        queries: vec![q(0, "up")],
+        accepted_response_types: vec![1],
+    };
+    for (what, body) in [
+        ("not snappy", b"plain bytes".to_vec()),
+        (
+            "not a ReadRequest",
+            snap::raw::Encoder::new().compress_vec(&[0xff; 9]).unwrap(),
+        ),
+        ("chunked only", raw(&chunked_only)),
+        (
+            "bad regex",
+            raw(&ReadRequest {
+                queries: vec![q(2, "(")],
+                accepted_response_types: vec![],
+            }),
+        ),
+        (
+            "matcher type 9",
+            raw(&ReadRequest {
+                queries: vec![q(9, "up")],
+                accepted_response_types: vec![],
+            }),
+        ),
+    ] {
+        let (status, answer) = read(&s, &body);
+        assert_eq!(status, 400, "{what}: {}", String::from_utf8_lossy(&answer));
+    }
+    // Both response types accepted: samples.
+    let both = ReadRequest {
+        queries: vec![q(0, "up")],
+        accepted_response_types: vec![1, 0],
+    };
+    let (status, answer) = read(&s, &raw(&both));
+    assert_eq!(status, 200);
+    assert_eq!(decode_response(&answer, 1 << 20).unwrap()[0].len(), 2);
+}
+
 #[test]
 fn remote_write_refuses_bad_input_storing_nothing() {
     let dir = tempfile::tempdir().unwrap();
