@@ -215,12 +215,19 @@ async fn stream_states(st: &RouterState) -> Vec<StreamState> {
     .await
 }
 
-async fn read_topology(st: &Arc<RouterState>) -> Result<Topology, String> {
+/// The topology, or the `503` to answer when etcd does not give it.
+async fn read_topology(st: &Arc<RouterState>) -> Result<Topology, Response> {
     let st2 = Arc::clone(st);
-    tokio::task::spawn_blocking(move || Topology::read(&st2.etcd, &st2.config.prefix))
+    let read = tokio::task::spawn_blocking(move || Topology::read(&st2.etcd, &st2.config.prefix))
         .await
-        .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+    read.map_err(|e| {
+        es_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("etcd does not answer: {e}"),
+        )
+    })
 }
 
 fn es_error(status: StatusCode, reason: &str) -> Response {
@@ -241,12 +248,7 @@ fn es_error(status: StatusCode, reason: &str) -> Response {
 async fn health(State(st): St) -> Response {
     let topology = match read_topology(&st).await {
         Ok(t) => t,
-        Err(e) => {
-            return es_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("etcd does not answer: {e}"),
-            );
-        }
+        Err(answer) => return answer,
     };
     let streams = stream_states(&st).await;
     let unserved = topology.unserved();
@@ -304,12 +306,7 @@ async fn cat_shards(State(st): St, RawQuery(raw): RawQuery) -> Response {
     let params = prom::request_params(raw.as_deref(), None);
     let topology = match read_topology(&st).await {
         Ok(t) => t,
-        Err(e) => {
-            return es_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("etcd does not answer: {e}"),
-            );
-        }
+        Err(answer) => return answer,
     };
     let backlog = join_all((0..VIRTUAL_SHARDS).map(|s| {
         let st = &st;
