@@ -13,6 +13,7 @@ pub mod es;
 mod gunzip;
 pub mod http;
 mod lake;
+pub mod memory;
 pub mod metrics;
 pub mod prom;
 mod registry;

@@ -19,6 +19,9 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    if let Err(e) = tidemark_server::memory::disable_transparent_huge_pages() {
+        eprintln!("tidemark-server: transparent huge pages stay on: {e}");
+    }
     match run(&Cli::parse().serve) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
