@@ -37,6 +37,7 @@ use check::find_row;
 pub(crate) use merging::ored_bloom;
 pub use merging::{MergeJob, MergedSegment};
 pub(crate) use recovery::keyer_of;
+pub use refresh::{RefreshJob, RefreshedSegment};
 pub use samples::{SampleCell, Samples, Tally};
 
 /// The longest name or keyword a segment can store (its strings are u16-length-prefixed):
@@ -504,7 +505,12 @@ fn live_points(segment: &Segment, dead: &Tombstones, out: &mut Vec<Point>) -> Re
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Location {
     Buffer(Key),
-    Segment { slot: usize, row: RowId },
+    /// In the frozen buffer of a refresh in flight.
+    Frozen(Key),
+    Segment {
+        slot: usize,
+        row: RowId,
+    },
 }
 
 /// File name of segment `id`.
@@ -539,8 +545,20 @@ pub struct Engine {
     config: EngineConfig,
     /// Oldest first.
     slots: Vec<Slot>,
-    /// Points not yet in a segment, as columns, and the live version map.
+    /// Points not yet in a segment nor frozen, as columns, and the live version map.
     buffer: Buffer,
+    /// The buffer of a refresh in flight (see `refresh.rs`): older than `buffer`, newer
+    /// than the segments.
+    frozen: Option<refresh::Frozen>,
+    /// A frozen buffer's memory once installed, for the next freeze.
+    spare: Option<Buffer>,
+    /// Whether refreshes are left to the caller ([`Engine::plan_refresh`]).
+    background_refresh: bool,
+    /// The last refresh job handed out.
+    refresh_epoch: u64,
+    /// The oldest log generation whose records are not all in segments: what the
+    /// manifest names (replay starts there), while `wal` may be newer.
+    wal_base: u64,
     /// Every series seen since the engine opened: each one's dimensions once.
     series: SeriesTable,
     /// Every metric and extra column of the buffer and of the segments (a column has one
@@ -636,9 +654,9 @@ impl Engine {
         self.slots.len()
     }
 
-    /// Points in the buffer (not yet in a segment).
+    /// Points in the buffer (not yet in a segment), a refresh in flight's included.
     pub fn buffered(&self) -> usize {
-        self.buffer.len()
+        self.buffer.len() + self.frozen.as_ref().map_or(0, refresh::Frozen::len)
     }
 
     /// Gives the memory of an empty buffer back (a refresh keeps it for the next points):
@@ -648,6 +666,7 @@ impl Engine {
         if self.buffer.is_empty() {
             self.buffer = Buffer::default();
         }
+        self.spare = None;
     }
 
     /// Live points: buffered plus segment rows not tombstoned.
@@ -657,7 +676,7 @@ impl Engine {
             .iter()
             .map(|s| s.segment.row_count().saturating_sub(s.tombstones.len()))
             .sum();
-        stored + self.buffer.len() as u64
+        stored + self.buffered() as u64
     }
 
     /// The point `id`, if stored.
@@ -677,6 +696,10 @@ impl Engine {
                 .buffer
                 .lookup(&key)
                 .and_then(|i| self.buffer.point(i, &self.series, &self.columns))),
+            Some(Location::Frozen(key)) => Ok(self.frozen.as_ref().and_then(|f| {
+                f.lookup(&key)
+                    .and_then(|i| f.buffer.point(i, &self.series, &self.columns))
+            })),
             Some(Location::Segment { slot, row }) => match self.slots.get(slot) {
                 Some(s) => Ok(Some(s.segment.row(row).map_err(|e| s.err(e))?.normalized())),
                 None => Ok(None),
@@ -695,6 +718,12 @@ impl Engine {
             .live()
             .filter_map(|i| self.buffer.point(i, &self.series, &self.columns))
             .collect();
+        if let Some(f) = &self.frozen {
+            out.extend(
+                f.live()
+                    .filter_map(|i| f.buffer.point(i, &self.series, &self.columns)),
+            );
+        }
         for slot in &self.slots {
             slot.live_points(&mut out)?;
         }

@@ -149,6 +149,9 @@ pub enum Error {
     /// A merge run off the store panicked (a bug); its inputs stay live.
     #[error("a merge panicked (a bug); its segments stay as they were")]
     MergePanicked,
+    /// A refresh run off the store panicked (a bug); its points stay buffered and logged.
+    #[error("a refresh panicked (a bug); its points stay buffered and logged")]
+    RefreshPanicked,
     /// An earlier write-ahead log failure left memory ahead of the disk; writes are refused
     /// until the engine is reopened (which replays what reached the log).
     #[error("engine poisoned by an earlier write-ahead log failure; reopen it")]

@@ -20,16 +20,16 @@ pub use buffer::{ColumnKind, ColumnRef, SeriesRef};
 pub use config::{Durability, EngineConfig, Strategy};
 pub use engine::{
     AppendBatch, Engine, MAX_COLUMNS, MAX_STRING_LEN, MergeJob, MergedSegment, Op, Outcome,
-    Rejection, SampleCell, Samples, Tally, Warning,
+    RefreshJob, RefreshedSegment, Rejection, SampleCell, Samples, Tally, Warning,
 };
 pub use error::{Error, Result};
 pub use events::{EventIds, Mode};
 pub use manifest::{MANIFEST_MAGIC, MANIFEST_NAME, MANIFEST_VERSION};
 pub use partition::{
     CounterStats, DOC_COUNT_COLUMN, FAILPOINT_ENV, MaintainReport, PARTITIONS_MAGIC,
-    PARTITIONS_NAME, PARTITIONS_VERSION, PartMergeJob, PartMerged, PartitionConfig, PartitionInfo,
-    PartitionSearch, PartitionStats, PartitionedEngine, Piece, Postings, RollupRow, RollupStats,
-    SealedPartition, counter_step, dim_value_text,
+    PARTITIONS_NAME, PARTITIONS_VERSION, PartMergeJob, PartMerged, PartRefreshJob, PartRefreshed,
+    PartitionConfig, PartitionInfo, PartitionSearch, PartitionStats, PartitionedEngine, Piece,
+    Postings, RollupRow, RollupStats, SealedPartition, counter_step, dim_value_text,
 };
 pub use read::SeriesReader;
 pub use stats::{DedupStats, MergeStats};

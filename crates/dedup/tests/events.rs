@@ -32,6 +32,10 @@ enum Step {
     MergeAll,
     PlanMerge,
     FinishMerge,
+    /// Freeze the buffer for a background refresh (one in flight at most).
+    PlanRefresh,
+    /// Write and install it.
+    InstallRefresh,
     Reopen,
 }
 
@@ -81,6 +85,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::MergeAll),
         2 => Just(Step::PlanMerge),
         2 => Just(Step::FinishMerge),
+        2 => Just(Step::PlanRefresh),
+        2 => Just(Step::InstallRefresh),
         1 => Just(Step::Reopen),
     ]
 }
@@ -148,6 +154,7 @@ fn run(strategy: DedupStrategy, rows: usize, steps: &[Step]) {
     let mut engine = Engine::create(dir.path(), config.clone()).unwrap();
     let mut model = Model::new();
     let mut job = None;
+    let mut refresh: Option<tidemark_dedup::RefreshJob> = None;
     for step in steps {
         match step {
             Step::One(item) => {
@@ -180,8 +187,21 @@ fn run(strategy: DedupStrategy, rows: usize, steps: &[Step]) {
                     check_contents(&engine, &model);
                 }
             }
+            Step::PlanRefresh => {
+                if refresh.is_none() {
+                    refresh = engine.plan_refresh(true).unwrap();
+                    check_contents(&engine, &model);
+                }
+            }
+            Step::InstallRefresh => {
+                if let Some(r) = refresh.take() {
+                    engine.install_refresh(r.run()).unwrap();
+                    check_contents(&engine, &model);
+                }
+            }
             Step::Reopen => {
                 job = None;
+                refresh = None;
                 drop(engine);
                 engine = Engine::open(dir.path(), config.clone()).unwrap();
                 check_contents(&engine, &model);

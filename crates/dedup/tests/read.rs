@@ -76,6 +76,83 @@ fn check(store: &PartitionedEngine, model: &Model, rng: &mut Lcg) {
     }
 }
 
+/// `n` random writes (mostly in order per series, some late, some retried, some
+/// replacing, some deleting), applied to `next` as the store will apply them.
+fn random_ops(store: &PartitionedEngine, rng: &mut Lcg, next: &mut Model, n: usize) -> Vec<Op> {
+    let mut ops = Vec::new();
+    for _ in 0..n {
+        let s = rng.next(6) as u8;
+        let ts = (rng.next(2 * DAY as u64 / 10_000) * 10_000) as i64;
+        let cpu = rng.next(1000) as f64 / 8.0;
+        let bytes = (rng.next(4) > 0).then(|| rng.next(1 << 40) as i64);
+        let known = next.get(&s).is_some_and(|m| m.contains_key(&ts));
+        match rng.next(10) {
+            0 if known => {
+                let id = store.id_of(&point(s, ts, 0.0, None)).unwrap();
+                ops.push(Op::Delete(id));
+                next.entry(s).or_default().remove(&ts);
+            }
+            1 | 2 => {
+                ops.push(Op::Index(point(s, ts, cpu, bytes)));
+                next.entry(s).or_default().insert(ts, (cpu, bytes));
+            }
+            _ => {
+                ops.push(Op::Create(point(s, ts, cpu, bytes)));
+                next.entry(s).or_default().entry(ts).or_insert((cpu, bytes));
+            }
+        }
+    }
+    ops
+}
+
+#[test]
+fn reads_see_a_frozen_buffer_and_its_deletes_while_its_refresh_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = PartitionedEngine::create(
+        dir.path(),
+        EngineConfig::new().with_refresh_rows(300),
+        PartitionConfig::new().with_width_ms(DAY),
+    )
+    .unwrap();
+    store.set_background_refresh(true);
+    let mut rng = Lcg(11);
+    let mut model: Model = BTreeMap::new();
+    let mut frozen_deletes = 0;
+    for _ in 0..6 {
+        let mut next = model.clone();
+        for op in random_ops(&store, &mut rng, &mut next, 400) {
+            store.batch(vec![op]).unwrap();
+        }
+        model = next;
+        // Freeze; the writes after it replace and delete frozen points.
+        let mut jobs = Vec::new();
+        while let Some(job) = store.plan_refresh().unwrap() {
+            jobs.push(job);
+        }
+        assert!(
+            !jobs.is_empty(),
+            "400 points over the budget of 300 freeze a buffer"
+        );
+        let before = store.deleted_rows();
+        let mut next = model.clone();
+        for op in random_ops(&store, &mut rng, &mut next, 300) {
+            store.batch(vec![op]).unwrap();
+        }
+        model = next;
+        check(&store, &model, &mut rng);
+        for job in jobs {
+            store.install_refresh(job.run()).unwrap();
+        }
+        frozen_deletes += store.deleted_rows().saturating_sub(before);
+        check(&store, &model, &mut rng);
+    }
+    assert!(frozen_deletes > 0, "writes killed frozen points");
+    drop(store);
+    let store =
+        PartitionedEngine::open(dir.path(), EngineConfig::new().with_refresh_rows(300)).unwrap();
+    check(&store, &model, &mut rng);
+}
+
 #[test]
 fn reads_equal_the_live_points_through_every_kind_of_write() {
     let dir = tempfile::tempdir().unwrap();
@@ -88,31 +165,8 @@ fn reads_equal_the_live_points_through_every_kind_of_write() {
     let mut rng = Lcg(7);
     let mut model: Model = BTreeMap::new();
     for round in 0..6 {
-        let mut ops = Vec::new();
         let mut next: Model = model.clone();
-        for _ in 0..700 {
-            let s = rng.next(6) as u8;
-            // Mostly in order per series, some late, some retried.
-            let ts = (rng.next(2 * DAY as u64 / 10_000) * 10_000) as i64;
-            let cpu = rng.next(1000) as f64 / 8.0;
-            let bytes = (rng.next(4) > 0).then(|| rng.next(1 << 40) as i64);
-            let known = next.get(&s).is_some_and(|m| m.contains_key(&ts));
-            match rng.next(10) {
-                0 if known => {
-                    let id = store.id_of(&point(s, ts, 0.0, None)).unwrap();
-                    ops.push(Op::Delete(id));
-                    next.entry(s).or_default().remove(&ts);
-                }
-                1 | 2 => {
-                    ops.push(Op::Index(point(s, ts, cpu, bytes)));
-                    next.entry(s).or_default().insert(ts, (cpu, bytes));
-                }
-                _ => {
-                    ops.push(Op::Create(point(s, ts, cpu, bytes)));
-                    next.entry(s).or_default().entry(ts).or_insert((cpu, bytes));
-                }
-            }
-        }
+        let ops = random_ops(&store, &mut rng, &mut next, 700);
         // One batch per op keeps the model's order exactly the store's.
         for op in ops {
             store.batch(vec![op]).unwrap();

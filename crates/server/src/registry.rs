@@ -37,6 +37,11 @@ const MAX_WAITING_MERGES: usize = 4;
 /// The merge thread looks for due merges at least this often without being woken.
 const MERGE_POLL: Duration = Duration::from_secs(1);
 
+/// The longest a writer waits for the refresh thread, per group, while the buffers hold
+/// more than it keeps up with (`Index::refresh_backlog`); past it the writer goes on and
+/// the engine refreshes inline once they hold twice that again.
+const MAX_BACKLOG_WAIT: Duration = Duration::from_secs(2);
+
 /// The first wait before reopening an index whose write failed; doubled after each
 /// failed attempt up to [`REOPEN_MAX`].
 const REOPEN_FIRST: Duration = Duration::from_millis(250);
@@ -140,6 +145,7 @@ impl IndexHandle {
     ) -> IndexHandle {
         let mut index = index;
         index.set_background_merges(true);
+        index.set_background_refresh(true);
         let parser = index.parser();
         let dir = index.dir().to_path_buf();
         let index = Arc::new(RwLock::new(Some(index)));
@@ -361,7 +367,8 @@ impl Writer {
     /// blocked, and lifts the block by itself: a disk back under the flood stage, or a
     /// reopen after a failed write (with backoff).
     fn run(&self, rx: &Receiver<WriteJob>) {
-        let merger = Merger::start(&self.name, &self.index);
+        let merger = Worker::start("merge", &self.name, &self.index, merge_loop);
+        let refresher = Worker::start("refresh", &self.name, &self.index, refresh_loop);
         let mut last_save = Instant::now();
         let mut last_maintain = Instant::now();
         let mut unsaved = false;
@@ -446,6 +453,10 @@ impl Writer {
                 Err(_) => Err("index lock poisoned".to_owned()),
             };
             merger.wake();
+            refresher.wake();
+            if outcome.is_ok() {
+                wait_for_refresh(&self.index, &refresher);
+            }
             match outcome {
                 Ok((results, tallies)) => {
                     let mut results = results.into_iter();
@@ -485,6 +496,7 @@ impl Writer {
             }
         }
         merger.stop();
+        refresher.stop();
         if unsaved && block.is_none() {
             save_counters(&self.index);
         }
@@ -566,6 +578,7 @@ impl Writer {
         let mut index = Index::open(&self.dir).map_err(|e| e.to_string())?;
         index.limit_new_series_per_hour(self.new_series_per_hour);
         index.set_background_merges(true);
+        index.set_background_refresh(true);
         let refreshed = index.refresh().map_err(|e| e.to_string());
         *guard = Some(index);
         refreshed
@@ -607,35 +620,54 @@ fn merge_backlog(name: &str, index: &mut Index) {
     }
 }
 
-/// An index's merge thread: merges run here, off the write path, with the index lock
-/// held only to plan a merge and to install it (a manifest switch), never while the
-/// merged segment is written, so writes and searches go on meanwhile.
-struct Merger {
+/// The body of an index's background thread: its name, the index, the wake-ups, and
+/// where it tells the writer it installed something.
+type WorkerLoop = fn(&str, &RwLock<Option<Index>>, &Receiver<()>, &mpsc::SyncSender<()>);
+
+/// One of an index's background threads, the merge thread and the refresh thread:
+/// their work runs off the write path, with the index lock held only to plan a job and
+/// to install it (a manifest switch), never while its segment is written, so writes and
+/// searches go on meanwhile.
+struct Worker {
     wake: Option<mpsc::SyncSender<()>>,
+    /// A message after each install (at most one pending).
+    installed: Receiver<()>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl Merger {
-    fn start(name: &str, index: &Arc<RwLock<Option<Index>>>) -> Merger {
+impl Worker {
+    fn start(
+        what: &str,
+        name: &str,
+        index: &Arc<RwLock<Option<Index>>>,
+        body: WorkerLoop,
+    ) -> Worker {
         let (wake, woken) = mpsc::sync_channel(1);
+        let (done, installed) = mpsc::sync_channel(1);
         let index = Arc::clone(index);
         let label = name.to_owned();
         let thread = std::thread::Builder::new()
-            .name(format!("merge-{name}"))
-            .spawn(move || merge_loop(&label, &index, &woken))
+            .name(format!("{what}-{name}"))
+            .spawn(move || body(&label, &index, &woken, &done))
             .ok();
-        Merger {
+        Worker {
             wake: Some(wake),
+            installed,
             thread,
         }
     }
 
-    /// Tells the thread a group was applied (a refresh may have made merges due); a
-    /// wake already pending is enough.
+    /// Tells the thread a group was applied (a refresh or merge may be due); a wake
+    /// already pending is enough.
     fn wake(&self) {
         if let Some(w) = &self.wake {
             let _ = w.try_send(());
         }
+    }
+
+    /// Waits up to `timeout` for the thread's next install; false if none came.
+    fn wait_installed(&self, timeout: Duration) -> bool {
+        self.installed.recv_timeout(timeout).is_ok()
     }
 
     /// Ends the thread after the merge it runs (installed, or discarded if the index
@@ -648,7 +680,86 @@ impl Merger {
     }
 }
 
-fn merge_loop(name: &str, index: &RwLock<Option<Index>>, woken: &Receiver<()>) {
+/// While the index's buffers hold more than the refresh thread keeps up with, the
+/// writer waits for its installs (up to [`MAX_BACKLOG_WAIT`] per group) before it takes
+/// the next group: requests queue, as Elasticsearch throttles indexing when refreshes
+/// fall behind, instead of the buffers growing.
+fn wait_for_refresh(index: &RwLock<Option<Index>>, refresher: &Worker) {
+    let backlog = || {
+        index
+            .read()
+            .ok()
+            .is_some_and(|g| g.as_ref().is_some_and(Index::refresh_backlog))
+    };
+    let until = Instant::now() + MAX_BACKLOG_WAIT;
+    while backlog() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            tracing::debug!("refresh backlog: the writer goes on");
+            return;
+        }
+        refresher.wake();
+        refresher.wait_installed(left.min(Duration::from_millis(50)));
+    }
+}
+
+/// An index's refresh thread: buffers that reached the budget are frozen (under the
+/// lock, cheap), written as segments here, and installed (under the lock, cheap).
+fn refresh_loop(
+    name: &str,
+    index: &RwLock<Option<Index>>,
+    woken: &Receiver<()>,
+    done: &mpsc::SyncSender<()>,
+) {
+    loop {
+        match woken.recv_timeout(MERGE_POLL) {
+            Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+        loop {
+            let job = match index.write() {
+                Ok(mut guard) => match guard.as_mut().map(Index::plan_refresh) {
+                    Some(Ok(job)) => job,
+                    Some(Err(e)) => {
+                        tracing::warn!(index = %name, error = %e, "planning a refresh failed");
+                        None
+                    }
+                    None => None,
+                },
+                Err(_) => return,
+            };
+            let Some(job) = job else { break };
+            let written = job.run();
+            let installed = match index.write() {
+                Ok(mut guard) => match guard.as_mut() {
+                    Some(index) => index.install_refresh(written),
+                    None => {
+                        written.discard();
+                        Ok(())
+                    }
+                },
+                Err(_) => return,
+            };
+            let _ = done.try_send(());
+            if let Err(e) = installed {
+                tracing::warn!(index = %name, error = %e, "background refresh failed; its points stay buffered and logged");
+                // Not again at once: the writer wakes this thread after every group.
+                std::thread::sleep(REOPEN_FIRST);
+                break;
+            }
+            if matches!(woken.try_recv(), Err(mpsc::TryRecvError::Disconnected)) {
+                return;
+            }
+        }
+    }
+}
+
+fn merge_loop(
+    name: &str,
+    index: &RwLock<Option<Index>>,
+    woken: &Receiver<()>,
+    done: &mpsc::SyncSender<()>,
+) {
     loop {
         match woken.recv_timeout(MERGE_POLL) {
             Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -671,6 +782,7 @@ fn merge_loop(name: &str, index: &RwLock<Option<Index>>, woken: &Receiver<()>) {
                 },
                 Err(_) => return,
             };
+            let _ = done.try_send(());
             if let Err(e) = installed {
                 tracing::warn!(index = %name, error = %e, "background merge failed; its segments stay");
                 break;

@@ -864,6 +864,40 @@ impl Index {
         Ok(self.engine.install_merge(merged)?)
     }
 
+    /// Whether refreshes run off the write path (see
+    /// [`PartitionedEngine::set_background_refresh`]): on, the caller's refresh thread
+    /// runs them with [`plan_refresh`](Self::plan_refresh), [`PartRefreshJob::run`]
+    /// (without the index) and [`install_refresh`](Self::install_refresh), and a writer
+    /// waits while [`refresh_backlog`](Self::refresh_backlog). The server turns it on.
+    ///
+    /// [`PartRefreshJob::run`]: tidemark_dedup::PartRefreshJob::run
+    pub fn set_background_refresh(&mut self, on: bool) {
+        self.engine.set_background_refresh(on);
+    }
+
+    /// Freezes the buffer of the partition due a refresh and returns the job that writes
+    /// it (see [`PartitionedEngine::plan_refresh`]), or `None`.
+    ///
+    /// # Errors
+    /// Engine errors of the freeze.
+    pub fn plan_refresh(&mut self) -> Result<Option<tidemark_dedup::PartRefreshJob>> {
+        Ok(self.engine.plan_refresh()?)
+    }
+
+    /// Installs a refresh run off the index (see [`PartitionedEngine::install_refresh`]).
+    ///
+    /// # Errors
+    /// The job's own error (its points stay frozen); engine errors of the install.
+    pub fn install_refresh(&mut self, done: tidemark_dedup::PartRefreshed) -> Result<()> {
+        Ok(self.engine.install_refresh(done)?)
+    }
+
+    /// Whether the buffers hold more than the refresh thread keeps up with (see
+    /// [`PartitionedEngine::refresh_backlog`]).
+    pub fn refresh_backlog(&self) -> bool {
+        self.engine.refresh_backlog()
+    }
+
     /// Refreshes, then merges all segments into one.
     ///
     /// # Errors

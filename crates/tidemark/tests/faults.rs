@@ -62,6 +62,9 @@ enum Action {
     Write,
     /// A refresh (segment, manifest, log rotation, directory sync).
     Refresh,
+    /// A refresh off the write path: freeze, segment written without the index,
+    /// install (an index with a small buffer budget).
+    BackgroundRefresh,
     /// A merge of the refreshed segments.
     Merge,
     /// Saving the counters file.
@@ -150,6 +153,29 @@ fn sites() -> Vec<Site> {
         ),
         site("counters fsync", "/counters.json", Op::Sync, Io, Counters),
     ];
+    for (name, file, op, fault) in [
+        ("background: log rotation", "/wal-", Op::Create, NoSpace),
+        ("background: segment create", "/seg-", Op::Create, NoSpace),
+        ("background: segment write", "/seg-", Op::Write, ShortWrite),
+        ("background: segment fsync", "/seg-", Op::Sync, Io),
+        ("background: segment rename", "/seg-", Op::Rename, Io),
+        (
+            "background: manifest write",
+            "/MANIFEST",
+            Op::Write,
+            NoSpace,
+        ),
+        ("background: manifest fsync", "/MANIFEST", Op::Sync, Io),
+    ] {
+        v.push(Site {
+            name,
+            file,
+            op,
+            fault,
+            action: BackgroundRefresh,
+            partitioned: false,
+        });
+    }
     for (name, op, fault) in [
         ("partition catalog write", Op::Write, NoSpace),
         ("partition catalog fsync", Op::Sync, Io),
@@ -167,17 +193,18 @@ fn sites() -> Vec<Site> {
     v
 }
 
-fn create(dir: &Path, partitioned: bool) -> Index {
+fn create(dir: &Path, partitioned: bool, refresh_rows: usize) -> Index {
     if partitioned {
         Index::create_partitioned(
             dir,
             mapping(),
-            EngineConfig::new(),
+            EngineConfig::new().with_refresh_rows(refresh_rows),
             PartitionConfig::new().with_width_ms(DAY),
         )
         .unwrap()
     } else {
-        Index::create(dir, mapping()).unwrap()
+        let config = EngineConfig::new().with_refresh_rows(refresh_rows);
+        Index::create_with_config(dir, mapping(), config).unwrap()
     }
 }
 
@@ -193,7 +220,9 @@ fn every_write_site_fails_without_losing_an_acknowledged_document() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("ix");
         let key = dir.to_string_lossy().into_owned();
-        let mut ix = create(&dir, s.partitioned);
+        let background = matches!(s.action, Action::BackgroundRefresh);
+        let refresh_rows = if background { 150 } else { 100_000 };
+        let mut ix = create(&dir, s.partitioned, refresh_rows);
         // Two acknowledged batches, refreshed into two segments (a merge has input).
         let mut acked = vec![0i64, 1];
         for b in [0, 1] {
@@ -203,7 +232,8 @@ fn every_write_site_fails_without_losing_an_acknowledged_document() {
         let before = live(&ix);
         assert_eq!(before, 400);
 
-        if let Action::Refresh = s.action {
+        if let Action::Refresh | Action::BackgroundRefresh = s.action {
+            ix.set_background_refresh(background);
             assert_eq!(apply(&mut ix, batch(2, 0)), Some(200), "{}", s.name);
             acked.push(2);
         }
@@ -217,6 +247,14 @@ fn every_write_site_fails_without_losing_an_acknowledged_document() {
                 (ok.is_none(), 0)
             }
             Action::Refresh => (ix.refresh().is_err(), 0),
+            Action::BackgroundRefresh => {
+                let failed = match ix.plan_refresh() {
+                    Err(_) => true,
+                    Ok(None) => panic!("{}: 200 points over a budget of 150 freeze", s.name),
+                    Ok(Some(job)) => ix.install_refresh(job.run()).is_err(),
+                };
+                (failed, 0)
+            }
             Action::Merge => (ix.merge().is_err(), 0),
             Action::Counters => (ix.save_counters().is_err(), 0),
             Action::NewPartition => {
@@ -235,6 +273,24 @@ fn every_write_site_fails_without_losing_an_acknowledged_document() {
         let after = apply(&mut ix, batch(3, 0));
         if after.is_some() {
             acked.push(3);
+        }
+        if background && after.is_some() {
+            // The failed refresh is planned again, and this time it installs.
+            let job = ix
+                .plan_refresh()
+                .unwrap()
+                .expect("the frozen buffer is planned again");
+            ix.install_refresh(job.run()).unwrap();
+            let job = ix.plan_refresh().unwrap();
+            if let Some(job) = job {
+                ix.install_refresh(job.run()).unwrap();
+            }
+            assert_eq!(
+                live(&ix),
+                200 * acked.len() as u64,
+                "{}: after the retry",
+                s.name
+            );
         }
         let _ = ix.close();
 

@@ -7,8 +7,8 @@
 mod runs;
 mod write;
 
-pub(crate) use runs::Buffer;
-pub(crate) use write::write_segment;
+pub(crate) use runs::{Buffer, KilledRows, Row};
+pub(crate) use write::{RunSeries, write_segment};
 
 use std::collections::HashMap;
 
@@ -159,7 +159,7 @@ impl SeriesTable {
 
 /// Every metric and extra column seen: in the buffer, the segments, or ever since the
 /// engine opened (a name keeps its kind even once its rows are gone).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct ColumnTable {
     by_name: HashMap<String, ColumnId, FastHash>,
     pub metrics: Vec<(String, MetricKind)>,

@@ -21,6 +21,22 @@ pub(crate) struct Row {
     pub(super) off: u32,
 }
 
+/// Rows of a frozen buffer deleted since it froze: the buffer itself is shared with the
+/// refresh writing it, so it is never changed (see `Frozen` in the engine).
+pub(crate) type KilledRows = std::collections::HashSet<Row, FastHash>;
+
+impl Row {
+    /// Its run's index in [`Buffer::runs`].
+    pub(crate) fn run(self) -> usize {
+        self.run as usize
+    }
+
+    /// Its place in the run.
+    pub(crate) fn off(self) -> usize {
+        self.off as usize
+    }
+}
+
 /// `run_of` entry of a series with no run.
 const NO_RUN: u32 = u32::MAX;
 
@@ -579,6 +595,11 @@ impl Buffer {
         })
     }
 
+    /// The run of a row.
+    pub fn run_of_row(&self, row: Row) -> Option<&Run> {
+        self.run(row)
+    }
+
     pub fn series_of(&self, row: Row) -> u32 {
         self.run(row).map_or(0, |r| r.series)
     }
@@ -594,7 +615,9 @@ impl Buffer {
     /// go to `out[j]` (`None`: a column the buffer does not have). Returns whether they
     /// were appended in ascending timestamp order (a run that arrived out of order is
     /// not: the caller sorts). With `rows`, `out[columns.len()]` gets every row's
-    /// timestamp (value 0.0).
+    /// timestamp (value 0.0). Rows in `killed` (a frozen buffer's rows deleted since it
+    /// froze) are left out as dead ones are.
+    #[allow(clippy::too_many_arguments)]
     pub fn read_series(
         &self,
         series: u32,
@@ -602,13 +625,14 @@ impl Buffer {
         to: i64,
         columns: &[Option<u32>],
         rows: bool,
+        killed: Option<&KilledRows>,
         out: &mut [tidemark_segment::ColumnSamples],
     ) -> bool {
-        let Some(run) = self
+        let Some((r, run)) = self
             .run_of
             .get(series as usize)
             .filter(|&&r| r != NO_RUN)
-            .and_then(|&r| self.runs.get(r as usize))
+            .and_then(|&r| Some((r, self.runs.get(r as usize)?)))
         else {
             return true;
         };
@@ -628,6 +652,12 @@ impl Buffer {
             run.ts
                 .get(off)
                 .is_some_and(|&t| t >= from && t <= to && run.is_alive(off))
+                && killed.is_none_or(|k| {
+                    !k.contains(&Row {
+                        run: r,
+                        off: off as u32,
+                    })
+                })
         };
         if rows && let Some(o) = out.get_mut(columns.len()) {
             for off in (lo..hi).filter(|&o| in_range(o)) {

@@ -13,8 +13,55 @@ use tidemark_segment::{
     SegmentStreamWriter, SeriesPresence, WrittenSeries,
 };
 
+use tidemark_segment::SharedDims;
+use tidemark_tsid::Tsid;
+
 use super::runs::{Run, Values};
 use super::{Buffer, ColumnTable, SeriesTable};
+
+/// Where [`write_segment`] finds a run's series: the engine's table, or a copy of the
+/// runs' own entries taken when a refresh froze the buffer ([`RunSeries`]), so that the
+/// segment is written on another thread while the table keeps growing.
+pub(crate) trait SeriesOfRuns {
+    /// The tsid and dimensions of run `run` (index into [`Buffer::runs`]), of series
+    /// ref `series`.
+    fn series_of_run(&self, run: usize, series: u32) -> Option<(&Tsid, &SharedDims)>;
+}
+
+impl SeriesOfRuns for SeriesTable {
+    fn series_of_run(&self, _run: usize, series: u32) -> Option<(&Tsid, &SharedDims)> {
+        self.entry(series).map(|e| (&e.tsid, &e.dims))
+    }
+}
+
+/// Each run's tsid and dimensions, by run index: what writing a frozen buffer needs of
+/// the series table (a pointer copy per run, not the table).
+#[derive(Debug, Default)]
+pub(crate) struct RunSeries(Vec<Option<(Tsid, SharedDims)>>);
+
+impl RunSeries {
+    /// The entries of `buffer`'s runs in `table`.
+    pub(crate) fn of(buffer: &Buffer, table: &SeriesTable) -> RunSeries {
+        RunSeries(
+            buffer
+                .runs()
+                .iter()
+                .map(|r| table.entry(r.series).map(|e| (e.tsid, Arc::clone(&e.dims))))
+                .collect(),
+        )
+    }
+
+    /// The tsid of run `run`.
+    pub(crate) fn tsid(&self, run: usize) -> Option<&Tsid> {
+        self.0.get(run)?.as_ref().map(|(t, _)| t)
+    }
+}
+
+impl SeriesOfRuns for RunSeries {
+    fn series_of_run(&self, run: usize, _series: u32) -> Option<(&Tsid, &SharedDims)> {
+        self.0.get(run)?.as_ref().map(|(t, d)| (t, d))
+    }
+}
 
 /// Writes the live points of `buffer` to `out` as a segment with `options`, returning the
 /// writer's output, the segment's meta and its series table.
@@ -23,7 +70,7 @@ use super::{Buffer, ColumnTable, SeriesTable};
 /// Segment write errors (a point the writer refuses, I/O).
 pub(crate) fn write_segment<W: Write>(
     buffer: &Buffer,
-    series: &SeriesTable,
+    series: &impl SeriesOfRuns,
     columns: &ColumnTable,
     options: SegmentOptions,
     out: W,
@@ -35,7 +82,7 @@ pub(crate) fn write_segment<W: Write>(
         let Some(run) = buffer.runs().get(r as usize).filter(|r| r.live() > 0) else {
             continue;
         };
-        let Some(e) = series.entry(run.series) else {
+        let Some(e) = series.series_of_run(r as usize, run.series) else {
             // Every run's series is in the table; a miss is a bug, never a file missing
             // rows.
             debug_assert!(false, "run of series {} missing from the table", run.series);
@@ -51,7 +98,7 @@ pub(crate) fn write_segment<W: Write>(
     let mut scratch = Scratch::new(&plan);
     for (run, e) in order {
         let presence = scratch.presence_of(run, &plan);
-        writer.begin_series(e.tsid, Arc::clone(&e.dims), presence)?;
+        writer.begin_series(*e.0, Arc::clone(e.1), presence)?;
         if let (Values::Dense { cols, columns }, true, 0, false) =
             (&run.values, run.sorted, run.dead, events)
         {

@@ -13,9 +13,9 @@ impl Engine {
         stream: Option<&Tsid>,
     ) -> Result<Option<Location>> {
         if let Some(key) = self.buffer_key(id) {
-            if self.buffer.lookup(&key).is_some() {
+            if let Some(l) = self.locate_buffered(&key) {
                 stats.live_map_hits += 1;
-                return Ok(Some(Location::Buffer(key)));
+                return Ok(Some(l));
             }
         }
         locate_in_segments(
@@ -26,6 +26,16 @@ impl Engine {
             self.keyer.as_deref(),
             stream,
         )
+    }
+
+    /// Where the point of `key` is buffered, if it is: the live buffer, then the frozen
+    /// buffer of a refresh in flight.
+    pub(super) fn locate_buffered(&self, key: &Key) -> Option<Location> {
+        if self.buffer.lookup(key).is_some() {
+            return Some(Location::Buffer(*key));
+        }
+        let f = self.frozen.as_ref()?;
+        f.lookup(key).map(|_| Location::Frozen(*key))
     }
 
     /// The live map key of `id`, if its series is known.
@@ -171,9 +181,9 @@ impl Engine {
                 // series range of the whole engine; in-order points end here.)
                 self.stats.newest_negatives += 1;
                 None
-            } else if self.buffer.lookup(&key).is_some() {
+            } else if let Some(l) = self.locate_buffered(&key) {
                 self.stats.live_map_hits += 1;
-                Some(Location::Buffer(key))
+                Some(l)
             } else {
                 locate_in_segments(
                     &self.slots,

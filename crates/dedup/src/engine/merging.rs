@@ -198,7 +198,7 @@ impl Engine {
         }
         Manifest {
             next_segment: self.next_segment,
-            wal_generation: self.wal.generation(),
+            wal_generation: self.wal_base,
             segments,
         }
         .write(&self.dir)?;

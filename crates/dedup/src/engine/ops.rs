@@ -37,7 +37,14 @@ impl Engine {
     }
 
     pub(super) fn after_commit(&mut self) -> Result<()> {
-        if self.buffer.rows() >= self.config.refresh_rows {
+        // With background refreshes the caller refreshes; four buffers' worth is the
+        // bound on memory when it falls behind.
+        let due = if self.background_refresh {
+            self.config.refresh_rows.saturating_mul(4)
+        } else {
+            self.config.refresh_rows
+        };
+        if self.buffer.rows() >= due {
             self.refresh()?;
             if self.config.auto_merge && !self.background_merges {
                 self.maybe_merge()?;
@@ -343,6 +350,13 @@ impl Engine {
         match loc {
             Location::Buffer(key) => {
                 self.buffer.kill(&key);
+            }
+            Location::Frozen(key) => {
+                if let Some(f) = self.frozen.as_mut() {
+                    if let Some(row) = f.lookup(&key) {
+                        f.killed.insert(row);
+                    }
+                }
             }
             Location::Segment { slot, row } => {
                 let s = self.slots.get_mut(slot).ok_or(Error::BadRow { id, row })?;

@@ -38,13 +38,18 @@ impl Engine {
         keep_series: &mut impl FnMut(&Tsid, &[(String, Dim)]) -> bool,
         f: &mut impl FnMut(Point, Option<(&Segment, RowId)>),
     ) {
-        for i in self.buffer.live() {
-            let ts = self.buffer.ts_of(i);
-            let Some(e) = self.series.entry(self.buffer.series_of(i)) else {
+        let frozen = self.frozen.as_ref();
+        let rows = frozen
+            .into_iter()
+            .flat_map(|fr| fr.live().map(move |i| (&*fr.buffer, i)))
+            .chain(self.buffer.live().map(|i| (&self.buffer, i)));
+        for (buffer, i) in rows {
+            let ts = buffer.ts_of(i);
+            let Some(e) = self.series.entry(buffer.series_of(i)) else {
                 continue;
             };
             if ts >= from && ts <= to && keep_series(&e.tsid, &e.dims) {
-                if let Some(p) = self.buffer.point(i, &self.series, &self.columns) {
+                if let Some(p) = buffer.point(i, &self.series, &self.columns) {
                     f(p, None);
                 }
             }
@@ -128,6 +133,12 @@ impl Engine {
             .live()
             .filter_map(|i| self.series.entry(self.buffer.series_of(i)).map(|e| e.tsid))
             .collect();
+        if let Some(f) = &self.frozen {
+            seen.extend(
+                f.live()
+                    .filter_map(|i| self.series.entry(f.buffer.series_of(i)).map(|e| e.tsid)),
+            );
+        }
         for slot in &self.slots {
             seen.extend(slot.segment.series().iter().map(|s| s.tsid));
         }

@@ -101,22 +101,31 @@ impl<'e> EngineReader<'e> {
             ordered &= appended_after(out, &self.before);
         }
         if let Some(series) = self.engine.series.get(tsid) {
-            last_ts(out, &mut self.before);
-            let sorted = self.engine.buffer.read_series(
-                series,
-                self.from,
-                self.to,
-                &self.buffered,
-                self.rows,
-                out,
-            );
-            ordered &= sorted && appended_after(out, &self.before);
-            rows += out
-                .iter()
-                .zip(&self.before)
-                .map(|(o, (n, _))| (o.len() - n) as u64)
-                .max()
-                .unwrap_or(0);
+            // The frozen buffer of a refresh in flight, then the live one (newer).
+            let frozen = self.engine.frozen.as_ref();
+            let buffers = frozen
+                .map(|f| (&*f.buffer, f.killed()))
+                .into_iter()
+                .chain([(&self.engine.buffer, None)]);
+            for (buffer, killed) in buffers {
+                last_ts(out, &mut self.before);
+                let sorted = buffer.read_series(
+                    series,
+                    self.from,
+                    self.to,
+                    &self.buffered,
+                    self.rows,
+                    killed,
+                    out,
+                );
+                ordered &= sorted && appended_after(out, &self.before);
+                rows += out
+                    .iter()
+                    .zip(&self.before)
+                    .map(|(o, (n, _))| (o.len() - n) as u64)
+                    .max()
+                    .unwrap_or(0);
+            }
         }
         Ok((rows, ordered))
     }

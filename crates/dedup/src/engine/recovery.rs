@@ -74,11 +74,24 @@ impl Engine {
                 ),
             });
         }
-        let removed = remove_orphans(&dir, &manifest)?;
-        let mut records = Vec::new();
-        let (wal, torn) = Wal::open(&dir, manifest.wal_generation, |payload, offset, path| {
-            records.push((record::decode(payload, offset, path)?, offset));
-            Ok(())
+        let mut removed = remove_orphans(&dir, &manifest)?;
+        // The manifest's log generation, then any later ones: a refresh in flight at the
+        // crash had frozen the points of the earlier ones, and appends had moved on.
+        let mut logs = Vec::new();
+        let mut torn = Vec::new();
+        let mut last = None;
+        for generation in log_generations(&dir, manifest.wal_generation, &mut removed)? {
+            let mut records = Vec::new();
+            let (wal, t) = Wal::open(&dir, generation, |payload, offset, path| {
+                records.push((record::decode(payload, offset, path)?, offset));
+                Ok(())
+            })?;
+            torn.extend(t);
+            logs.push((records, wal.path().to_path_buf()));
+            last = Some(wal);
+        }
+        let wal = last.ok_or_else(|| Error::MissingWal {
+            path: wal_path(&dir, manifest.wal_generation),
         })?;
         let mut engine = Engine::assemble(
             dir,
@@ -107,9 +120,12 @@ impl Engine {
                 }
             }
         }
+        engine.wal_base = manifest.wal_generation;
         engine.warnings.extend(removed);
         engine.warnings.extend(torn);
-        engine.replay(records)?;
+        for (records, path) in logs {
+            engine.replay(records, &path)?;
+        }
         // Replay is not ingest: count only what happens from now on.
         engine.stats = DedupStats::new(engine.config.strategy);
         Ok(engine)
@@ -146,6 +162,11 @@ impl Engine {
             slots,
             // Runs size themselves at their first point of a fill (`Buffer::take_room`).
             buffer: Buffer::default(),
+            frozen: None,
+            spare: None,
+            background_refresh: false,
+            refresh_epoch: 0,
+            wal_base: wal.generation(),
             series: SeriesTable::default(),
             columns: ColumnTable::default(),
             scratch: (Vec::new(), Vec::new()),
@@ -162,10 +183,10 @@ impl Engine {
 
     /// Replays the log's records on open: points by value and by ref (refs mapped
     /// through the definitions before them), deletes.
-    pub(super) fn replay(&mut self, records: Vec<(Record, u64)>) -> Result<()> {
+    pub(super) fn replay(&mut self, records: Vec<(Record, u64)>, path: &Path) -> Result<()> {
         let mut series_map: HashMap<u32, u32> = HashMap::new();
         let mut column_map: HashMap<u32, ColumnId> = HashMap::new();
-        let path = self.wal.path().to_path_buf();
+        let path = path.to_path_buf();
         let corrupt = |offset: u64, detail: String| Error::Corrupt {
             path: path.clone(),
             offset,
@@ -246,6 +267,34 @@ pub(crate) fn keyer_of(config: &EngineConfig) -> Result<Option<Arc<EventKeyer>>>
     }
 }
 
+/// The log generations to replay: `base` (which must exist: opening it reports it
+/// missing otherwise), then every later one in the directory, ascending. A later one
+/// shorter than a log header is what a crash inside its creation leaves (a log takes
+/// records only once its header is synced): it is removed as an orphan.
+fn log_generations(dir: &Path, base: u64, removed: &mut Vec<Warning>) -> Result<Vec<u64>> {
+    let mut out = vec![base];
+    for entry in std::fs::read_dir(dir).map_err(Error::io(dir))? {
+        let entry = entry.map_err(Error::io(dir))?;
+        let Some(g) = entry.file_name().to_str().and_then(parse_wal_name) else {
+            continue;
+        };
+        if g <= base {
+            continue;
+        }
+        let path = entry.path();
+        let len = entry.metadata().map_err(Error::io(&path))?.len();
+        if len < crate::wal::WAL_HEADER_LEN {
+            std::fs::remove_file(&path).map_err(Error::io(&path))?;
+            crate::fsutil::sync_dir(dir)?;
+            removed.push(Warning::RemovedOrphan { path });
+        } else {
+            out.push(g);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
 /// Removes files of this engine's naming patterns that the manifest does not name: a
 /// segment, tombstone or log written by a refresh that did not reach its manifest
 /// switch, the manifest's temporary file, and writers' temporary files.
@@ -268,7 +317,8 @@ pub(super) fn remove_orphans(dir: &Path, manifest: &Manifest) -> Result<Vec<Warn
         let orphan = if temporary {
             true
         } else if let Some(g) = parse_wal_name(name) {
-            g != manifest.wal_generation
+            // Later generations hold appends made while a refresh was in flight.
+            g < manifest.wal_generation
         } else if let Some(id) = parse_segment_name(name) {
             !live_segments.contains(&id)
         } else if let Some((seg, g)) = name.split_once(".del.") {

@@ -10,14 +10,16 @@ impl PartitionedEngine {
     /// (Each partition's engine refreshes itself at `refresh_rows` too, but seven
     /// partitions each short of it held seven buffers' worth, and kept their capacity.)
     pub(super) fn keep_buffer_budget(&mut self) -> Result<()> {
-        let budget = self.engine_config.refresh_rows;
+        // With background refreshes on, the refresh thread keeps the budget; this is
+        // the bound on memory when it falls behind.
+        let budget = self.inline_refresh_rows();
         let newest = self.parts.keys().next_back().copied();
-        while self.buffered() > budget {
+        while self.unfrozen_rows() > budget {
             let Some(start) = self
                 .parts
                 .iter()
-                .filter(|(_, p)| p.engine.buffered() > 0)
-                .max_by_key(|(_, p)| p.engine.buffered())
+                .filter(|(_, p)| p.engine.unfrozen_rows() > 0)
+                .max_by_key(|(_, p)| p.engine.unfrozen_rows())
                 .map(|(s, _)| *s)
             else {
                 break;

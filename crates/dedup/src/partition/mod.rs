@@ -19,6 +19,7 @@
 //! | `seal.rs` | sealing (merge + rollups), `maintain` |
 //! | `retention.rs` | dropping partitions, keeping rollups past the raw retention |
 //! | `merging.rs` | merges off the write path |
+//! | `refreshing.rs` | refreshes off the write path |
 //! | `info.rs` | listings and counters |
 //! | `search.rs` | the read side as a type, [`PartitionSearch`]: raw scans, series, label queries, rollup rows |
 //! | `plan.rs` | the read plan of a [`PartitionSearch`]: raw rows or rollups, piece by piece |
@@ -49,6 +50,7 @@ mod merging;
 mod open;
 mod plan;
 mod postings;
+mod refreshing;
 mod retention;
 mod rollup;
 mod routing;
@@ -64,6 +66,7 @@ pub use manifest::{PARTITIONS_MAGIC, PARTITIONS_NAME, PARTITIONS_VERSION};
 pub use merging::{PartMergeJob, PartMerged};
 pub use plan::Piece;
 pub use postings::{Postings, dim_value_text};
+pub use refreshing::{PartRefreshJob, PartRefreshed};
 pub use rollup::{CounterStats, DOC_COUNT_COLUMN, RollupStats, counter_step};
 pub use seal::MaintainReport;
 pub use sealed::SealedPartition;
@@ -153,6 +156,8 @@ pub struct PartitionedEngine {
     append_scratch: append::AppendScratch,
     /// Merges are left to the caller ([`PartitionedEngine::plan_merge`]).
     background_merges: bool,
+    /// Refreshes are left to the caller ([`PartitionedEngine::plan_refresh`]).
+    background_refresh: bool,
     /// Stores whose sealed partitions reads also see
     /// ([`attach_read_only`](PartitionedEngine::attach_read_only)).
     attached: Vec<PartitionedEngine>,

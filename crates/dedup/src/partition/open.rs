@@ -229,6 +229,7 @@ impl PartitionedEngine {
             catalog: append::Catalog::default(),
             append_scratch: append::AppendScratch::default(),
             background_merges: false,
+            background_refresh: false,
             attached: Vec::new(),
         }
     }

@@ -192,6 +192,7 @@ impl PartitionedEngine {
         }
         let mut engine = Engine::create(pdir.join("engine"), self.engine_config.clone())?;
         engine.set_background_merges(self.background_merges);
+        engine.set_background_refresh(self.background_refresh);
         crate::fsutil::sync_dir(&pdir)?;
         crate::fsutil::sync_dir(&self.dir)?;
         let mut next = m.clone();
