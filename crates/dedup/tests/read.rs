@@ -76,6 +76,12 @@ fn check(store: &PartitionedEngine, model: &Model, rng: &mut Lcg) {
     }
 }
 
+/// A store of day partitions refreshing every 300 points.
+fn day_store(dir: &std::path::Path) -> PartitionedEngine {
+    let config = EngineConfig::new().with_refresh_rows(300);
+    PartitionedEngine::create(dir, config, PartitionConfig::new().with_width_ms(DAY)).unwrap()
+}
+
 /// `n` random writes (mostly in order per series, some late, some retried, some
 /// replacing, some deleting), applied to `next` as the store will apply them.
 fn random_ops(store: &PartitionedEngine, rng: &mut Lcg, next: &mut Model, n: usize) -> Vec<Op> {
@@ -108,12 +114,7 @@ fn random_ops(store: &PartitionedEngine, rng: &mut Lcg, next: &mut Model, n: usi
 #[test]
 fn reads_see_a_frozen_buffer_and_its_deletes_while_its_refresh_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = PartitionedEngine::create(
-        dir.path(),
-        EngineConfig::new().with_refresh_rows(300),
-        PartitionConfig::new().with_width_ms(DAY),
-    )
-    .unwrap();
+    let mut store = day_store(dir.path());
     store.set_background_refresh(true);
     let mut rng = Lcg(11);
     let mut model: Model = BTreeMap::new();
@@ -156,12 +157,7 @@ fn reads_see_a_frozen_buffer_and_its_deletes_while_its_refresh_runs() {
 #[test]
 fn reads_equal_the_live_points_through_every_kind_of_write() {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = PartitionedEngine::create(
-        dir.path(),
-        EngineConfig::new().with_refresh_rows(300),
-        PartitionConfig::new().with_width_ms(DAY),
-    )
-    .unwrap();
+    let mut store = day_store(dir.path());
     let mut rng = Lcg(7);
     let mut model: Model = BTreeMap::new();
     for round in 0..6 {

@@ -703,14 +703,33 @@ fn wait_for_refresh(index: &RwLock<Option<Index>>, refresher: &Worker) {
     }
 }
 
-/// An index's refresh thread: buffers that reached the budget are frozen (under the
-/// lock, cheap), written as segments here, and installed (under the lock, cheap).
-fn refresh_loop(
+/// One kind of background job of an index: how it is planned (under the write lock),
+/// run (without it), installed (under the lock) or discarded when the index is gone.
+struct JobKind<P, R, I, D> {
+    plan: P,
+    run: R,
+    install: I,
+    discard: D,
+    /// What a failed install logs.
+    failed: &'static str,
+    /// How long the thread waits after a failed install before it tries again.
+    backoff: Duration,
+}
+
+/// The body of an index's background thread: woken (or every [`MERGE_POLL`]), it runs
+/// the jobs `kind` plans until none is due, telling the writer after each install.
+fn job_loop<J, W, P, R, I, D>(
     name: &str,
     index: &RwLock<Option<Index>>,
     woken: &Receiver<()>,
     done: &mpsc::SyncSender<()>,
-) {
+    kind: &JobKind<P, R, I, D>,
+) where
+    P: Fn(&mut Index) -> Option<J>,
+    R: Fn(J) -> W,
+    I: Fn(&mut Index, W) -> Result<()>,
+    D: Fn(W),
+{
     loop {
         match woken.recv_timeout(MERGE_POLL) {
             Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -718,23 +737,16 @@ fn refresh_loop(
         }
         loop {
             let job = match index.write() {
-                Ok(mut guard) => match guard.as_mut().map(Index::plan_refresh) {
-                    Some(Ok(job)) => job,
-                    Some(Err(e)) => {
-                        tracing::warn!(index = %name, error = %e, "planning a refresh failed");
-                        None
-                    }
-                    None => None,
-                },
+                Ok(mut guard) => guard.as_mut().and_then(&kind.plan),
                 Err(_) => return,
             };
             let Some(job) = job else { break };
-            let written = job.run();
+            let written = (kind.run)(job);
             let installed = match index.write() {
                 Ok(mut guard) => match guard.as_mut() {
-                    Some(index) => index.install_refresh(written),
+                    Some(index) => (kind.install)(index, written),
                     None => {
-                        written.discard();
+                        (kind.discard)(written);
                         Ok(())
                     }
                 },
@@ -742,9 +754,9 @@ fn refresh_loop(
             };
             let _ = done.try_send(());
             if let Err(e) = installed {
-                tracing::warn!(index = %name, error = %e, "background refresh failed; its points stay buffered and logged");
+                tracing::warn!(index = %name, error = %e, "{}", kind.failed);
                 // Not again at once: the writer wakes this thread after every group.
-                std::thread::sleep(REOPEN_FIRST);
+                std::thread::sleep(kind.backoff);
                 break;
             }
             if matches!(woken.try_recv(), Err(mpsc::TryRecvError::Disconnected)) {
@@ -754,44 +766,48 @@ fn refresh_loop(
     }
 }
 
+/// An index's refresh thread: buffers that reached the budget are frozen (under the
+/// lock, cheap), written as segments here, and installed (under the lock, cheap).
+fn refresh_loop(
+    name: &str,
+    index: &RwLock<Option<Index>>,
+    woken: &Receiver<()>,
+    done: &mpsc::SyncSender<()>,
+) {
+    let plan = |index: &mut Index| match index.plan_refresh() {
+        Ok(job) => job,
+        Err(e) => {
+            tracing::warn!(index = %name, error = %e, "planning a refresh failed");
+            None
+        }
+    };
+    let kind = JobKind {
+        plan,
+        run: tidemark::dedup::PartRefreshJob::run,
+        install: |index: &mut Index, w| Ok(index.install_refresh(w)?),
+        discard: tidemark::dedup::PartRefreshed::discard,
+        failed: "background refresh failed; its points stay buffered and logged",
+        backoff: REOPEN_FIRST,
+    };
+    job_loop(name, index, woken, done, &kind);
+}
+
+/// An index's merge thread (see [`Worker`]).
 fn merge_loop(
     name: &str,
     index: &RwLock<Option<Index>>,
     woken: &Receiver<()>,
     done: &mpsc::SyncSender<()>,
 ) {
-    loop {
-        match woken.recv_timeout(MERGE_POLL) {
-            Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => return,
-        }
-        loop {
-            let job = match index.write() {
-                Ok(mut guard) => guard.as_mut().and_then(Index::plan_merge),
-                Err(_) => return,
-            };
-            let Some(job) = job else { break };
-            let merged = job.run();
-            let installed = match index.write() {
-                Ok(mut guard) => match guard.as_mut() {
-                    Some(index) => index.install_merge(merged),
-                    None => {
-                        merged.discard();
-                        Ok(())
-                    }
-                },
-                Err(_) => return,
-            };
-            let _ = done.try_send(());
-            if let Err(e) = installed {
-                tracing::warn!(index = %name, error = %e, "background merge failed; its segments stay");
-                break;
-            }
-            if matches!(woken.try_recv(), Err(mpsc::TryRecvError::Disconnected)) {
-                return;
-            }
-        }
-    }
+    let kind = JobKind {
+        plan: Index::plan_merge,
+        run: tidemark::dedup::PartMergeJob::run,
+        install: |index: &mut Index, m| Ok(index.install_merge(m)?),
+        discard: tidemark::dedup::PartMerged::discard,
+        failed: "background merge failed; its segments stay",
+        backoff: Duration::ZERO,
+    };
+    job_loop(name, index, woken, done, &kind);
 }
 
 /// Seals partitions and applies retention (a no-op for an unpartitioned index).
