@@ -398,6 +398,26 @@ fn a_spent_body_budget_is_429_and_comes_back() {
     )
     .unwrap();
     slow.flush().unwrap();
+    // The server takes the stalled bytes from the budget when its handler reads them;
+    // a bulk sent before that would take its own share first and make the stalled
+    // upload the one refused. Wait until the gauge shows them held.
+    let held = (0..500).any(|_| {
+        let text = ureq::get(&s.url("/metrics"))
+            .call()
+            .ok()
+            .and_then(|r| r.into_string().ok())
+            .unwrap_or_default();
+        let available = text
+            .lines()
+            .find_map(|l| l.strip_prefix("tidemark_body_bytes_available "))
+            .and_then(|v| v.trim().parse::<f64>().ok());
+        if available.is_some_and(|a| a <= 1000.0) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        false
+    });
+    assert!(held, "the stalled upload's bytes are held by the budget");
     let body = k8s_bulk(10, 5, 1_764_460_800_000, None);
     assert!(body.len() > 1000 && body.len() < 4000);
     let mut refused = None;
