@@ -658,8 +658,6 @@ impl BadLines {
     }
 }
 
-/// Line protocol into `batch`: one sample per field, named `measurement_field`, the
-/// tags as labels. A bad line is skipped whole (none of its fields stored) and counted.
 /// The byte that tells a cached series' value type apart in its key.
 fn value_tag(v: &SampleValue) -> u8 {
     match v {
@@ -670,6 +668,8 @@ fn value_tag(v: &SampleValue) -> u8 {
     }
 }
 
+/// Line protocol into `batch`: one sample per field, named `measurement_field`, the
+/// tags as labels. A bad line is skipped whole (none of its fields stored) and counted.
 fn influx_lines(
     body: &[u8],
     precision: Precision,
