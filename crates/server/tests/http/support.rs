@@ -1,5 +1,6 @@
 //! Starting the binary and talking to it.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -240,4 +241,70 @@ pub fn statuses(resp: &Value) -> Vec<u64> {
                 .unwrap()
         })
         .collect()
+}
+
+/// The samples of a `/metrics` exposition, by the line's name and labels as written;
+/// checks every line's form and that each sampled family was declared with `# TYPE`
+/// before.
+pub fn parse_exposition(text: &str) -> HashMap<String, f64> {
+    let mut declared = std::collections::HashSet::new();
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut it = rest.split(' ');
+            let name = it.next().unwrap();
+            let kind = it.next().unwrap();
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(declared.insert(name.to_owned()), "{name} declared twice");
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap();
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("{line}"));
+        let name = series.split('{').next().unwrap();
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "{line}"
+        );
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| declared.contains(*f)))
+            .unwrap_or(name);
+        assert!(
+            declared.contains(family),
+            "{name} sampled before its # TYPE"
+        );
+        assert!(
+            out.insert(series.to_owned(), value).is_none(),
+            "{series} twice"
+        );
+    }
+    out
+}
+
+/// `GET /metrics` with `headers`: the status, the content type and, for a 200, the
+/// samples ([`parse_exposition`]).
+pub fn scrape(s: &TestServer, headers: &[(&str, &str)]) -> (u16, String, HashMap<String, f64>) {
+    let agent = ureq::AgentBuilder::new().build();
+    let mut req = agent.get(&s.url("/metrics"));
+    for (k, v) in headers {
+        req = req.set(k, v);
+    }
+    let resp = match req.call() {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{e}"),
+    };
+    let status = resp.status();
+    let kind = resp.header("content-type").unwrap_or_default().to_owned();
+    let text = resp.into_string().unwrap();
+    let samples = if status == 200 {
+        parse_exposition(&text)
+    } else {
+        HashMap::new()
+    };
+    (status, kind, samples)
 }

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, fixture, k8s_bulk, k8s_mapping, send, statuses};
+use crate::support::{TestServer, fixture, k8s_bulk, k8s_mapping, scrape, send, statuses};
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -402,16 +402,10 @@ fn a_spent_body_budget_is_429_and_comes_back() {
     // a bulk sent before that would take its own share first and make the stalled
     // upload the one refused. Wait until the gauge shows them held.
     let held = (0..500).any(|_| {
-        let text = ureq::get(&s.url("/metrics"))
-            .call()
-            .ok()
-            .and_then(|r| r.into_string().ok())
-            .unwrap_or_default();
-        let available = text
-            .lines()
-            .find_map(|l| l.strip_prefix("tidemark_body_bytes_available "))
-            .and_then(|v| v.trim().parse::<f64>().ok());
-        if available.is_some_and(|a| a <= 1000.0) {
+        let (_, _, m) = scrape(&s, &[]);
+        if m.get("tidemark_body_bytes_available")
+            .is_some_and(|&a| a <= 1000.0)
+        {
             return true;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
