@@ -895,9 +895,13 @@ fn ingest_file(
             write_error = Some(e);
         }
     };
-    let summary = index
-        .ingest_items(reader, options, &mut on_progress, &mut on_item)
-        .with_context(|| format!("ingesting {}", file.display()))?;
+    // Without `--items` nobody reads the results one by one: their `_id`s are not made.
+    let summary = if items {
+        index.ingest_items(reader, options, &mut on_progress, &mut on_item)
+    } else {
+        index.ingest(reader, options, &mut on_progress)
+    }
+    .with_context(|| format!("ingesting {}", file.display()))?;
     if let Some(e) = write_error {
         return Err(e.into());
     }

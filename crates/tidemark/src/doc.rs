@@ -12,6 +12,8 @@ use tidemark_tsid::{DimKind, DimValue, MetricNames, Tsid, TsidBuilder, TsidCompu
 use crate::error::{Error, Result};
 use crate::mapping::{Dynamic, FieldRole, FieldType, IndexMode, Mapping};
 use crate::row::{DimRef, DimsWriter, Row};
+use crate::scan::ScanScratch;
+use crate::series_memo::SeriesMemo;
 use crate::time::{format_time, parse_time};
 
 /// A document read through the mapping: its series, timestamp and values, ready for the
@@ -54,8 +56,10 @@ pub struct DocParser {
     events: bool,
     /// Scratch for the encoded dimensions of the document being built.
     dims_out: DimsWriter,
-    /// Scratch for the fast scanner's check of repeated keys.
-    scan_keys: Vec<(usize, usize)>,
+    /// The fast scanner's scratch: its check of repeated keys, the last shape read.
+    scan: ScanScratch,
+    /// The series of recent documents.
+    memo: SeriesMemo,
 }
 
 impl DocParser {
@@ -93,7 +97,8 @@ impl DocParser {
             dims,
             events,
             dims_out: DimsWriter::default(),
-            scan_keys: Vec::new(),
+            scan: ScanScratch::default(),
+            memo: SeriesMemo::default(),
         })
     }
 
@@ -115,7 +120,7 @@ impl DocParser {
             line,
             &mut found,
             &mut ignored,
-            &mut self.scan_keys,
+            &mut self.scan,
         )
         .is_some()
         {
@@ -207,9 +212,10 @@ impl DocParser {
     }
 
     fn build(&mut self, found: &[Option<Scalar<'_>>], ignored: u64) -> Result<ParsedDoc> {
-        let fields = self.mapping.fields();
-        let ts_field = self.mapping.timestamp_index();
-        let ts_name = self.mapping.timestamp_field();
+        let mapping = Arc::clone(&self.mapping);
+        let fields = mapping.fields();
+        let ts_field = mapping.timestamp_index();
+        let ts_name = mapping.timestamp_field();
         let ts_millis = match found.get(ts_field).and_then(Option::as_ref) {
             Some(v) => scalar_time(ts_name, v)?,
             None => {
@@ -219,6 +225,63 @@ impl DocParser {
                 ));
             }
         };
+        // The series: remembered from an earlier document with the same dimension values
+        // and metric names, or computed (and remembered).
+        self.memo.begin();
+        let mut memoisable = true;
+        for &i in &self.dims {
+            if !self.memo.push_dim(found.get(i).and_then(Option::as_ref)) {
+                memoisable = false;
+                break;
+            }
+        }
+        let mut n_metrics = 0;
+        if !self.events {
+            for (i, (f, v)) in fields.iter().zip(found).enumerate() {
+                if v.is_some() && matches!(f.role, FieldRole::Metric(_)) {
+                    n_metrics += 1;
+                    self.memo.push_metric(i as u32);
+                }
+            }
+        }
+        let remembered = if memoisable { self.memo.get() } else { None };
+        let (tsid, dims) = match remembered {
+            Some(series) => series,
+            None => {
+                let series = self.series_of(found)?;
+                if memoisable {
+                    self.memo.put(series.0, &series.1);
+                }
+                series
+            }
+        };
+        let mut row = Row {
+            schema: Arc::clone(&mapping),
+            tsid,
+            ts_millis,
+            dims,
+            values: Vec::with_capacity(n_metrics),
+            extras: Vec::new(),
+        };
+        for (i, (f, v)) in fields.iter().zip(found).enumerate() {
+            let Some(v) = v else { continue };
+            if matches!(
+                f.role,
+                FieldRole::Metric(_) | FieldRole::Value | FieldRole::Extra
+            ) {
+                push_row_value(&mut row, i as u32, &f.path, f.ty, f.role, v)?;
+            }
+        }
+        Ok(ParsedDoc {
+            row,
+            ignored_fields: ignored,
+        })
+    }
+
+    /// A document's tsid and encoded dimensions, computed from its dimension values (and
+    /// metric names, for time series).
+    fn series_of(&mut self, found: &[Option<Scalar<'_>>]) -> Result<(Tsid, Arc<[u8]>)> {
+        let fields = self.mapping.fields();
         let mut values: Vec<Option<DimValue<'_>>> = Vec::with_capacity(self.dims.len());
         self.dims_out.clear();
         let mut any_dim = false;
@@ -258,30 +321,7 @@ impl DocParser {
                 .tsid_from_values(&values, &metric_names)
                 .map_err(|e| Error::doc("_tsid", e.to_string()))?
         };
-        let n_metrics = metric_names.len();
-        drop(values);
-        drop(metric_names);
-        let mut row = Row {
-            schema: Arc::clone(&self.mapping),
-            tsid,
-            ts_millis,
-            dims: self.dims_out.finish(),
-            values: Vec::with_capacity(n_metrics),
-            extras: Vec::new(),
-        };
-        for (i, (f, v)) in fields.iter().zip(found).enumerate() {
-            let Some(v) = v else { continue };
-            if matches!(
-                f.role,
-                FieldRole::Metric(_) | FieldRole::Value | FieldRole::Extra
-            ) {
-                push_row_value(&mut row, i as u32, &f.path, f.ty, f.role, v)?;
-            }
-        }
-        Ok(ParsedDoc {
-            row,
-            ignored_fields: ignored,
-        })
+        Ok((tsid, self.dims_out.finish()))
     }
 }
 

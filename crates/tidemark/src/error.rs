@@ -97,6 +97,9 @@ pub enum Error {
     /// An I/O error reading input.
     #[error("i/o error reading input: {0}")]
     Input(#[source] std::io::Error),
+    /// A thread of an ingest stopped before its work was done (it panicked).
+    #[error("the ingest's {0} thread stopped before its work was done")]
+    ThreadStopped(&'static str),
     /// An engine error.
     #[error(transparent)]
     Engine(#[from] tidemark_dedup::Error),

@@ -95,12 +95,13 @@ impl Prepared {
         }
     }
 
-    /// Reads one NDJSON document line.
+    /// Reads one NDJSON document line; `id_text`: whether its result carries the `_id`.
     pub(crate) fn of_line(
         parser: &mut DocParser,
         line: u64,
         action: Action,
         text: &[u8],
+        id_text: bool,
     ) -> Prepared {
         let work = match std::str::from_utf8(text) {
             Err(e) => (Work::Failed(format!("not valid UTF-8: {e}")), 0),
@@ -115,7 +116,7 @@ impl Prepared {
             id: None,
             ignored: work.1,
             work: work.0,
-            id_text: true,
+            id_text,
         }
     }
 
@@ -873,6 +874,11 @@ impl Index {
     /// [`PartRefreshJob::run`]: tidemark_dedup::PartRefreshJob::run
     pub fn set_background_refresh(&mut self, on: bool) {
         self.engine.set_background_refresh(on);
+    }
+
+    /// Whether refreshes run off the write path ([`set_background_refresh`](Self::set_background_refresh)).
+    pub fn background_refresh(&self) -> bool {
+        self.engine.background_refresh()
     }
 
     /// Freezes the buffer of the partition due a refresh and returns the job that writes

@@ -183,12 +183,69 @@ fn refill(r: &mut impl BufRead, c: &mut Chunk, first_line: u64, max: usize) -> R
     Ok(!c.ends.is_empty())
 }
 
-fn prepare_ndjson(parser: &mut DocParser, chunk: &Chunk, op: Action) -> Vec<Prepared> {
-    chunk
-        .lines()
-        .filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace))
-        .map(|(n, l)| Prepared::of_line(parser, n, op, l))
-        .collect()
+/// The chunk's documents, parsed; `ids`: whether their results carry the `_id` text
+/// (only a caller that reads each item's result needs it).
+/// The applying thread's side of an ingest's refresh thread: one refresh at a time, its
+/// segment installed by the applying thread (the index is its alone).
+struct Refresher<'r> {
+    jobs: std::sync::mpsc::SyncSender<tidemark_dedup::PartRefreshJob>,
+    written: &'r Receiver<tidemark_dedup::PartRefreshed>,
+    running: bool,
+}
+
+impl Refresher<'_> {
+    /// After a chunk: installs a finished refresh, starts the next one due, and waits
+    /// for the one running while the buffers hold more than it keeps up with (memory
+    /// stays bounded as with inline refreshes).
+    fn keep_up(&mut self, index: &mut Index) -> Result<()> {
+        if self.running
+            && let Ok(done) = self.written.try_recv()
+        {
+            self.running = false;
+            index.install_refresh(done)?;
+        }
+        while self.running && index.refresh_backlog() {
+            self.wait(index)?;
+        }
+        if !self.running
+            && let Some(job) = index.plan_refresh()?
+        {
+            self.jobs.send(job).map_err(|_| refresher_gone())?;
+            self.running = true;
+        }
+        Ok(())
+    }
+
+    /// Waits for the refresh running and installs it.
+    fn wait(&mut self, index: &mut Index) -> Result<()> {
+        let done = self.written.recv().map_err(|_| refresher_gone())?;
+        self.running = false;
+        index.install_refresh(done)
+    }
+
+    /// Installs the refresh still running, and ends the thread.
+    fn finish(mut self, index: &mut Index) -> Result<()> {
+        if self.running {
+            self.wait(index)?;
+        }
+        Ok(())
+    }
+}
+
+fn refresher_gone() -> Error {
+    Error::ThreadStopped("refresh")
+}
+
+fn prepare_ndjson(parser: &mut DocParser, chunk: &Chunk, op: Action, ids: bool) -> Vec<Prepared> {
+    // Sized once: a filtered iterator's `collect` would grow it by doubling.
+    let mut out = Vec::with_capacity(chunk.ends.len());
+    out.extend(
+        chunk
+            .lines()
+            .filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace))
+            .map(|(n, l)| Prepared::of_line(parser, n, op, l, ids)),
+    );
+    out
 }
 
 impl Index {
@@ -223,7 +280,8 @@ impl Index {
         options: &IngestOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<IngestSummary> {
-        self.ingest_items(reader, options, progress, &mut |_| {})
+        // Nobody reads the items' results: their `_id` texts are not made.
+        self.ingest_with(reader, options, progress, None)
     }
 
     /// [`ingest`](Self::ingest), also handing each item's result to `on_item`, in input
@@ -233,11 +291,27 @@ impl Index {
     /// As [`ingest`](Self::ingest).
     pub fn ingest_items(
         &mut self,
-        mut reader: impl BufRead + Send,
+        reader: impl BufRead + Send,
         options: &IngestOptions,
         progress: &mut dyn FnMut(Progress),
         on_item: &mut dyn FnMut(&ItemResult),
     ) -> Result<IngestSummary> {
+        self.ingest_with(reader, options, progress, Some(on_item))
+    }
+
+    fn ingest_with(
+        &mut self,
+        mut reader: impl BufRead + Send,
+        options: &IngestOptions,
+        progress: &mut dyn FnMut(Progress),
+        on_item: Option<&mut dyn FnMut(&ItemResult)>,
+    ) -> Result<IngestSummary> {
+        let ids = on_item.is_some();
+        let mut ignore = |_: &ItemResult| {};
+        let on_item: &mut dyn FnMut(&ItemResult) = match on_item {
+            Some(f) => f,
+            None => &mut ignore,
+        };
         let start = Instant::now();
         let chunk_lines = options.chunk_lines.max(1);
         // Parser threads; 0 means serial parsing on this thread.
@@ -264,13 +338,20 @@ impl Index {
                 &mut reader,
                 chunk_lines,
                 options,
+                ids,
                 &mut summary,
                 progress,
                 on_item,
             ),
-            InputFormat::Ndjson => {
-                self.ingest_parallel(reader, parsers, options, &mut summary, progress, on_item)
-            }
+            InputFormat::Ndjson => self.ingest_parallel(
+                reader,
+                parsers,
+                options,
+                ids,
+                &mut summary,
+                progress,
+                on_item,
+            ),
         };
         summary.counts.ignored_fields = self.counters().items.ignored_fields - ignored_before;
         summary.elapsed = start.elapsed();
@@ -291,11 +372,13 @@ impl Index {
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn ingest_serial(
         &mut self,
         reader: &mut impl BufRead,
         chunk_lines: usize,
         options: &IngestOptions,
+        ids: bool,
         summary: &mut IngestSummary,
         progress: &mut dyn FnMut(Progress),
         on_item: &mut dyn FnMut(&ItemResult),
@@ -309,7 +392,7 @@ impl Index {
         };
         while refill(reader, &mut chunk, summary.lines + 1, chunk_lines)? {
             summary.lines += chunk.ends.len() as u64;
-            let prepared = prepare_ndjson(&mut parser, &chunk, options.op);
+            let prepared = prepare_ndjson(&mut parser, &chunk, options.op, ids);
             self.apply_into(prepared, summary, options.max_reported_errors, on_item)?;
             done.bytes += chunk.bytes.len() as u64;
             done.lines = summary.lines;
@@ -320,12 +403,16 @@ impl Index {
     }
 
     /// A reader thread fills chunks, `threads` parser threads turn them into points, and
-    /// the calling thread applies them in input order.
+    /// the calling thread applies them in input order; a refresh thread writes the
+    /// segments (unless the caller runs refreshes off the write path already), so the
+    /// applying thread, which every chunk passes through, never stops for one.
+    #[allow(clippy::too_many_arguments)]
     fn ingest_parallel<R: BufRead + Send>(
         &mut self,
         mut reader: R,
         threads: usize,
         options: &IngestOptions,
+        ids: bool,
         summary: &mut IngestSummary,
         progress: &mut dyn FnMut(Progress),
         on_item: &mut dyn FnMut(&ItemResult),
@@ -338,8 +425,30 @@ impl Index {
         let parser = self.parser();
         let op = options.op;
         let mut apply_error = None;
+        let own_refresh = !self.background_refresh();
+        if own_refresh {
+            self.set_background_refresh(true);
+        }
+        let (job_tx, job_rx) = sync_channel::<tidemark_dedup::PartRefreshJob>(1);
+        let (written_tx, written_rx) = sync_channel::<tidemark_dedup::PartRefreshed>(1);
         std::thread::scope(|s| {
             let read_error = &read_error;
+            if own_refresh {
+                s.spawn(move || {
+                    for job in job_rx.iter() {
+                        if written_tx.send(job.run()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            } else {
+                drop((job_rx, written_tx));
+            }
+            let mut refresher = own_refresh.then(|| Refresher {
+                jobs: job_tx,
+                written: &written_rx,
+                running: false,
+            });
             s.spawn(move || {
                 let mut seq = 0u64;
                 let mut line = 1u64;
@@ -373,7 +482,7 @@ impl Index {
                             Err(_) => return,
                         };
                         let Ok((seq, chunk)) = job else { return };
-                        let prepared = prepare_ndjson(&mut parser, &chunk, op);
+                        let prepared = prepare_ndjson(&mut parser, &chunk, op, ids);
                         let sizes = (chunk.ends.len() as u64, chunk.bytes.len() as u64);
                         if tx.send((seq, sizes.0, sizes.1, prepared)).is_err() {
                             return;
@@ -393,9 +502,13 @@ impl Index {
                 while let Some((lines, bytes, prepared)) = waiting.remove(&next) {
                     next += 1;
                     summary.lines += lines;
-                    if let Err(e) =
-                        self.apply_into(prepared, summary, options.max_reported_errors, on_item)
-                    {
+                    let applied = self
+                        .apply_into(prepared, summary, options.max_reported_errors, on_item)
+                        .and_then(|()| match &mut refresher {
+                            Some(r) => r.keep_up(self),
+                            None => Ok(()),
+                        });
+                    if let Err(e) = applied {
                         apply_error = Some(e);
                         break 'recv;
                     }
@@ -407,7 +520,17 @@ impl Index {
             }
             // Dropping the receiver stops the parsers, whose failed sends stop the reader.
             drop(done_rx);
+            // The refresh under way is installed; dropping the job sender ends the thread.
+            if let Some(r) = refresher.take()
+                && let Err(e) = r.finish(self)
+                && apply_error.is_none()
+            {
+                apply_error = Some(e);
+            }
         });
+        if own_refresh {
+            self.set_background_refresh(false);
+        }
         if let Some(e) = apply_error {
             return Err(e);
         }

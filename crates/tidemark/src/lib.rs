@@ -17,6 +17,7 @@ mod read;
 mod row;
 mod scan;
 mod search;
+mod series_memo;
 mod snapshot;
 mod stats;
 mod time;

@@ -29,26 +29,122 @@ const POW10: [f64; 23] = [
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
 
-/// Scans `line` into `found` (by field index) and `ignored`; `None`: use the serde path.
+/// What a parser keeps between lines (no allocation per line): the key ranges of the
+/// objects being read, to see a key given twice, and the shape of the last document
+/// read whole.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ScanScratch {
+    keys: Vec<(usize, usize)>,
+    shape: Shape,
+    /// The mapped values of the document being read whole: `(start, end, field)`.
+    values: Vec<(usize, usize, u32)>,
+}
+
+/// The skeleton of the last document the scanner read whole and could learn from (every
+/// leaf a mapped scalar): its bytes outside the values, and the field of each value.
 ///
-/// `keys` is scratch kept by the caller between lines (no allocation per line): the
-/// byte ranges of the keys of the objects being read, to see a key given twice.
+/// Shippers send documents of one shape, line after line; a line whose bytes outside
+/// its values equal the skeleton has the same keys in the same places, so it maps to the
+/// same fields, has no key twice, and nests no deeper, and only its values need reading
+/// (with the same value reader). Any byte of difference, or a value that does not read
+/// as a scalar, and the line is read whole (and its shape learnt).
+#[derive(Debug, Clone, Default)]
+struct Shape {
+    /// The literal pieces, one after the other.
+    text: Vec<u8>,
+    /// Per value, in order: where the literal before it ends in `text`, and its field.
+    slots: Vec<(usize, u32)>,
+    /// Whether `text` and `slots` hold a shape.
+    known: bool,
+}
+
+impl Shape {
+    /// Reads `line` as this shape into `found`; `None` when it is not of this shape
+    /// (`found` may then hold some of its values: the caller clears it).
+    fn read<'a>(&self, line: &'a str, found: &mut [Option<Scalar<'a>>]) -> Option<()> {
+        let mut s = Scanner {
+            b: line.as_bytes(),
+            text: line,
+            at: 0,
+            keys: Vec::new(),
+            values: None,
+        };
+        let mut from = 0;
+        for &(to, field) in &self.slots {
+            let literal = self.text.get(from..to)?;
+            if s.b.get(s.at..s.at + literal.len())? != literal {
+                return None;
+            }
+            s.at += literal.len();
+            from = to;
+            if let Some(v) = s.scalar()? {
+                let slot = found.get_mut(field as usize)?;
+                if slot.is_some() {
+                    return None;
+                }
+                *slot = Some(v);
+            }
+        }
+        (s.b.get(s.at..)? == self.text.get(from..)?).then_some(())
+    }
+
+    /// Learns the shape of `line`, read whole with its mapped values at `values`.
+    fn learn(&mut self, line: &[u8], values: &[(usize, usize, u32)]) {
+        self.text.clear();
+        self.slots.clear();
+        let mut from = 0;
+        for &(start, end, field) in values {
+            let Some(literal) = line.get(from..start) else {
+                self.known = false;
+                return;
+            };
+            self.text.extend_from_slice(literal);
+            self.slots.push((self.text.len(), field));
+            from = end;
+        }
+        self.text
+            .extend_from_slice(line.get(from..).unwrap_or_default());
+        self.known = true;
+    }
+}
+
+/// Scans `line` into `found` (by field index) and `ignored`; `None`: use the serde path.
+/// A line of the shape of the last one read whole takes the skeleton's shortcut (see
+/// [`Shape`]).
 pub(crate) fn scan_doc<'a>(
     mapping: &Mapping,
     line: &'a str,
     found: &mut [Option<Scalar<'a>>],
     ignored: &mut u64,
-    keys: &mut Vec<(usize, usize)>,
+    scratch: &mut ScanScratch,
 ) -> Option<()> {
-    keys.clear();
+    if scratch.shape.known {
+        if scratch.shape.read(line, found).is_some() {
+            return Some(());
+        }
+        found.iter_mut().for_each(|f| *f = None);
+    }
+    scratch.keys.clear();
+    scratch.values.clear();
     let mut s = Scanner {
         b: line.as_bytes(),
         text: line,
         at: 0,
-        keys: std::mem::take(keys),
+        keys: std::mem::take(&mut scratch.keys),
+        values: Some(std::mem::take(&mut scratch.values)),
     };
     let done = s.document(mapping, found, ignored);
-    *keys = s.keys;
+    scratch.keys = s.keys;
+    match s.values {
+        // Every leaf was a mapped value: the shape is learnt.
+        Some(values) => {
+            if done.is_some() {
+                scratch.shape.learn(line.as_bytes(), &values);
+            }
+            scratch.values = values;
+        }
+        None => scratch.shape.known = false,
+    }
     done
 }
 
@@ -85,6 +181,9 @@ struct Scanner<'a> {
     at: usize,
     /// `(start, len)` of each key of the objects open, outermost first.
     keys: Vec<(usize, usize)>,
+    /// The mapped values read, `(start, end, field)`, while the document can still give
+    /// its shape; `None` once a leaf was not a mapped value.
+    values: Option<Vec<(usize, usize, u32)>>,
 }
 
 impl<'a> Scanner<'a> {
@@ -171,6 +270,8 @@ impl<'a> Scanner<'a> {
             self.ws();
             match mapping.child(node, key) {
                 None => {
+                    // An unmapped subtree: the shape would not say how to read it.
+                    self.values = None;
                     let leaves = self.skip(depth)?;
                     if leaves > 0 {
                         match mapping.dynamic() {
@@ -181,7 +282,12 @@ impl<'a> Scanner<'a> {
                 }
                 Some(child) => match mapping.node_field(child) {
                     Some(i) => {
-                        if let Some(v) = self.scalar()?
+                        let start = self.at;
+                        let value = self.scalar()?;
+                        if let Some(values) = &mut self.values {
+                            values.push((start, self.at, i as u32));
+                        }
+                        if let Some(v) = value
                             && let Some(slot) = found.get_mut(i)
                         {
                             if slot.is_some() {
@@ -452,7 +558,7 @@ mod tests {
             line,
             &mut found,
             &mut ignored,
-            &mut Vec::new(),
+            &mut super::ScanScratch::default(),
         )
         .is_some();
         let got = parser.parse_line(line).map_err(|e| e.to_string());
@@ -489,6 +595,53 @@ mod tests {
             fast += usize::from(same(&mut parser, line));
         }
         assert_eq!(fast, lines.len(), "every generated document is plain");
+    }
+
+    #[test]
+    fn a_document_of_the_last_shape_is_read_by_its_skeleton() {
+        let m = mapping("k8s-datagen.mapping.json");
+        let lines: Vec<String> = Dataset::k8s(Options::default().points(4))
+            .ndjson()
+            .collect();
+        let mut scratch = super::ScanScratch::default();
+        let mut found = vec![None; m.fields().len()];
+        let mut ignored = 0;
+        super::scan_doc(&m, &lines[0], &mut found, &mut ignored, &mut scratch).unwrap();
+        assert!(scratch.shape.known);
+        assert_eq!(scratch.shape.slots.len(), found.iter().flatten().count());
+        // Another document of the same shape reads through the skeleton alone, to the
+        // values a whole read gives.
+        let mut by_shape = vec![None; m.fields().len()];
+        scratch.shape.read(&lines[1], &mut by_shape).unwrap();
+        let mut whole = vec![None; m.fields().len()];
+        super::scan_doc(
+            &m,
+            &lines[1],
+            &mut whole,
+            &mut ignored,
+            &mut super::ScanScratch::default(),
+        )
+        .unwrap();
+        assert_eq!(by_shape, whole);
+        // One space more, a value of another kind, a key renamed: not of the shape.
+        let spaced = lines[1].replacen(':', ": ", 1);
+        let mut f = vec![None; m.fields().len()];
+        assert!(scratch.shape.read(&spaced, &mut f).is_none());
+        let renamed = lines[1].replacen("\"name\"", "\"nome\"", 1);
+        assert!(scratch.shape.read(&renamed, &mut f).is_none());
+        let at = lines[1].find("\"@timestamp\":").unwrap() + "\"@timestamp\":".len();
+        let end = at + lines[1][at..].find(',').unwrap();
+        let object = format!("{}{{}}{}", &lines[1][..at], &lines[1][end..]);
+        let mut f = vec![None; m.fields().len()];
+        assert!(scratch.shape.read(&object, &mut f).is_none());
+        let text = format!("{}\"1000\"{}", &lines[1][..at], &lines[1][end..]);
+        let mut f = vec![None; m.fields().len()];
+        scratch.shape.read(&text, &mut f).unwrap();
+        // A document with an unmapped leaf teaches no shape.
+        let mut loose = super::ScanScratch::default();
+        let extra = lines[0].replacen('{', "{\"zz\":1,", 1);
+        let _ = super::scan_doc(&m, &extra, &mut found, &mut ignored, &mut loose);
+        assert!(!loose.shape.known);
     }
 
     #[test]

@@ -121,3 +121,44 @@ fn a_read_error_stops_the_ingest_without_hanging_and_keeps_what_went_in() {
         assert!(stored > 1_000, "threads {threads}: {stored}");
     }
 }
+
+/// With a small refresh budget the parallel ingest writes its segments on its refresh
+/// thread: the summary and the stored documents equal a serial ingest's (whose
+/// refreshes run inline), segments were written, and all of it is there after reopening.
+#[test]
+fn refreshes_off_the_applying_thread_store_what_inline_refreshes_store() {
+    let input = input();
+    let config = || tidemark::dedup::EngineConfig::new().with_refresh_rows(700);
+    let mut results = Vec::new();
+    for threads in [1, 2, 4] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ix");
+        let mut index = Index::create_with_config(&path, mapping(), config()).unwrap();
+        let options = IngestOptions {
+            threads,
+            chunk_lines: 113,
+            max_reported_errors: 100,
+            ..IngestOptions::default()
+        };
+        let mut s = index.ingest(&input[..], &options, &mut |_| {}).unwrap();
+        s.elapsed = Default::default();
+        assert!(!index.background_refresh(), "threads {threads}: restored");
+        let segments = index.stats().unwrap().segments;
+        assert!(segments >= 3, "threads {threads}: {segments} segments");
+        let docs = index.search(&Query::default()).unwrap();
+        drop(index);
+        let reopened = Index::open_with_config(&path, config()).unwrap();
+        assert_eq!(
+            reopened.search(&Query::default()).unwrap(),
+            docs,
+            "threads {threads}: after reopening"
+        );
+        results.push((threads, s, docs));
+    }
+    let (_, first, first_docs) = &results[0];
+    assert!(first.counts.created > 5_000, "{first:?}");
+    for (threads, s, docs) in &results[1..] {
+        assert_eq!(s, first, "threads {threads}");
+        assert_eq!(docs, first_docs, "threads {threads}");
+    }
+}

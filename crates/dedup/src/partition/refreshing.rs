@@ -76,6 +76,11 @@ impl PartitionedEngine {
         }
     }
 
+    /// Whether refreshes run off the write path ([`set_background_refresh`](Self::set_background_refresh)).
+    pub fn background_refresh(&self) -> bool {
+        self.background_refresh
+    }
+
     /// The refresh to run now, if any: a frozen buffer whose earlier attempt failed, or,
     /// once the partitions' unfrozen buffers hold the budget (`refresh_rows`), the
     /// partition buffering the most (not already refreshing) freezes its buffer. `None`

@@ -114,6 +114,9 @@ pub(crate) fn plan(registry: &Registry, who: &Principal, lines: Vec<BulkLine<'_>
         group.slots.push(slot);
         group.kinds.push(kind);
     }
+    for (group, parser) in plan.groups.iter().zip(parsers) {
+        group.handle.give_back_parser(parser);
+    }
     plan
 }
 
