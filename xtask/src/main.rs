@@ -62,7 +62,9 @@ tasks:
       duplicate counts (default out: target/xtask/datasets)
   peers [--dataset k8s|otel] [--points N] [--series N] [--systems LIST] [--clients N]
       [--batch N] [--dup-rate F] [--late-rate F] [--changed-rate F] [--seed N] [--small]
-      [--json FILE] [--markdown FILE] [--tidemark-bin PATH] [--keep-data DIR]
+      [--json FILE] [--markdown FILE] [--tidemark-bin PATH] [--keep-data DIR] [--rounds N]
+      (--rounds: the systems N times on one dataset, alternate rounds in reverse order,
+      the report led by each system's median)
       write the same generated dataset (retries, late points, retries with another value)
       through each system's own protocol on loopback: tidemark (line protocol; tidemark:rw
       remote write), victoria-metrics (line protocol, or :rw; -dedup.minScrapeInterval=1ms),

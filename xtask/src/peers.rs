@@ -49,6 +49,9 @@ pub(crate) struct Args {
     tidemark_bin: Option<PathBuf>,
     /// Copy each system's data directory, after compaction, under this directory.
     keep_data: Option<PathBuf>,
+    /// Rounds over the systems on the one dataset (its bodies built once); even rounds
+    /// run the systems in reverse order, and the report leads with the medians.
+    rounds: u32,
 }
 
 /// Which protocol a system is written with.
@@ -147,6 +150,7 @@ pub(crate) fn parse_args(args: &[String]) -> Result<Args> {
         markdown: None,
         tidemark_bin: None,
         keep_data: None,
+        rounds: 1,
     };
     let mut points = None;
     let mut series = None;
@@ -175,6 +179,7 @@ pub(crate) fn parse_args(args: &[String]) -> Result<Args> {
             "--markdown" => a.markdown = Some(PathBuf::from(value()?)),
             "--tidemark-bin" => a.tidemark_bin = Some(PathBuf::from(value()?)),
             "--keep-data" => a.keep_data = Some(PathBuf::from(value()?)),
+            "--rounds" => a.rounds = value()?.parse().context("--rounds")?,
             "--small" => small = true,
             other => bail!("unknown option {other:?}"),
         }
@@ -189,8 +194,8 @@ pub(crate) fn parse_args(args: &[String]) -> Result<Args> {
     };
     a.points = points.unwrap_or(dp);
     a.series = series.unwrap_or(ds);
-    if a.points == 0 || a.series == 0 || a.clients == 0 || a.batch == 0 {
-        bail!("--points, --series, --clients and --batch must be positive");
+    if a.points == 0 || a.series == 0 || a.clients == 0 || a.batch == 0 || a.rounds == 0 {
+        bail!("--points, --series, --clients, --batch and --rounds must be positive");
     }
     for (name, r) in [
         ("--dup-rate", a.dup_rate),
@@ -879,6 +884,10 @@ fn verdict(stored: f64, t: &MetricTruth) -> String {
 /// One system's row of the report.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Row {
+    /// Which round of `--rounds` (from 1).
+    round: u32,
+    /// The load average when the system's run ended.
+    load: String,
     system: String,
     protocol: String,
     version: String,
@@ -964,6 +973,8 @@ fn run_system(spec: SystemSpec, a: &Args, p: &Prepared, span_secs: i64) -> Resul
         };
         let peak_rss_kib = vm_hwm_kib(running.process.id()).unwrap_or(0);
         Ok(Row {
+            round: 0,
+            load: String::new(),
             system: spec.label(),
             protocol: spec.proto.name().into(),
             version: running.version.clone(),
@@ -1036,18 +1047,31 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     );
     let load_before = loadavg();
     let mut rows = Vec::new();
-    for spec in &a.systems {
-        eprintln!("peers: {} ({}) ...", spec.label(), spec.proto.name());
-        let row = run_system(*spec, &a, &prepared, span_ms / 1000).unwrap_or_else(|e| {
-            eprintln!("peers: {} skipped: {e:#}", spec.label());
-            Row {
-                system: spec.label(),
-                protocol: spec.proto.name().into(),
-                error: Some(format!("{e:#}")),
-                ..Row::default()
-            }
-        });
-        rows.push(row);
+    for round in 1..=a.rounds {
+        let mut order: Vec<SystemSpec> = a.systems.clone();
+        if round % 2 == 0 {
+            order.reverse();
+        }
+        for spec in &order {
+            eprintln!(
+                "peers: round {round}/{}: {} ({}) ...",
+                a.rounds,
+                spec.label(),
+                spec.proto.name()
+            );
+            let mut row = run_system(*spec, &a, &prepared, span_ms / 1000).unwrap_or_else(|e| {
+                eprintln!("peers: {} skipped: {e:#}", spec.label());
+                Row {
+                    system: spec.label(),
+                    protocol: spec.proto.name().into(),
+                    error: Some(format!("{e:#}")),
+                    ..Row::default()
+                }
+            });
+            row.round = round;
+            row.load = loadavg();
+            rows.push(row);
+        }
     }
     let load_after = loadavg();
     let report = Report {
@@ -1074,6 +1098,20 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The median of `v` (the mean of the middle two for an even count), `None` if empty.
+fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
 fn chrono_like_now() -> String {
     Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
@@ -1097,7 +1135,8 @@ impl Report {
     /// points, series, seed, dup_rate, late_rate, changed_rate, clients, batch), `truth`
     /// (`sent_samples`, `unique_samples`, `duplicate_samples`, `changed_samples`,
     /// `late_points`, per metric `unique`/`sum_first`/`sum_last`), and `systems`: per
-    /// system `system`, `protocol`, `version`, `error` (why it was skipped, or null),
+    /// system and round (`round`, from 1, and `load_after`, the load average when its run
+    /// ended) `system`, `protocol`, `version`, `error` (why it was skipped, or null),
     /// `samples_per_sec` (samples sent, duplicates included, over the ingest wall time),
     /// `ingest_secs`, `requests`, `accepted_samples` (in 2xx answers), `rejected_requests`/`rejected_samples` (answers other than 2xx after
     /// retries of 429/5xx) and `first_rejection`, `stored_samples` (sum of the stored
@@ -1126,7 +1165,9 @@ impl Report {
                     "metric": k, "unique": m.unique, "sum_first": m.sum_first, "sum_last": m.sum_last,
                 })).collect::<Vec<_>>(),
             },
+            "rounds": a.rounds,
             "systems": self.rows.iter().map(|r| json!({
+                "round": r.round, "load_after": r.load,
                 "system": r.system, "protocol": r.protocol, "version": r.version, "error": r.error,
                 "samples_per_sec": r.samples_per_sec, "ingest_secs": r.ingest_secs,
                 "requests": r.requests, "accepted_samples": r.accepted_samples,
@@ -1152,7 +1193,56 @@ impl Report {
             t.sent_samples, t.unique(), t.duplicate_samples, t.changed_samples, t.late_points,
             self.args.clients, self.args.batch
         ));
-        let ok: Vec<&Row> = self.rows.iter().filter(|r| r.error.is_none()).collect();
+        if self.args.rounds > 1 {
+            self.medians(&mut s);
+        }
+        for round in 1..=self.args.rounds.max(1) {
+            let rows: Vec<&Row> = self
+                .rows
+                .iter()
+                .filter(|r| r.round == round || self.args.rounds <= 1)
+                .collect();
+            if self.args.rounds > 1 {
+                s.push_str(&format!("Round {round}:\n\n"));
+            }
+            self.table(&mut s, &rows);
+        }
+        s.push_str(
+            "\n\"Retried point kept\": where the stored sums lie between every first copy kept \
+             (`first`, 0) and every last copy kept (`last`, 1), per metric, over the retries sent \
+             with another value; with more than one connection, copies in batches sent at the \
+             same time may arrive in either order.\n\n",
+        );
+        for r in &self.rows {
+            match &r.error {
+                Some(e) => s.push_str(&format!("- {}: skipped: {e}\n", r.system)),
+                None => {
+                    if self.args.rounds > 1 {
+                        s.push_str(&format!("- round {}:", r.round));
+                    } else {
+                        s.push('-');
+                    }
+                    s.push_str(&format!(
+                        " {} ({}): bytes = {}",
+                        r.system, r.version, r.bytes_note
+                    ));
+                    if let Some(e) = &r.first_rejection {
+                        s.push_str(&format!(
+                            "; first rejection: `{}`",
+                            e.replace('`', "'").replace('\n', " ")
+                        ));
+                    }
+                    s.push('\n');
+                }
+            }
+        }
+        s
+    }
+
+    /// One round's table: a column per system that ran.
+    fn table(&self, s: &mut String, rows: &[&Row]) {
+        let t = &self.truth;
+        let ok: Vec<&Row> = rows.iter().copied().filter(|r| r.error.is_none()).collect();
         s.push_str("| |");
         for r in &ok {
             s.push_str(&format!(" {} ({}) |", r.system, r.protocol));
@@ -1186,31 +1276,72 @@ impl Report {
         line("peak RSS MiB", &|r| {
             format!("{:.0}", r.peak_rss_kib as f64 / 1024.0)
         });
-        s.push_str(
-            "\n\"Retried point kept\": where the stored sums lie between every first copy kept \
-             (`first`, 0) and every last copy kept (`last`, 1), per metric, over the retries sent \
-             with another value; with more than one connection, copies in batches sent at the \
-             same time may arrive in either order.\n\n",
-        );
-        for r in &self.rows {
-            match &r.error {
-                Some(e) => s.push_str(&format!("- {}: skipped: {e}\n", r.system)),
-                None => {
-                    s.push_str(&format!(
-                        "- {} ({}): bytes = {}",
-                        r.system, r.version, r.bytes_note
-                    ));
-                    if let Some(e) = &r.first_rejection {
-                        s.push_str(&format!(
-                            "; first rejection: `{}`",
-                            e.replace('`', "'").replace('\n', " ")
-                        ));
+        s.push('\n');
+    }
+
+    /// Samples/s per round and their median for each system, and each Tidemark median
+    /// over VictoriaMetrics' (with dedup) on the same protocol.
+    fn medians(&self, s: &mut String) {
+        s.push_str("| system (protocol) |");
+        for round in 1..=self.args.rounds {
+            s.push_str(&format!(" round {round} |"));
+        }
+        s.push_str(" **median** | load after each |\n|---|");
+        for _ in 0..=self.args.rounds {
+            s.push_str("---:|");
+        }
+        s.push_str("---|\n");
+        let mut medians: Vec<(SystemSpec, f64)> = Vec::new();
+        for spec in &self.args.systems {
+            let label = spec.label();
+            let mine: Vec<&Row> = self
+                .rows
+                .iter()
+                .filter(|r| r.system == label && r.protocol == spec.proto.name())
+                .collect();
+            let mut rates: Vec<f64> = mine
+                .iter()
+                .filter(|r| r.error.is_none())
+                .map(|r| r.samples_per_sec)
+                .collect();
+            s.push_str(&format!("| {label} ({}) |", spec.proto.name()));
+            for round in 1..=self.args.rounds {
+                match mine.iter().find(|r| r.round == round) {
+                    Some(r) if r.error.is_none() => {
+                        s.push_str(&format!(" {:.0} |", r.samples_per_sec))
                     }
-                    s.push('\n');
+                    _ => s.push_str(" skipped |"),
                 }
             }
+            let m = median(&mut rates);
+            match m {
+                Some(m) => {
+                    s.push_str(&format!(" **{m:.0}** |"));
+                    medians.push((*spec, m));
+                }
+                None => s.push_str(" — |"),
+            }
+            let loads: Vec<&str> = mine.iter().map(|r| r.load.as_str()).collect();
+            s.push_str(&format!(" {} |\n", loads.join("; ")));
         }
-        s
+        s.push('\n');
+        for (spec, m) in &medians {
+            if spec.kind != Kind::Tidemark {
+                continue;
+            }
+            let peer = medians
+                .iter()
+                .find(|(p, _)| p.kind == Kind::Victoria && p.dedup && p.proto == spec.proto);
+            if let Some((_, v)) = peer {
+                s.push_str(&format!(
+                    "- {} ({}): {:.2}× VictoriaMetrics' median\n",
+                    spec.label(),
+                    spec.proto.name(),
+                    m / v
+                ));
+            }
+        }
+        s.push('\n');
     }
 }
 
@@ -1390,6 +1521,63 @@ mod tests {
         assert_eq!(j["systems"][0]["bytes_per_sample"], 2.5);
         assert_eq!(j["truth"]["unique_samples"], 10);
         assert!(j["systems"][1]["error"].is_string());
+    }
+
+    #[test]
+    fn rounds_report_each_round_and_the_medians() {
+        let mut a = parse_args(&args("--small --rounds 3 --systems tidemark,vm,vm:rw")).unwrap();
+        assert_eq!(a.rounds, 3);
+        assert!(parse_args(&args("--rounds 0")).is_err());
+        let mut truth = Truth::default();
+        truth
+            .metrics
+            .insert("k8s_cpu".into(), MetricTruth::default());
+        let row = |round: u32, system: &str, protocol: &str, rate: f64| Row {
+            round,
+            load: format!("0.{round}"),
+            system: system.into(),
+            protocol: protocol.into(),
+            samples_per_sec: rate,
+            ..Row::default()
+        };
+        let mut rows = Vec::new();
+        for (round, t, v) in [(1, 300.0, 100.0), (2, 100.0, 200.0), (3, 200.0, 400.0)] {
+            rows.push(row(round, "tidemark", "line protocol", t));
+            rows.push(row(round, "victoria-metrics", "line protocol", v));
+        }
+        // A peer that failed in one round: its median is of the rounds it ran.
+        rows.push(Row {
+            error: Some("down".into()),
+            ..row(1, "victoria-metrics:rw", "remote write", 0.0)
+        });
+        rows.push(row(2, "victoria-metrics:rw", "remote write", 10.0));
+        rows.push(row(3, "victoria-metrics:rw", "remote write", 30.0));
+        a.systems.truncate(3);
+        let r = Report {
+            date: "d".into(),
+            command: "c".into(),
+            machine: "m".into(),
+            args: a,
+            truth,
+            rows,
+        };
+        let md = r.markdown();
+        assert!(
+            md.contains("| tidemark (line protocol) | 300 | 100 | 200 | **200** | 0.1; 0.2; 0.3 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| victoria-metrics:rw (remote write) | skipped | 10 | 30 | **20** |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- tidemark (line protocol): 1.00× VictoriaMetrics' median"),
+            "{md}"
+        );
+        assert!(md.contains("Round 3:"), "{md}");
+        assert_eq!(r.json()["systems"][5]["round"], 3);
+        assert_eq!(median(&mut [4.0, 1.0]), Some(2.5));
+        assert_eq!(median(&mut []), None);
     }
 
     fn decode(body: &[u8]) -> WriteRequest {
