@@ -1355,6 +1355,17 @@ mod tests {
         s.split_whitespace().map(str::to_owned).collect()
     }
 
+    fn report(args: Args, truth: Truth, rows: Vec<Row>) -> Report {
+        Report {
+            date: "d".into(),
+            command: "c".into(),
+            machine: "m".into(),
+            args,
+            truth,
+            rows,
+        }
+    }
+
     #[test]
     fn parses_systems_and_sizes() {
         let a = parse_args(&args(
@@ -1493,14 +1504,7 @@ mod tests {
                 ..Row::default()
             },
         ];
-        let r = Report {
-            date: "d".into(),
-            command: "c".into(),
-            machine: "m".into(),
-            args: a,
-            truth,
-            rows,
-        };
+        let r = report(a, truth, rows);
         let md = r.markdown();
         assert!(md.contains("| ingest samples/s | 1234 |"), "{md}");
         assert!(
@@ -1525,7 +1529,7 @@ mod tests {
 
     #[test]
     fn rounds_report_each_round_and_the_medians() {
-        let mut a = parse_args(&args("--small --rounds 3 --systems tidemark,vm,vm:rw")).unwrap();
+        let a = parse_args(&args("--small --rounds 3 --systems tidemark,vm,vm:rw")).unwrap();
         assert_eq!(a.rounds, 3);
         assert!(parse_args(&args("--rounds 0")).is_err());
         let mut truth = Truth::default();
@@ -1552,15 +1556,7 @@ mod tests {
         });
         rows.push(row(2, "victoria-metrics:rw", "remote write", 10.0));
         rows.push(row(3, "victoria-metrics:rw", "remote write", 30.0));
-        a.systems.truncate(3);
-        let r = Report {
-            date: "d".into(),
-            command: "c".into(),
-            machine: "m".into(),
-            args: a,
-            truth,
-            rows,
-        };
+        let r = report(a, truth, rows);
         let md = r.markdown();
         assert!(
             md.contains("| tidemark (line protocol) | 300 | 100 | 200 | **200** | 0.1; 0.2; 0.3 |"),
